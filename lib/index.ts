@@ -4,3 +4,4 @@
  */
 export * from './info.js';
 export * from './kernels/index.js';
+export * from './training/index.js';
