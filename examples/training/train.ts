@@ -19,6 +19,7 @@ const { values } = parseArgs({
   },
 });
 
+tf.enableProdMode(); // quiet: no tfjs-node advertisement
 await tf.setBackend('cpu');
 const policy = createBigramPolicy();
 const trainer = new GRPOTrainer({

@@ -109,6 +109,8 @@ export interface GRPOTrainerOptions<Problem> {
   seed?: number;
   /** JSONL file receiving one line of {@link GRPOStepMetrics} per step. */
   logFile?: string;
+  /** Called with each step's episodes and their keep flags (1 = in the loss), after the filters. */
+  onEpisodes?: (episodes: readonly Episode<Problem>[], keep: Uint8Array) => void | Promise<void>;
   /** Called after each step with its metrics. */
   onStep?: (metrics: GRPOStepMetrics) => void | Promise<void>;
   /** Directory of checkpoints; when set, a checkpoint is written every `checkpointEvery` steps and `train` resumes from the latest. */
@@ -254,6 +256,7 @@ export class GRPOTrainer<Problem> {
     });
 
     const { keep, filtered } = this.applyFilters(episodes, groupSize);
+    await options.onEpisodes?.(episodes, keep);
     const sequences: TrainingSequence[] = episodes.map((e, i) => ({
       tokens: e.tokens,
       roles: e.roles,
@@ -522,7 +525,6 @@ export class GRPOTrainer<Problem> {
             clipHigh: o.clipHigh ?? o.clipLow ?? 0.2,
             ...(update.refLogp ? { refLogp: take(update.refLogp), klCoef: o.klCoef ?? 0, klEstimator: o.klEstimator ?? 'k3' } : {}),
           };
-          const withEntropy = true;
           const measureEntropy = epoch === 0;
           await o.policy.accumulateGradients(
             sub.batch,
@@ -577,7 +579,7 @@ export class GRPOTrainer<Problem> {
               }
               return gradEntropy ? { gradLogp, gradEntropy } : { gradLogp };
             },
-            { withEntropy },
+            { withEntropy: true },
           );
         }
         const { gradNorm } = await o.policy.applyGradients(
