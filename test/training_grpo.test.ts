@@ -21,62 +21,9 @@ import {
   type PolicyBatch,
   type PolicyOutputGradient,
 } from '../lib/training/index.js';
-import type { TfjsPolicy } from '../lib/training/tfjs.js';
-import { createBigramPolicy, type Product, ProductEnvironment, products, VOCAB_SIZE } from '../examples/training/arithmetic.js';
+import { type Product, ProductEnvironment, products, VOCAB_SIZE } from '../examples/training/arithmetic.js';
 import { assertClose } from './support.js';
-
-let policyCount = 0;
-
-/** A fresh bigram policy with a unique variable name; SGD at rate 1 makes the update equal the gradient. */
-function bigram(optimizer: 'sgd' | 'adam' = 'sgd'): TfjsPolicy {
-  policyCount += 1;
-  return createBigramPolicy({
-    name: `grpo-test-${policyCount}`,
-    optimizer: optimizer === 'sgd' ? tf.train.sgd(1) : tf.train.adam(0.1),
-  });
-}
-
-function table(policy: TfjsPolicy): Float32Array {
-  return (policy as unknown as { options: { variables: tf.Variable[] } }).options.variables[0].dataSync() as Float32Array;
-}
-
-/** Wraps a policy and records every gradient the trainer hands back for a batch. */
-class RecordingPolicy implements Policy {
-  readonly gradients: { batch: PolicyBatch; gradient: PolicyOutputGradient }[] = [];
-  constructor(readonly inner: Policy) {}
-  encode(text: string, role: 'prompt' | 'feedback') {
-    return this.inner.encode(text, role);
-  }
-  sampleTurns(...args: Parameters<Policy['sampleTurns']>) {
-    return this.inner.sampleTurns(...args);
-  }
-  logprobs(...args: Parameters<Policy['logprobs']>) {
-    return this.inner.logprobs(...args);
-  }
-  accumulateGradients(...[batch, lossGradient, options]: Parameters<Policy['accumulateGradients']>) {
-    return this.inner.accumulateGradients(
-      batch,
-      (outputs) => {
-        const gradient = lossGradient(outputs);
-        this.gradients.push({ batch, gradient });
-        return gradient;
-      },
-      options,
-    );
-  }
-  applyGradients(...args: Parameters<Policy['applyGradients']>) {
-    return this.inner.applyGradients(...args);
-  }
-  frozenCopy() {
-    return this.inner.frozenCopy();
-  }
-  saveState(dir: string) {
-    return this.inner.saveState(dir);
-  }
-  loadState(dir: string) {
-    return this.inner.loadState(dir);
-  }
-}
+import { bigram, RecordingPolicy, table } from './training_support.js';
 
 function trainerOptions(policy: Policy, extra: Partial<GRPOTrainerOptions<Product>> = {}): GRPOTrainerOptions<Product> {
   return {
@@ -101,7 +48,7 @@ describe('GRPOTrainer', () => {
   it('gives the same update with micro-batches and accumulation as with one big batch', async () => {
     for (const aggregation of ['token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const) {
       const updated: Float32Array[] = [];
-      const initial = table(bigram()).slice();
+      const initial = table(bigram());
       for (const microBatchSize of [undefined, 1, 4]) {
         const policy = bigram();
         const trainer = new GRPOTrainer(
@@ -109,7 +56,7 @@ describe('GRPOTrainer', () => {
         );
         const [metrics] = await trainer.train(1);
         assert.ok(metrics.trainedTokens > 0 && metrics.gradNorm > 0, `${aggregation}: nothing trained`);
-        updated.push(table(policy).slice());
+        updated.push(table(policy));
         policy.dispose();
       }
       const change = updated[0].map((v, i) => v - initial[i]);

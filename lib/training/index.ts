@@ -3,6 +3,7 @@
  * `TfjsPolicy` live in `tirl/tfjs`.
  */
 export * from './checkpoint.js';
+export * from './dpo.js';
 export * from './environment.js';
 export * from './grpo.js';
 export * from './policy.js';
