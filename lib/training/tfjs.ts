@@ -475,6 +475,7 @@ export class TfjsPolicy implements Policy {
     const optimizerWeights = await this.options.optimizer.getWeights();
     await writeWeights(dir, 'optimizer', optimizerWeights);
     for (const w of optimizerWeights) if (!(w.tensor instanceof tf.Variable)) w.tensor.dispose();
+    await writeWeights(dir, 'optimizer-scalars', optimizerScalars(this.options.optimizer));
   }
 
   async loadState(dir: string): Promise<void> {
@@ -490,7 +491,12 @@ export class TfjsPolicy implements Policy {
         value.dispose();
       }
     });
-    await this.options.optimizer.setWeights(await readWeights(dir, 'optimizer'));
+    const optimizer = this.options.optimizer;
+    await optimizer.setWeights(await readWeights(dir, 'optimizer'));
+    for (const { name, tensor } of await readWeights(dir, 'optimizer-scalars')) {
+      (optimizer as unknown as Record<string, tf.Variable>)[name].assign(tensor);
+      tensor.dispose();
+    }
   }
 
   dispose(): void {
@@ -528,6 +534,17 @@ export class TfjsPolicy implements Policy {
       });
     }
   }
+}
+
+/**
+ * Scalar variables an optimizer keeps outside `getWeights()`, by property name: Adam's
+ * running powers of beta1/beta2, which `setWeights` recomputes with `pow` and so restores
+ * only to the last bit. Saving them makes a resumed run bitwise equal to an uninterrupted one.
+ */
+function optimizerScalars(optimizer: tf.Optimizer): NamedTensor[] {
+  return Object.entries(optimizer)
+    .filter(([, value]) => value instanceof tf.Variable && value.rank === 0)
+    .map(([name, value]) => ({ name, tensor: value as tf.Variable }));
 }
 
 /** Draws a token from softmax(logits / temperature); returns it with its log-probability. */
