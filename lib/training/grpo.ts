@@ -10,7 +10,7 @@ import { feedbackMask, groupAdvantages, ppoLoss, Role } from '../kernels/index.j
 import { isVoidTurn } from '../sdk.js';
 import { latestCheckpoint, writeCheckpoint } from './checkpoint.js';
 import type { Environment } from './environment.js';
-import type { Policy, PolicyBatch, PolicyLogprobs } from './policy.js';
+import type { Policy, PolicyBatch, PolicyLogprobs, PolicyOutputGradient } from './policy.js';
 import { SeededRandom } from './random.js';
 import { type Episode, packSequences, replayStep, rollout } from './rollout.js';
 
@@ -283,9 +283,9 @@ export class GRPOTrainer<Problem> {
       successRate: mean(episodes.map((e) => (e.success ? 1 : 0))),
       episodes: episodes.length,
       filtered,
-      keptTrajectories: keep.reduce((sum, k) => sum + k, 0),
+      keptTrajectories: sum(keep),
       tokens: update.batch.tokens.length,
-      trainedTokens: update.mask.reduce((sum, m) => sum + m, 0),
+      trainedTokens: sum(update.mask),
       ...updateStats,
       ...(stepLevel ? { stepLevel } : {}),
       rolloutSeconds,
@@ -503,10 +503,7 @@ export class GRPOTrainer<Problem> {
   private async update(update: UpdateBatch) {
     const o = this.options;
     const count = update.sequences.length;
-    const totals = { loss: 0, pgLoss: 0, klLoss: 0, gradNorm: 0, optimizerSteps: 0 };
-    const weighted = { clipFraction: 0, clipFractionLower: 0, approxKl: 0, tokens: 0 };
-    let entropy = { sum: 0, tokens: 0 };
-    let nonFinite = 0;
+    const stats = new UpdateStats();
     const miniBatches = Math.max(1, Math.min(o.miniBatches ?? 1, count));
     for (let epoch = 0; epoch < (o.ppoEpochs ?? 1); epoch++) {
       const order = miniBatches > 1 ? this.random.shuffled(range(count)) : range(count);
@@ -514,95 +511,72 @@ export class GRPOTrainer<Problem> {
         const normalizers = this.normalizers(update, mini);
         for (const micro of chunk(mini, o.microBatchSize ?? mini.length)) {
           const sub = gatherSequences(update.batch, micro);
-          const take = <T extends Float32Array | Uint8Array>(source: T) => gatherValues(source, sub.positions);
-          const episodeMask = take(update.episodeMask);
-          const stepMask = take(update.stepMask);
-          const common = {
-            oldLogp: take(update.oldLogp),
-            advantages: take(update.advantages),
-            seqOffsets: sub.batch.seqOffsets,
-            clipLow: o.clipLow ?? 0.2,
-            clipHigh: o.clipHigh ?? o.clipLow ?? 0.2,
-            ...(update.refLogp ? { refLogp: take(update.refLogp), klCoef: o.klCoef ?? 0, klEstimator: o.klEstimator ?? 'k3' } : {}),
-          };
-          const measureEntropy = epoch === 0;
           await o.policy.accumulateGradients(
             sub.batch,
-            (outputs: PolicyLogprobs) => {
-              const gradLogp = new Float32Array(sub.batch.tokens.length);
-              if (normalizers.episodeTokens > 0) {
-                const r = ppoLoss({
-                  ...common,
-                  logp: outputs.logp,
-                  mask: episodeMask,
-                  aggregation: o.aggregation ?? 'token-mean',
-                  ...(o.dualClip !== undefined ? { dualClip: o.dualClip } : {}),
-                  tokenNormalizer: normalizers.episodeTokens,
-                  seqNormalizer: normalizers.episodeSequences,
-                  horizon: normalizers.horizon,
-                });
-                gradLogp.set(r.grad);
-                const tokens = sum(episodeMask);
-                totals.loss += r.loss;
-                totals.pgLoss += r.pgLoss;
-                totals.klLoss += r.klLoss ?? 0;
-                weighted.clipFraction += r.clipFraction * tokens;
-                weighted.clipFractionLower += r.clipFractionLower * tokens;
-                weighted.approxKl += r.approxKl * tokens;
-                weighted.tokens += tokens;
-                nonFinite += r.nonFinite;
-              }
-              if (normalizers.stepTokens > 0) {
-                const coef = o.stepLevel?.coef ?? 0.5;
-                const r = ppoLoss({
-                  ...common,
-                  logp: outputs.logp,
-                  mask: stepMask,
-                  aggregation: 'token-mean',
-                  tokenNormalizer: normalizers.stepTokens,
-                });
-                for (let t = 0; t < gradLogp.length; t++) gradLogp[t] += coef * r.grad[t];
-                totals.loss += coef * r.loss;
-                nonFinite += r.nonFinite;
-              }
-              let gradEntropy: Float32Array | undefined;
-              if (outputs.entropy) {
-                if (measureEntropy) {
-                  for (let t = 0; t < episodeMask.length; t++) {
-                    if (episodeMask[t]) entropy.sum += outputs.entropy[t];
-                  }
-                  entropy.tokens += sum(episodeMask);
-                }
-                if ((o.entropyCoef ?? 0) !== 0 && normalizers.episodeTokens > 0) {
-                  gradEntropy = Float32Array.from(episodeMask, (m) => (-(o.entropyCoef ?? 0) * m) / normalizers.episodeTokens);
-                }
-              }
-              return gradEntropy ? { gradLogp, gradEntropy } : { gradLogp };
-            },
+            (outputs) => this.microBatchLoss(update, sub, outputs, normalizers, stats, epoch === 0),
             { withEntropy: true },
           );
         }
         const { gradNorm } = await o.policy.applyGradients(
           o.maxGradNorm === Infinity ? {} : { maxGradNorm: o.maxGradNorm ?? 1 },
         );
-        totals.gradNorm += gradNorm;
-        totals.optimizerSteps += 1;
+        stats.optimizerStep(gradNorm);
       }
     }
-    const steps = Math.max(totals.optimizerSteps, 1);
-    const tokens = Math.max(weighted.tokens, 1);
-    entropy = entropy.tokens > 0 ? entropy : { sum: 0, tokens: 1 };
-    return {
-      loss: totals.loss / steps,
-      pgLoss: totals.pgLoss / steps,
-      klLoss: totals.klLoss / steps,
-      clipFraction: weighted.clipFraction / tokens,
-      clipFractionLower: weighted.clipFractionLower / tokens,
-      approxKl: weighted.approxKl / tokens,
-      entropy: entropy.sum / entropy.tokens,
-      gradNorm: totals.gradNorm / steps,
-      nonFinite,
+    return stats.summary();
+  }
+
+  /**
+   * The loss of one micro-batch and its gradient w.r.t. the policy outputs: the episode
+   * PPO loss plus, weighted, the THOR step-level loss (each over its own tokens, with the
+   * normalisers of the whole optimizer step), minus the entropy bonus.
+   */
+  private microBatchLoss(
+    update: UpdateBatch,
+    sub: { batch: PolicyBatch; positions: Int32Array },
+    outputs: PolicyLogprobs,
+    normalizers: ReturnType<GRPOTrainer<Problem>['normalizers']>,
+    stats: UpdateStats,
+    measureEntropy: boolean,
+  ): PolicyOutputGradient {
+    const o = this.options;
+    const take = <T extends Float32Array | Uint8Array>(source: T) => gatherValues(source, sub.positions);
+    const episodeMask = take(update.episodeMask);
+    const common = {
+      logp: outputs.logp,
+      oldLogp: take(update.oldLogp),
+      advantages: take(update.advantages),
+      seqOffsets: sub.batch.seqOffsets,
+      clipLow: o.clipLow ?? 0.2,
+      clipHigh: o.clipHigh ?? o.clipLow ?? 0.2,
+      ...(update.refLogp ? { refLogp: take(update.refLogp), klCoef: o.klCoef ?? 0, klEstimator: o.klEstimator ?? 'k3' } : {}),
     };
+    const gradLogp = new Float32Array(sub.batch.tokens.length);
+    if (normalizers.episodeTokens > 0) {
+      const result = ppoLoss({
+        ...common,
+        mask: episodeMask,
+        aggregation: o.aggregation ?? 'token-mean',
+        ...(o.dualClip !== undefined ? { dualClip: o.dualClip } : {}),
+        tokenNormalizer: normalizers.episodeTokens,
+        seqNormalizer: normalizers.episodeSequences,
+        horizon: normalizers.horizon,
+      });
+      gradLogp.set(result.grad);
+      stats.episodeLoss(result, sum(episodeMask));
+    }
+    if (normalizers.stepTokens > 0) {
+      const coef = o.stepLevel?.coef ?? 0.5;
+      const result = ppoLoss({ ...common, mask: take(update.stepMask), aggregation: 'token-mean', tokenNormalizer: normalizers.stepTokens });
+      for (let t = 0; t < gradLogp.length; t++) gradLogp[t] += coef * result.grad[t];
+      stats.stepLoss(result, coef);
+    }
+    if (!outputs.entropy) return { gradLogp };
+    if (measureEntropy) stats.entropy(outputs.entropy, episodeMask);
+    const entropyCoef = o.entropyCoef ?? 0;
+    if (entropyCoef === 0 || normalizers.episodeTokens === 0) return { gradLogp };
+    const gradEntropy = Float32Array.from(episodeMask, (m) => (-entropyCoef * m) / normalizers.episodeTokens);
+    return { gradLogp, gradEntropy };
   }
 
   /** The global normalisers of one optimizer step: counts over its whole mini-batch. */
@@ -625,6 +599,69 @@ export class GRPOTrainer<Problem> {
       }
     }
     return { episodeTokens, episodeSequences: Math.max(episodeSequences, 1), stepTokens, horizon: Math.max(horizon, 1) };
+  }
+}
+
+/** Sums of the update's statistics, reduced to {@link GRPOStepMetrics} fields. */
+class UpdateStats {
+  private loss = 0;
+  private pgLoss = 0;
+  private klLoss = 0;
+  private gradNorm = 0;
+  private optimizerSteps = 0;
+  private clipFraction = 0;
+  private clipFractionLower = 0;
+  private approxKl = 0;
+  private tokens = 0;
+  private entropySum = 0;
+  private entropyTokens = 0;
+  private nonFinite = 0;
+
+  /** Adds a micro-batch's episode loss (already normalised globally, so losses add up). */
+  episodeLoss(result: ReturnType<typeof ppoLoss>, tokens: number): void {
+    this.loss += result.loss;
+    this.pgLoss += result.pgLoss;
+    this.klLoss += result.klLoss ?? 0;
+    this.clipFraction += result.clipFraction * tokens;
+    this.clipFractionLower += result.clipFractionLower * tokens;
+    this.approxKl += result.approxKl * tokens;
+    this.tokens += tokens;
+    this.nonFinite += result.nonFinite;
+  }
+
+  stepLoss(result: ReturnType<typeof ppoLoss>, coef: number): void {
+    this.loss += coef * result.loss;
+    this.nonFinite += result.nonFinite;
+  }
+
+  entropy(entropy: Float32Array, mask: Uint8Array): void {
+    for (let t = 0; t < mask.length; t++) {
+      if (mask[t]) {
+        this.entropySum += entropy[t];
+        this.entropyTokens += 1;
+      }
+    }
+  }
+
+  optimizerStep(gradNorm: number): void {
+    this.gradNorm += gradNorm;
+    this.optimizerSteps += 1;
+  }
+
+  summary() {
+    const steps = Math.max(this.optimizerSteps, 1);
+    const tokens = Math.max(this.tokens, 1);
+    return {
+      loss: this.loss / steps,
+      pgLoss: this.pgLoss / steps,
+      klLoss: this.klLoss / steps,
+      clipFraction: this.clipFraction / tokens,
+      clipFractionLower: this.clipFractionLower / tokens,
+      approxKl: this.approxKl / tokens,
+      entropy: this.entropySum / Math.max(this.entropyTokens, 1),
+      gradNorm: this.gradNorm / steps,
+      nonFinite: this.nonFinite,
+    };
   }
 }
 
