@@ -1,2 +1,3 @@
 export * from './feedback_mask.js';
 export * from './group_advantages.js';
+export * from './dpo_loss.js';
