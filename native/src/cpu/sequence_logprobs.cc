@@ -1,0 +1,181 @@
+// Forward and backward side by side: the backward is the transpose of the forward's
+// masked segment sum.
+//
+// Work is cut by tokens, not by sequences: a fixed number of tokens per chunk keeps the
+// threads balanced even when one sequence holds most of the batch. A sequence that spans
+// chunk boundaries is summed as per-chunk partials combined in chunk order afterwards,
+// so the result depends only on the sizes, never on the thread count.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/parallel.h"
+#include "common/validate.h"
+#include "math/sequence_logprobs.h"
+
+namespace tirl {
+namespace {
+
+constexpr int64_t kTokensPerChunk = 16384;
+
+struct MaskedSum {
+  double sum = 0.0;
+  int64_t count = 0;
+
+  void add(const MaskedSum& other) {
+    sum += other.sum;
+    count += other.count;
+  }
+};
+
+// Sum of logp over the masked tokens of [begin, end) and their count; logp == nullptr
+// counts only. Eight double accumulators in a fixed lane pattern (lane = position mod 8
+// from `begin`) let the compiler vectorize while keeping the order fixed. Masked-out
+// tokens are skipped, not multiplied by 0, so garbage (even NaN) there cannot leak in.
+MaskedSum masked_sum(const float* logp, const uint8_t* mask, int64_t begin, int64_t end) {
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t count = 0;
+  int64_t t = begin;
+  for (; t + 8 <= end; t += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const bool in = mask[t + k] != 0;
+      if (logp != nullptr) lanes[k] += in ? static_cast<double>(logp[t + k]) : 0.0;
+      count += in ? 1 : 0;
+    }
+  }
+  for (int k = 0; t < end; ++t, ++k) {
+    const bool in = mask[t] != 0;
+    if (logp != nullptr) lanes[k] += in ? static_cast<double>(logp[t]) : 0.0;
+    count += in ? 1 : 0;
+  }
+  return {((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])),
+          count};
+}
+
+// Calls emit(s, masked sum of sequence s) exactly once for every sequence.
+template <class Emit>
+void for_each_sequence_sum(const float* logp, const uint8_t* mask, int64_t num_tokens,
+                           const int32_t* seq_offsets, int64_t num_seqs, Emit emit) {
+  const int64_t num_chunks = chunk_count(num_tokens, kTokensPerChunk);
+  if (num_chunks == 0) {
+    for (int64_t s = 0; s < num_seqs; ++s) emit(s, MaskedSum{});
+    return;
+  }
+  // A chunk owns the sequences that start inside it (the last chunk also those starting
+  // at num_tokens, which are empty). What it cannot finish is left for the serial merge.
+  struct Spill {
+    MaskedSum lead;           // its first tokens, when they belong to an earlier sequence
+    int64_t open_seq = -1;    // the owned sequence that runs past the chunk's end
+    MaskedSum open_part;      // that sequence's tokens inside the chunk
+  };
+  std::vector<Spill> spills(static_cast<size_t>(num_chunks));
+  auto body = [&](int64_t chunk) {
+    const int64_t first = chunk * kTokensPerChunk;
+    const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
+    const bool last_chunk = chunk == num_chunks - 1;
+    int64_t s = std::lower_bound(seq_offsets, seq_offsets + num_seqs, first) - seq_offsets;
+    const int64_t first_owned_start = s < num_seqs ? seq_offsets[s] : num_tokens;
+    Spill& spill = spills[chunk];
+    spill.lead = masked_sum(logp, mask, first, std::min(first_owned_start, last));
+    for (; s < num_seqs && (seq_offsets[s] < last || (last_chunk && seq_offsets[s] == last)); ++s) {
+      const int64_t start = seq_offsets[s];
+      const int64_t end = seq_offsets[s + 1];
+      if (end <= last) {
+        emit(s, masked_sum(logp, mask, start, end));
+      } else {
+        spill.open_seq = s;
+        spill.open_part = masked_sum(logp, mask, start, last);
+      }
+    }
+  };
+  parallel_for(num_chunks, body);
+
+  int64_t open_seq = -1;
+  MaskedSum open_total;
+  for (int64_t chunk = 0; chunk < num_chunks; ++chunk) {
+    if (open_seq >= 0) {
+      open_total.add(spills[chunk].lead);
+      if (seq_offsets[open_seq + 1] <= std::min(num_tokens, (chunk + 1) * kTokensPerChunk)) {
+        emit(open_seq, open_total);
+        open_seq = -1;
+      }
+    }
+    if (spills[chunk].open_seq >= 0) {
+      open_seq = spills[chunk].open_seq;
+      open_total = spills[chunk].open_part;
+    }
+  }
+}
+
+tirl_status check_common(const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
+                         int64_t num_seqs, const float* per_token, const char* per_token_name,
+                         const float* per_seq, const char* per_seq_name, tirl_device device,
+                         const char* op) {
+  tirl_status s;
+  if ((s = check_count(num_tokens, op, "num_tokens")) || (s = check_count(num_seqs, op, "num_seqs")) ||
+      (s = check_pointer(mask, num_tokens, op, "mask")) ||
+      (s = check_pointer(per_token, num_tokens, op, per_token_name)) ||
+      (s = check_pointer(per_seq, num_seqs, op, per_seq_name)) ||
+      (s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, op)) ||
+      (s = check_cpu_device(device, op))) {
+    return s;
+  }
+  return TIRL_OK;
+}
+
+}  // namespace
+}  // namespace tirl
+
+extern "C" tirl_status tirl_sequence_logprobs(const float* logp, const uint8_t* mask,
+                                              int64_t num_tokens, const int32_t* seq_offsets,
+                                              int64_t num_seqs, int32_t average, float* out,
+                                              tirl_device device) {
+  using namespace tirl;
+  return guarded([&]() -> tirl_status {
+    if (tirl_status s = check_common(mask, num_tokens, seq_offsets, num_seqs, logp, "logp", out,
+                                     "out", device, "sequenceLogprobs")) {
+      return s;
+    }
+    const bool mean = average != 0;
+    for_each_sequence_sum(logp, mask, num_tokens, seq_offsets, num_seqs,
+                          [&](int64_t s, const MaskedSum& m) { out[s] = sequence_logprob(m.sum, m.count, mean); });
+    return ok();
+  });
+}
+
+extern "C" tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, const uint8_t* mask,
+                                                       int64_t num_tokens,
+                                                       const int32_t* seq_offsets,
+                                                       int64_t num_seqs, int32_t average,
+                                                       float* grad_logp, tirl_device device) {
+  using namespace tirl;
+  return guarded([&]() -> tirl_status {
+    if (tirl_status s = check_common(mask, num_tokens, seq_offsets, num_seqs, grad_logp,
+                                     "grad_logp", grad_seq, "grad_seq", device,
+                                     "sequenceLogprobsBackward")) {
+      return s;
+    }
+    const bool mean = average != 0;
+    // Averaging needs each sequence's masked count before its tokens are written.
+    std::vector<int64_t> counts;
+    if (mean) {
+      counts.resize(static_cast<size_t>(num_seqs));
+      for_each_sequence_sum(nullptr, mask, num_tokens, seq_offsets, num_seqs,
+                            [&](int64_t s, const MaskedSum& m) { counts[s] = m.count; });
+    }
+    auto body = [&](int64_t chunk) {
+      const int64_t first = chunk * kTokensPerChunk;
+      const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
+      // The sequence holding token `first`: the last one starting at or before it.
+      int64_t s = std::upper_bound(seq_offsets, seq_offsets + num_seqs + 1, first) - seq_offsets - 1;
+      for (int64_t t = first; t < last; ++s) {
+        const int64_t end = std::min<int64_t>(seq_offsets[s + 1], last);
+        const float g = sequence_logprob_token_grad(grad_seq[s], mean ? counts[s] : 0, mean);
+        for (; t < end; ++t) grad_logp[t] = mask[t] != 0 ? g : 0.0f;
+      }
+    };
+    parallel_for(chunk_count(num_tokens, kTokensPerChunk), body);
+    return ok();
+  });
+}
