@@ -1,64 +1,132 @@
 // DPO and its variants (MATH.md, as TRL computes them), per preference pair.
+//
+// Everything here is branch-free f32 arithmetic (exp and log1p as polynomials) so that a
+// CPU loop over pairs vectorizes; TRL computes these in f32 too.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "math/common.h"
 #include "tirl/tirl.h"
 
 namespace tirl {
 
+TIRL_HD inline float bits_to_float(uint32_t bits) {
+  float value;
+  memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+TIRL_HD inline uint32_t float_to_bits(float value) {
+  uint32_t bits;
+  memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+// exp(x) for x <= 0 (Cody-Waite reduction, Cephes polynomial; about 1 ulp). Below -87
+// the result is about 1.6e-38 instead of a subnormal: it only ever meets 1 + e. NaN
+// propagates.
+TIRL_HD inline float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float rounding = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  float n = (x * 1.44269504f + rounding) - rounding;
+  n = n == n ? n : 0.0f;  // NaN: keep the integer conversion defined; the polynomial carries it
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const uint32_t scale = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  return p * bits_to_float(scale);
+}
+
+// log(1 + e) for e in [0, 1] given u = 1 + e rounded and 1 / u: log(u) (Cephes logf
+// polynomial, u reduced to [sqrt(1/2), sqrt(2))) plus the rounding of u, (e - (u - 1)) / u.
+TIRL_HD inline float log1p_unit(float e, float u, float inverse_u) {
+  const bool high = u > 1.41421356f;
+  const float m = high ? u * 0.5f : u;
+  const float k = high ? 1.0f : 0.0f;
+  const float f = m - 1.0f;
+  const float f2 = f * f;
+  float p = 7.0376836292e-2f;
+  p = p * f - 1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f - 1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f - 1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f - 2.4999993993e-1f;
+  p = p * f + 3.3333331174e-1f;
+  float log_u = p * f * f2 - 2.12194440e-4f * k - 0.5f * f2;
+  log_u = (f + log_u) + 0.693359375f * k;
+  return log_u + (e - (u - 1.0f)) * inverse_u;
+}
+
+// log sigmoid(+-x) = min(+-x, 0) - log1p(exp(-|x|)) and sigmoid(+-x), from one exp.
+struct LogSigmoid {
+  float log_sigmoid_pos;
+  float log_sigmoid_neg;
+  float sigmoid_pos;
+  float sigmoid_neg;
+};
+
+TIRL_HD inline LogSigmoid log_sigmoid(float x) {
+  const float e = exp_nonpositive(-fabsf(x));
+  const float u = 1.0f + e;
+  const float inverse_u = 1.0f / u;  // sigmoid(|x|)
+  const float tail = log1p_unit(e, u, inverse_u);
+  const bool positive = x >= 0.0f;
+  const float small = e * inverse_u;  // sigmoid(-|x|), without the cancellation of 1 - sigmoid
+  return {(x < 0.0f ? x : 0.0f) - tail, (-x < 0.0f ? -x : 0.0f) - tail,
+          positive ? inverse_u : small, positive ? small : inverse_u};
+}
+
+// Per-call constants of the loss.
+struct DpoParams {
+  float beta;
+  float label_smoothing;
+  float robust_scale;  // 1 / (1 - 2 label_smoothing)
+  float ipo_target;    // 1 / (2 beta)
+};
+
+TIRL_HD inline DpoParams dpo_params(double beta, double label_smoothing) {
+  return {static_cast<float>(beta), static_cast<float>(label_smoothing),
+          static_cast<float>(1.0 / (1.0 - 2.0 * label_smoothing)), static_cast<float>(0.5 / beta)};
+}
+
 // One pair's loss and its derivative with respect to the margin
 // delta = (policy_chosen - ref_chosen) - (policy_rejected - ref_rejected).
 struct DpoPairTerm {
-  double loss;
-  double dloss_ddelta;
+  float loss;
+  float dloss_ddelta;
 };
 
-// log(sigmoid(x)) and sigmoid(x), sigmoid(-x), from one exp(-|x|): stable for any x.
-struct LogSigmoid {
-  double log_sigmoid_pos;  // log sigmoid(x)  = min(x, 0) - log1p(exp(-|x|))
-  double log_sigmoid_neg;  // log sigmoid(-x) = min(-x, 0) - log1p(exp(-|x|))
-  double sigmoid_pos;      // sigmoid(x)
-  double sigmoid_neg;      // sigmoid(-x) = 1 - sigmoid(x), without cancellation
-};
-
-TIRL_HD inline LogSigmoid log_sigmoid(double x) {
-  const float e = expf(-fabsf(static_cast<float>(x)));
-  const double softplus_tail = log1pf(e);
-  const double small = e / (1.0 + e);  // sigmoid(-|x|)
-  const double large = 1.0 / (1.0 + e);  // sigmoid(|x|)
-  const bool positive = x >= 0;
-  return {fmin(x, 0.0) - softplus_tail, fmin(-x, 0.0) - softplus_tail,
-          positive ? large : small, positive ? small : large};
-}
-
-TIRL_HD inline DpoPairTerm dpo_pair_term(double delta, double beta, double label_smoothing,
-                                         tirl_dpo_variant variant) {
-  const double z = beta * delta;
-  switch (variant) {
-    case TIRL_DPO_HINGE: {
-      const double margin = 1.0 - z;
-      // relu as PyTorch computes it: NaN passes through, the gradient is 0 unless margin > 0.
-      return {margin < 0.0 ? 0.0 : margin, margin <= 0.0 ? 0.0 : -beta};
-    }
-    case TIRL_DPO_IPO: {
-      const double gap = delta - 1.0 / (2.0 * beta);
-      return {gap * gap, 2.0 * gap};
-    }
-    case TIRL_DPO_ROBUST: {
-      const LogSigmoid s = log_sigmoid(z);
-      const double scale = 1.0 / (1.0 - 2.0 * label_smoothing);
-      return {(-(1.0 - label_smoothing) * s.log_sigmoid_pos + label_smoothing * s.log_sigmoid_neg) * scale,
-              -beta * ((1.0 - label_smoothing) * s.sigmoid_neg + label_smoothing * s.sigmoid_pos) * scale};
-    }
-    case TIRL_DPO_SIGMOID:
-    default: {
-      const LogSigmoid s = log_sigmoid(z);
-      return {-(1.0 - label_smoothing) * s.log_sigmoid_pos - label_smoothing * s.log_sigmoid_neg,
-              beta * (-(1.0 - label_smoothing) * s.sigmoid_neg + label_smoothing * s.sigmoid_pos)};
-    }
+template <tirl_dpo_variant kVariant>
+TIRL_HD inline DpoPairTerm dpo_pair_term(float delta, const DpoParams& p) {
+  if (kVariant == TIRL_DPO_HINGE) {
+    const float margin = 1.0f - p.beta * delta;
+    // relu as PyTorch computes it: NaN passes through; the gradient is 0 unless margin > 0
+    // (so 0 at the kink, and -beta for a NaN margin, as PyTorch's threshold backward).
+    return {margin < 0.0f ? 0.0f : margin, margin <= 0.0f ? 0.0f : -p.beta};
   }
+  if (kVariant == TIRL_DPO_IPO) {
+    const float gap = delta - p.ipo_target;
+    return {gap * gap, 2.0f * gap};
+  }
+  const LogSigmoid s = log_sigmoid(p.beta * delta);
+  const float ls = p.label_smoothing;
+  if (kVariant == TIRL_DPO_ROBUST) {
+    return {(-(1.0f - ls) * s.log_sigmoid_pos + ls * s.log_sigmoid_neg) * p.robust_scale,
+            -p.beta * ((1.0f - ls) * s.sigmoid_neg + ls * s.sigmoid_pos) * p.robust_scale};
+  }
+  // sigmoid (cDPO when label_smoothing > 0)
+  return {-(1.0f - ls) * s.log_sigmoid_pos - ls * s.log_sigmoid_neg,
+          p.beta * (ls * s.sigmoid_pos - (1.0f - ls) * s.sigmoid_neg)};
 }
 
 }  // namespace tirl
