@@ -40,6 +40,34 @@ void normalize_group(const float* rewards, int64_t count, Member member, bool sc
   }
 }
 
+// Normalizes kBatch consecutive groups of `size` rewards side by side. Each group sees
+// exactly the operations of normalize_group, in the same order (so the same bits); the
+// interleaving only gives the CPU independent dependency chains to overlap.
+constexpr int kBatch = 4;
+
+void normalize_group_batch(const float* rewards, int64_t size, bool scale_by_std, double epsilon,
+                           float* advantages) {
+  double sum[kBatch] = {};
+  for (int64_t k = 0; k < size; ++k) {
+    for (int g = 0; g < kBatch; ++g) sum[g] += rewards[g * size + k];
+  }
+  double mean[kBatch];
+  double squared_deviations[kBatch] = {};
+  for (int g = 0; g < kBatch; ++g) mean[g] = sum[g] / static_cast<double>(size);
+  for (int64_t k = 0; k < size; ++k) {
+    for (int g = 0; g < kBatch; ++g) {
+      const double deviation = static_cast<double>(rewards[g * size + k]) - mean[g];
+      squared_deviations[g] += deviation * deviation;
+    }
+  }
+  for (int g = 0; g < kBatch; ++g) {
+    const GroupScale scale = group_scale(size, mean[g], squared_deviations[g], scale_by_std, epsilon);
+    for (int64_t k = 0; k < size; ++k) {
+      advantages[g * size + k] = group_advantage(rewards[g * size + k], scale);
+    }
+  }
+}
+
 // Groups that are contiguous runs: every `group_size` rewards, or runs of equal ids when
 // the ids never decrease. Returns false (having written garbage) if `group_ids` turns out
 // not to be sorted, so that the caller falls back to hashing; the check rides along with
@@ -51,14 +79,15 @@ bool normalize_runs(const float* rewards, int64_t num_rewards, const int32_t* gr
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kRewardsPerChunk;
     const int64_t last = std::min(num_rewards, first + kRewardsPerChunk);
-    if (group_ids != nullptr) {
-      for (int64_t i = std::max<int64_t>(first, 1); i < last; ++i) {
-        if (group_ids[i] < group_ids[i - 1]) {
-          unsorted[chunk] = 1;
-          return;
-        }
-      }
-    }
+    // The run of equal ids starting at `start` ends here. Every run boundary is checked
+    // by the chunk owning the run before it: a decreasing id marks the chunk unsorted.
+    auto group_end = [&](int64_t start) {
+      if (group_ids == nullptr) return start + group_size;
+      int64_t end = start + 1;
+      while (end < num_rewards && group_ids[end] == group_ids[start]) ++end;
+      if (end < num_rewards && group_ids[end] < group_ids[start]) unsorted[chunk] = 1;
+      return end;
+    };
     // The first group starting in [first, last); a group that started earlier belongs to
     // an earlier chunk.
     int64_t start = first;
@@ -68,16 +97,25 @@ bool normalize_runs(const float* rewards, int64_t num_rewards, const int32_t* gr
       while (start < last && start > 0 && group_ids[start] == group_ids[start - 1]) ++start;
     }
     while (start < last) {
-      int64_t end;
-      if (group_ids == nullptr) {
-        end = std::min(num_rewards, start + group_size);
-      } else {
-        end = start + 1;
-        while (end < num_rewards && group_ids[end] == group_ids[start]) ++end;
+      // kBatch groups of one size side by side when they all start in this chunk (the
+      // common case: groups of n samples per prompt), else one group.
+      const int64_t size = group_end(start) - start;
+      if (unsorted[chunk]) return;
+      int64_t batch_end = start + size;
+      int batched = 1;
+      while (batched < kBatch && batch_end < last && group_end(batch_end) - batch_end == size) {
+        batch_end += size;
+        ++batched;
       }
-      normalize_group(rewards + start, end - start, [](int64_t k) { return k; }, scale_by_std,
-                      epsilon, advantages + start);
-      start = end;
+      if (unsorted[chunk]) return;
+      if (batched == kBatch) {
+        normalize_group_batch(rewards + start, size, scale_by_std, epsilon, advantages + start);
+        start = batch_end;
+      } else {
+        normalize_group(rewards + start, size, [](int64_t k) { return k; }, scale_by_std, epsilon,
+                        advantages + start);
+        start += size;
+      }
     }
   };
   parallel_for(num_chunks, body);
@@ -89,11 +127,20 @@ bool normalize_runs(const float* rewards, int64_t num_rewards, const int32_t* gr
 // normalized in parallel. O(B) time and memory.
 void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_t* group_ids,
                          bool scale_by_std, double epsilon, float* advantages) {
-  int bits = 4;
-  while ((int64_t{1} << bits) < 2 * num_rewards) ++bits;
-  const int64_t capacity = int64_t{1} << bits;
-  std::unique_ptr<int32_t[]> slot_id(new int32_t[capacity]);
-  std::vector<int32_t> slot_group(static_cast<size_t>(capacity), -1);
+  // Open addressing with linear probing, kept at most half full; it starts small and
+  // doubles, so it stays cache-sized when there are far fewer groups than rewards.
+  struct Slot {
+    int32_t id;
+    int32_t group;  // -1: empty
+  };
+  int bits = 10;
+  std::vector<Slot> table(size_t{1} << bits, Slot{0, -1});
+  auto slot_of = [&](int32_t id) {
+    const uint64_t mask = (uint64_t{1} << bits) - 1;
+    uint64_t slot = (static_cast<uint32_t>(id) * 0x9E3779B1u) >> (32 - bits);
+    while (table[slot].group >= 0 && table[slot].id != id) slot = (slot + 1) & mask;
+    return slot;
+  };
   std::unique_ptr<int32_t[]> group_of(new int32_t[num_rewards]);
   std::vector<int32_t> group_start(1, 0);  // group sizes first, then their prefix sums
 
@@ -104,14 +151,23 @@ void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_
       ++group_start[group_of[i] + 1];
       continue;
     }
-    uint64_t slot = (static_cast<uint32_t>(id) * 0x9E3779B1u) >> (32 - bits);
-    while (slot_group[slot] >= 0 && slot_id[slot] != id) slot = (slot + 1) & (capacity - 1);
-    if (slot_group[slot] < 0) {
-      slot_group[slot] = static_cast<int32_t>(group_start.size() - 1);
-      slot_id[slot] = id;
+    uint64_t slot = slot_of(id);
+    if (table[slot].group < 0) {
+      const int32_t group = static_cast<int32_t>(group_start.size() - 1);
+      if (2 * (static_cast<int64_t>(group) + 1) > (int64_t{1} << bits)) {
+        std::vector<Slot> old;
+        old.swap(table);
+        ++bits;
+        table.assign(size_t{1} << bits, Slot{0, -1});
+        for (const Slot& entry : old) {
+          if (entry.group >= 0) table[slot_of(entry.id)] = entry;
+        }
+        slot = slot_of(id);
+      }
+      table[slot] = Slot{id, group};
       group_start.push_back(0);
     }
-    group_of[i] = slot_group[slot];
+    group_of[i] = table[slot].group;
     ++group_start[group_of[i] + 1];
   }
   const int64_t num_groups = static_cast<int64_t>(group_start.size()) - 1;
