@@ -65,10 +65,12 @@ declare module '../native.js' {
  * - ipo: (delta - 1 / (2 beta))^2, delta from whatever (average) log-probs are passed
  * - robust: (-(1 - ls) logsigmoid(beta delta) + ls logsigmoid(-beta delta)) / (1 - 2 ls)
  *
- * The loss is the mean over pairs; the log-ratios and the margin are formed in double.
+ * The loss is the mean over pairs. Per-pair math runs in f32, as in TRL (log-sigmoid with
+ * polynomial exp/log1p, within a few f32 ulps); the per-pair losses are summed in double.
  * Interpretations: P = 0 gives loss 0 and accuracy 0 (not NaN); the hinge gradient at the
- * kink is 0 and, as PyTorch's relu, passes through for a NaN margin. NaN or Inf inputs
- * make the loss non-finite, as in PyTorch.
+ * kink is 0 and, as PyTorch's relu, passes through for a NaN margin. NaN and Inf inputs
+ * propagate as IEEE arithmetic (and PyTorch) has them: a NaN pair makes the loss NaN, a
+ * NaN reward never counts as accurate.
  *
  * @throws TypeError for a wrong argument type; RangeError for mismatched lengths, beta not
  *   > 0, labelSmoothing outside [0, 0.5), an unknown variant.
