@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "common/parallel.h"
 #include "common/validate.h"
 #include "math/group_advantages.h"
@@ -42,31 +46,76 @@ void normalize_group(const float* rewards, int64_t count, Member member, bool sc
 
 // Normalizes kBatch consecutive groups of `size` rewards side by side. Each group sees
 // exactly the operations of normalize_group, in the same order (so the same bits); the
-// interleaving only gives the CPU independent dependency chains to overlap.
-constexpr int kBatch = 4;
+// interleaving only gives the CPU independent dependency chains to overlap, and with
+// SSE2 two groups share one register of doubles.
+constexpr int kBatch = 8;
 
+#if defined(__SSE2__)
 void normalize_group_batch(const float* rewards, int64_t size, bool scale_by_std, double epsilon,
                            float* advantages) {
-  double sum[kBatch] = {};
+  constexpr int kPairs = kBatch / 2;
+  // Lane 0 of pair p is group 2p, lane 1 is group 2p + 1. Groups of up to kCachedSize
+  // keep their rewards, widened to double, on the stack for the second and third pass.
+  constexpr int64_t kCachedSize = 32;
+  alignas(16) double cache[kCachedSize][kBatch];
+  const bool cached = size <= kCachedSize;
+  auto load_pair = [&](int p, int64_t k) {
+    return _mm_set_pd(rewards[(2 * p + 1) * size + k], rewards[2 * p * size + k]);
+  };
+  auto reload_pair = [&](int p, int64_t k) {
+    return cached ? _mm_load_pd(&cache[k][2 * p]) : load_pair(p, k);
+  };
+  __m128d sum[kPairs];
+  for (int p = 0; p < kPairs; ++p) sum[p] = _mm_setzero_pd();
   for (int64_t k = 0; k < size; ++k) {
-    for (int g = 0; g < kBatch; ++g) sum[g] += rewards[g * size + k];
-  }
-  double mean[kBatch];
-  double squared_deviations[kBatch] = {};
-  for (int g = 0; g < kBatch; ++g) mean[g] = sum[g] / static_cast<double>(size);
-  for (int64_t k = 0; k < size; ++k) {
-    for (int g = 0; g < kBatch; ++g) {
-      const double deviation = static_cast<double>(rewards[g * size + k]) - mean[g];
-      squared_deviations[g] += deviation * deviation;
+    for (int p = 0; p < kPairs; ++p) {
+      const __m128d reward = load_pair(p, k);
+      if (cached) _mm_store_pd(&cache[k][2 * p], reward);
+      sum[p] = _mm_add_pd(sum[p], reward);
     }
   }
-  for (int g = 0; g < kBatch; ++g) {
-    const GroupScale scale = group_scale(size, mean[g], squared_deviations[g], scale_by_std, epsilon);
-    for (int64_t k = 0; k < size; ++k) {
-      advantages[g * size + k] = group_advantage(rewards[g * size + k], scale);
+  const __m128d count = _mm_set1_pd(static_cast<double>(size));
+  __m128d mean[kPairs], squared_deviations[kPairs];
+  for (int p = 0; p < kPairs; ++p) {
+    mean[p] = _mm_div_pd(sum[p], count);
+    squared_deviations[p] = _mm_setzero_pd();
+  }
+  for (int64_t k = 0; k < size; ++k) {
+    for (int p = 0; p < kPairs; ++p) {
+      const __m128d deviation = _mm_sub_pd(reload_pair(p, k), mean[p]);
+      squared_deviations[p] = _mm_add_pd(squared_deviations[p], _mm_mul_pd(deviation, deviation));
+    }
+  }
+  __m128d scale_mean[kPairs], scale_inverse[kPairs];
+  for (int p = 0; p < kPairs; ++p) {
+    double means[2], deviations[2];
+    _mm_storeu_pd(means, mean[p]);
+    _mm_storeu_pd(deviations, squared_deviations[p]);
+    const GroupScale low = group_scale(size, means[0], deviations[0], scale_by_std, epsilon);
+    const GroupScale high = group_scale(size, means[1], deviations[1], scale_by_std, epsilon);
+    scale_mean[p] = _mm_set_pd(high.mean, low.mean);
+    scale_inverse[p] = _mm_set_pd(high.inverse_denominator, low.inverse_denominator);
+  }
+  for (int64_t k = 0; k < size; ++k) {
+    for (int p = 0; p < kPairs; ++p) {
+      // group_advantage, two groups at once.
+      const __m128 advantage = _mm_cvtpd_ps(
+          _mm_mul_pd(_mm_sub_pd(reload_pair(p, k), scale_mean[p]), scale_inverse[p]));
+      _mm_store_ss(advantages + 2 * p * size + k, advantage);
+      _mm_store_ss(advantages + (2 * p + 1) * size + k,
+                   _mm_shuffle_ps(advantage, advantage, _MM_SHUFFLE(1, 1, 1, 1)));
     }
   }
 }
+#else
+void normalize_group_batch(const float* rewards, int64_t size, bool scale_by_std, double epsilon,
+                           float* advantages) {
+  for (int g = 0; g < kBatch; ++g) {
+    normalize_group(rewards + g * size, size, [](int64_t k) { return k; }, scale_by_std, epsilon,
+                    advantages + g * size);
+  }
+}
+#endif
 
 // Groups that are contiguous runs: every `group_size` rewards, or runs of equal ids when
 // the ids never decrease. Returns false (having written garbage) if `group_ids` turns out
