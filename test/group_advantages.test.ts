@@ -53,7 +53,7 @@ describe('groupAdvantages', () => {
 
   it('matches the reference for contiguous, sorted and scattered groups', () => {
     const rng = new Random(3);
-    for (const [b, groupSize] of [[1, 1], [8, 8], [64, 4], [5000, 8], [12_288, 16], [10_000, 10_000]]) {
+    for (const [b, groupSize] of [[1, 1], [8, 8], [64, 4], [5000, 8], [12_288, 16], [3200, 40], [10_000, 10_000]]) {
       const rewards = rng.normals(b, 2);
       const ids = contiguousIds(b, groupSize);
       for (const scaleByStd of [true, false]) {
@@ -62,6 +62,16 @@ describe('groupAdvantages', () => {
         assertClose(groupAdvantages({ rewards, groupIds: ids, scaleByStd }), want, { label: `sorted ids ${groupSize}` });
       }
     }
+    // Sorted ids with runs of varied length (some equal-size stretches, some singletons).
+    const sizes = Array.from({ length: 700 }, (_, i) => (i % 50 < 30 ? 8 : rng.int(1, 40)));
+    const sortedIds = Int32Array.from(sizes.flatMap((size, g) => Array(size).fill(g * 3 - 50)));
+    const sortedRewards = rng.normals(sortedIds.length);
+    assertClose(groupAdvantages({ rewards: sortedRewards, groupIds: sortedIds }), reference(sortedRewards, sortedIds), { label: 'sorted varied' });
+    // Sorted until the very end, where the last group reuses the first id: the two merge.
+    const lateIds = contiguousIds(9000, 8);
+    lateIds.fill(0, 8992);
+    const lateRewards = rng.normals(9000);
+    assertClose(groupAdvantages({ rewards: lateRewards, groupIds: lateIds }), reference(lateRewards, lateIds), { label: 'late unsorted' });
     // Scattered: arbitrary (negative, sparse) ids in random order, groups of varied size.
     for (const b of [2, 100, 9000]) {
       const rewards = rng.normals(b, 3);
