@@ -13,18 +13,6 @@
 
 namespace tirl {
 
-TIRL_HD inline float bits_to_float(uint32_t bits) {
-  float value;
-  memcpy(&value, &bits, sizeof value);
-  return value;
-}
-
-TIRL_HD inline uint32_t float_to_bits(float value) {
-  uint32_t bits;
-  memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
-
 // exp(x) for x <= 0 (Cody-Waite reduction, Cephes polynomial; about 1 ulp). Below -87
 // the result is about 1.6e-38 instead of a subnormal: it only ever meets 1 + e. NaN
 // propagates.
@@ -41,8 +29,10 @@ TIRL_HD inline float exp_nonpositive(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const uint32_t scale = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  return p * bits_to_float(scale);
+  const uint32_t scale_bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;  // 2^n
+  float scale;
+  memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
 }
 
 // log(1 + e) for e in [0, 1] as 2 atanh(s), s = e / (2 + e) in [0, 1/3]: the odd series
