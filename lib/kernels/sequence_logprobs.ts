@@ -3,7 +3,7 @@ import { native } from '../native.js';
 export interface SequenceLogprobsOptions {
   /** Log-prob of each token (nats), `[N]`, all sequences back to back. */
   logp: Float32Array;
-  /** Loss mask, `[N]`: nonzero includes the token (e.g. from {@link feedbackMask}). */
+  /** Loss mask, `[N]`: nonzero includes the token (e.g. from `feedbackMask`). */
   mask: Uint8Array;
   /** Sequence boundaries, `[B + 1]`: starts at 0, never decreases, ends at N (like `cu_seqlens`). */
   seqOffsets: Int32Array;
