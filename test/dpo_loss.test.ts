@@ -143,6 +143,20 @@ describe('dpoLoss', () => {
     }
   });
 
+  it('gives an infinite or NaN margin the reference value (Inf, 0, or NaN as IEEE has it)', () => {
+    const zero = new Float32Array(1);
+    for (const variant of variants) {
+      for (const ls of [0, 0.2]) {
+        for (const margin of [Infinity, -Infinity, NaN]) {
+          const p = { policyChosen: Float32Array.of(margin), policyRejected: zero, refChosen: zero, refRejected: zero };
+          const got = dpoLoss({ ...p, variant, labelSmoothing: ls }).loss;
+          const want = referenceLoss(p, 0.1, ls, variant);
+          assert.ok(Object.is(got, want) || (Number.isNaN(got) && Number.isNaN(want)), `${variant} ls=${ls} margin=${margin}: ${got} vs ${want}`);
+        }
+      }
+    }
+  });
+
   it('is bitwise identical for any thread count, async agrees, out buffers work', async () => {
     const rng = new Random(23);
     const p = randomPairs(rng, 65_536);

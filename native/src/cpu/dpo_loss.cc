@@ -98,7 +98,7 @@ void dpo_loss_cpu(const DpoArrays& arrays, int64_t num_pairs, const tirl_dpo_opt
                   tirl_dpo_result* result) {
   const int64_t num_chunks = chunk_count(num_pairs, kPairsPerChunk);
   std::vector<ChunkTotals> totals(static_cast<size_t>(num_chunks));
-  const DpoParams params = dpo_params(options.beta, options.label_smoothing);
+  const DpoParams params = dpo_params(options.beta, options.label_smoothing, options.variant);
   const double inverse_pairs = num_pairs > 0 ? 1.0 / static_cast<double>(num_pairs) : 0.0;
   const float inverse_pairs_f32 = static_cast<float>(inverse_pairs);
   auto body = [&](int64_t chunk) {

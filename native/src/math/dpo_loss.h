@@ -51,36 +51,31 @@ TIRL_HD inline float log1p_unit(float e) {
   return 2.0f * s * p;
 }
 
-// log sigmoid(+-x) = min(+-x, 0) - log1p(exp(-|x|)) and sigmoid(+-x), from one exp.
-struct LogSigmoid {
-  float log_sigmoid_pos;
-  float log_sigmoid_neg;
-  float sigmoid_pos;
-  float sigmoid_neg;
-};
-
-TIRL_HD inline LogSigmoid log_sigmoid(float x) {
-  const float e = exp_nonpositive(-fabsf(x));
-  const float u = 1.0f + e;
-  const float inverse_u = 1.0f / u;  // sigmoid(|x|)
-  const float tail = log1p_unit(e);
-  const bool positive = x >= 0.0f;
-  const float small = e * inverse_u;  // sigmoid(-|x|), without the cancellation of 1 - sigmoid
-  return {(x < 0.0f ? x : 0.0f) - tail, (-x < 0.0f ? -x : 0.0f) - tail,
-          positive ? inverse_u : small, positive ? small : inverse_u};
-}
-
-// Per-call constants of the loss.
+// Per-call constants of the loss. The sigmoid and robust variants share one form: with
+// z = beta delta and the stable log-sigmoid log sigmoid(+-z) = min(+-z, 0) - t,
+// t = log1p(exp(-|z|)), and ls = label_smoothing,
+//   sigmoid  -(1-ls) log sigmoid(z) - ls log sigmoid(-z)
+//              = t - (1-ls) min(z, 0) + ls max(z, 0),         d/dz = ls - sigmoid(-z)
+//   robust   (-(1-ls) log sigmoid(z) + ls log sigmoid(-z)) / (1-2ls)
+//              = t - ((1-ls) min(z, 0) + ls max(z, 0)) / (1-2ls), d/dz = -ls/(1-2ls) - sigmoid(-z)
+// (using min(-z, 0) = -max(z, 0) and sigmoid(z) = 1 - sigmoid(-z)), so each pair needs one
+// exp, one log1p and one division.
 struct DpoParams {
   float beta;
-  float label_smoothing;
-  float robust_scale;  // 1 / (1 - 2 label_smoothing)
-  float ipo_target;    // 1 / (2 beta)
+  float ipo_target;       // 1 / (2 beta)
+  float min_coefficient;  // of min(z, 0), subtracted
+  float max_coefficient;  // of max(z, 0), added
+  float dz_offset;        // d loss / dz = dz_offset - sigmoid(-z)
 };
 
-TIRL_HD inline DpoParams dpo_params(double beta, double label_smoothing) {
-  return {static_cast<float>(beta), static_cast<float>(label_smoothing),
-          static_cast<float>(1.0 / (1.0 - 2.0 * label_smoothing)), static_cast<float>(0.5 / beta)};
+TIRL_HD inline DpoParams dpo_params(double beta, double label_smoothing, tirl_dpo_variant variant) {
+  const double ls = label_smoothing;
+  const double robust_scale = 1.0 / (1.0 - 2.0 * ls);
+  const bool robust = variant == TIRL_DPO_ROBUST;
+  return {static_cast<float>(beta), static_cast<float>(0.5 / beta),
+          static_cast<float>(robust ? (1.0 - ls) * robust_scale : 1.0 - ls),
+          static_cast<float>(robust ? -ls * robust_scale : ls),
+          static_cast<float>(robust ? -ls * robust_scale : ls)};
 }
 
 // One pair's loss and its derivative with respect to the margin
@@ -102,15 +97,16 @@ TIRL_HD inline DpoPairTerm dpo_pair_term(float delta, const DpoParams& p) {
     const float gap = delta - p.ipo_target;
     return {gap * gap, 2.0f * gap};
   }
-  const LogSigmoid s = log_sigmoid(p.beta * delta);
-  const float ls = p.label_smoothing;
-  if (kVariant == TIRL_DPO_ROBUST) {
-    return {(-(1.0f - ls) * s.log_sigmoid_pos + ls * s.log_sigmoid_neg) * p.robust_scale,
-            -p.beta * ((1.0f - ls) * s.sigmoid_neg + ls * s.sigmoid_pos) * p.robust_scale};
-  }
-  // sigmoid (cDPO when label_smoothing > 0)
-  return {-(1.0f - ls) * s.log_sigmoid_pos - ls * s.log_sigmoid_neg,
-          p.beta * (ls * s.sigmoid_pos - (1.0f - ls) * s.sigmoid_neg)};
+  // sigmoid (cDPO when label_smoothing > 0) and robust; see DpoParams.
+  const float z = p.beta * delta;
+  const float e = exp_nonpositive(-fabsf(z));
+  const float inverse = 1.0f / (1.0f + e);  // sigmoid(|z|)
+  // sigmoid(-z): e / (1 + e) when z >= 0, without the cancellation of 1 - sigmoid(z).
+  const float sigmoid_neg = z >= 0.0f ? e * inverse : inverse;
+  const float min_z = z < 0.0f ? z : 0.0f;
+  const float max_z = z > 0.0f ? z : 0.0f;  // not z - min_z: -Inf - -Inf would be NaN
+  return {log1p_unit(e) - p.min_coefficient * min_z + p.max_coefficient * max_z,
+          p.beta * (p.dz_offset - sigmoid_neg)};
 }
 
 }  // namespace tirl
