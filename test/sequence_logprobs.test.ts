@@ -226,6 +226,14 @@ describe('sequenceLogprobs', () => {
       { name: 'out wrong length', call: call({ gradSeq, mask, seqOffsets, out: new Float32Array(2) }), error: RangeError, message: 'out' },
       { name: 'out wrong type', call: call({ gradSeq, mask, seqOffsets, out: new Uint8Array(4) }), error: TypeError, message: 'out' },
       { name: 'out detached', call: call({ gradSeq, mask, seqOffsets, out: detached((n) => new Float32Array(n)) }), error: TypeError, message: 'detached' },
+      { name: 'options is null', call: call(null), error: TypeError, message: 'options object' },
+      { name: 'gradSeq as Float64Array', call: call({ gradSeq: new Float64Array(2), mask, seqOffsets }), error: TypeError, message: 'Float64Array' },
+      { name: 'mask detached', call: call({ gradSeq, mask: detached((n) => new Uint8Array(n)), seqOffsets }), error: TypeError, message: 'detached' },
+      { name: 'seqOffsets as Array', call: call({ gradSeq, mask, seqOffsets: [0, 1, 4] }), error: TypeError, message: 'seqOffsets' },
+      { name: 'seqOffsets past N', call: call({ gradSeq, mask, seqOffsets: Int32Array.from([0, 1, 9]) }), error: RangeError, message: 'token count 4' },
+      { name: 'seqOffsets negative', call: call({ gradSeq, mask, seqOffsets: Int32Array.from([0, -1, 4]) }), error: RangeError, message: 'non-decreasing' },
+      { name: 'average as string', call: call({ gradSeq, mask, seqOffsets, average: 'yes' }), error: TypeError, message: 'average' },
+      { name: 'out as Array', call: call({ gradSeq, mask, seqOffsets, out: [0, 0, 0, 0] }), error: TypeError, message: 'out' },
     ]);
     await assert.rejects(sequenceLogprobsBackwardAsync({ gradSeq, mask, seqOffsets: Int32Array.from([0, 5, 4]) }), RangeError);
   });
