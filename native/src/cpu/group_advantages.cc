@@ -171,13 +171,28 @@ bool normalize_runs(const float* rewards, int64_t num_rewards, const int32_t* gr
   return std::find(unsorted.begin(), unsorted.end(), 1) == unsorted.end();
 }
 
-// Arbitrary ids: an open-addressing hash table numbers the groups in order of first
-// appearance, a counting sort lists each group's members in input order, then groups are
-// normalized in parallel. O(B) time and memory.
-void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_t* group_ids,
-                         bool scale_by_std, double epsilon, float* advantages) {
-  // Open addressing with linear probing, kept at most half full; it starts small and
-  // doubles, so it stays cache-sized when there are far fewer groups than rewards.
+// Numbers the groups of arbitrary ids densely: group_of[i] in [0, returned count), and
+// group_start[g + 1] = the size of group g. Ids spanning a range of at most 2B values
+// (e.g. prompt indices) are numbered id - min directly, which leaves empty groups;
+// others by an open-addressing hash table, in order of first appearance.
+int64_t number_groups(const int32_t* group_ids, int64_t num_rewards, int32_t* group_of,
+                      std::vector<int32_t>& group_start) {
+  int32_t low = group_ids[0], high = group_ids[0];
+  for (int64_t i = 1; i < num_rewards; ++i) {
+    low = std::min(low, group_ids[i]);
+    high = std::max(high, group_ids[i]);
+  }
+  const int64_t range = static_cast<int64_t>(high) - low + 1;
+  if (range <= 2 * num_rewards && range <= INT32_MAX) {
+    group_start.assign(static_cast<size_t>(range) + 1, 0);
+    for (int64_t i = 0; i < num_rewards; ++i) {
+      group_of[i] = group_ids[i] - low;
+      ++group_start[group_of[i] + 1];
+    }
+    return range;
+  }
+  // Linear probing, kept at most half full; it starts small and doubles, so it stays
+  // cache-sized when there are far fewer groups than rewards.
   struct Slot {
     int32_t id;
     int32_t group;  // -1: empty
@@ -190,9 +205,7 @@ void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_
     while (table[slot].group >= 0 && table[slot].id != id) slot = (slot + 1) & mask;
     return slot;
   };
-  std::unique_ptr<int32_t[]> group_of(new int32_t[num_rewards]);
-  std::vector<int32_t> group_start(1, 0);  // group sizes first, then their prefix sums
-
+  group_start.assign(1, 0);
   for (int64_t i = 0; i < num_rewards; ++i) {
     const int32_t id = group_ids[i];
     if (i > 0 && id == group_ids[i - 1]) {  // runs of equal ids are common: skip the probe
@@ -219,7 +232,16 @@ void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_
     group_of[i] = table[slot].group;
     ++group_start[group_of[i] + 1];
   }
-  const int64_t num_groups = static_cast<int64_t>(group_start.size()) - 1;
+  return static_cast<int64_t>(group_start.size()) - 1;
+}
+
+// Arbitrary ids: groups are numbered densely, a counting sort lists each group's members
+// in input order, then groups are normalized in parallel. O(B) time and memory.
+void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_t* group_ids,
+                         bool scale_by_std, double epsilon, float* advantages) {
+  std::unique_ptr<int32_t[]> group_of(new int32_t[num_rewards]);
+  std::vector<int32_t> group_start;  // group sizes first, then their prefix sums
+  const int64_t num_groups = number_groups(group_ids, num_rewards, group_of.get(), group_start);
   for (int64_t g = 0; g < num_groups; ++g) group_start[g + 1] += group_start[g];
 
   std::unique_ptr<int32_t[]> members(new int32_t[num_rewards]);
@@ -230,6 +252,7 @@ void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_
     const int64_t first = chunk * kGroupsPerChunk;
     const int64_t last = std::min(num_groups, first + kGroupsPerChunk);
     for (int64_t g = first; g < last; ++g) {
+      if (group_start[g + 1] == group_start[g]) continue;  // an unused id in a dense range
       const int32_t* group_members = members.get() + group_start[g];
       normalize_group(rewards, group_start[g + 1] - group_start[g],
                       [group_members](int64_t k) { return group_members[k]; }, scale_by_std,
