@@ -68,145 +68,59 @@ struct Totals {
   }
 };
 
-// values[j] goes to lanes[j % kLanes]: an element-wise loop over the lanes, which
-// vectorises without reassociating any sum. Counts fit floats exactly (a chunk has 2^14
-// tokens).
-template <class Lane>
-void add_to_lanes(const float* values, int64_t count, Lane* lanes) {
-  int64_t j = 0;
-  for (; j + kLanes <= count; j += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lanes[l] += values[j + l];
-  }
-  for (int l = 0; j + l < count; ++l) lanes[l] += values[j + l];
-}
-
-template <class Lane>
-double lane_total(const Lane* lanes) {
+double lane_total(const double* lanes) {
   double total = 0;
   for (int l = 0; l < kLanes; ++l) total += lanes[l];
   return total;
 }
 
+// Real-valued sums in double lanes; counts are exact in integers, in any order.
 struct Lanes {
   double pg_loss[kLanes] = {};
   double kl_loss[kLanes] = {};
   double neg_log_ratio[kLanes] = {};
-  float clipped[kLanes] = {};
-  float dual_clipped[kLanes] = {};
-  float non_finite[kLanes] = {};
-  float masked[kLanes] = {};
+  int64_t clipped = 0;
+  int64_t dual_clipped = 0;
+  int64_t non_finite = 0;
+  int64_t masked = 0;
 
   Totals totals() const {
     Totals t;
     t.pg_loss = lane_total(pg_loss);
     t.kl_loss = lane_total(kl_loss);
     t.neg_log_ratio = lane_total(neg_log_ratio);
-    t.clipped = static_cast<int64_t>(lane_total(clipped));
-    t.dual_clipped = static_cast<int64_t>(lane_total(dual_clipped));
-    t.non_finite = static_cast<int64_t>(lane_total(non_finite));
-    t.masked = static_cast<int64_t>(lane_total(masked));
+    t.clipped = clipped;
+    t.dual_clipped = dual_clipped;
+    t.non_finite = non_finite;
+    t.masked = masked;
     return t;
   }
 };
 
-// Tokens [begin, begin + count) of one sequence (or of any, when nothing is per sequence).
-template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRatio>
-void run_block(const Inputs& in, int64_t begin, int64_t count, const SequenceConstants& seq,
-               const PpoConstants& constants, Lanes& lanes) {
-  float grad_scratch[kTokensPerBlock];
-  float pg_loss[kTokensPerBlock], kl_loss[kTokensPerBlock], neg_log_ratio[kTokensPerBlock];
-  float clipped[kTokensPerBlock], dual_clipped[kTokensPerBlock];
-  float non_finite[kTokensPerBlock], masked[kTokensPerBlock];
+// The token kernels, compiled for the baseline and, on x86-64, once more for AVX2 (without
+// FMA, whose contraction would change results), chosen at run time.
+namespace baseline {
+#include "cpu/ppo_loss_kernel.inc"
+}  // namespace baseline
 
-  const float* __restrict logp = in.logp + begin;
-  const float* __restrict old_logp = in.old_logp + begin;
-  const float* __restrict advantages = in.advantages + begin;
-  const uint8_t* __restrict mask = in.mask + begin;
-  const float* __restrict ref_logp = kKl ? in.ref_logp + begin : nullptr;
-  const float* __restrict weights = kWeights ? in.weights + begin : nullptr;
-  float* __restrict grad = in.grad != nullptr ? in.grad + begin : grad_scratch;
-  const float scale = seq.scale;
-  const Ratio ratio = seq.ratio;
-  const PpoConstants c = constants;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
+#define TIRL_PPO_AVX2_DISPATCH 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "cpu/ppo_loss_kernel.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
 
-  for (int64_t j = 0; j < count; ++j) {
-    const PpoToken token = ppo_token<kKl, Estimator, kWeights, kSequenceRatio>(
-        logp[j], old_logp[j], advantages[j], mask[j], kKl ? ref_logp[j] : 0.0f,
-        kWeights ? weights[j] : 1.0f, scale, ratio, c);
-    grad[j] = token.grad;
-    pg_loss[j] = token.pg_loss;
-    kl_loss[j] = token.kl_loss;
-    neg_log_ratio[j] = token.neg_log_ratio;
-    clipped[j] = token.clipped;
-    dual_clipped[j] = token.dual_clipped;
-    non_finite[j] = token.non_finite;
-    masked[j] = token.masked;
-  }
-  add_to_lanes(pg_loss, count, lanes.pg_loss);
-  if (kKl) add_to_lanes(kl_loss, count, lanes.kl_loss);
-  add_to_lanes(neg_log_ratio, count, lanes.neg_log_ratio);
-  add_to_lanes(clipped, count, lanes.clipped);
-  add_to_lanes(dual_clipped, count, lanes.dual_clipped);
-  add_to_lanes(non_finite, count, lanes.non_finite);
-  add_to_lanes(masked, count, lanes.masked);
-}
-
-template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRatio>
-void run_range(const Inputs& in, int64_t begin, int64_t end, const SequenceConstants& seq,
-               const PpoConstants& constants, Lanes& lanes) {
-  for (int64_t b = begin; b < end; b += kTokensPerBlock) {
-    run_block<kKl, Estimator, kWeights, kSequenceRatio>(
-        in, b, std::min(kTokensPerBlock, end - b), seq, constants, lanes);
-  }
-}
-
-// One chunk of tokens: as one range when every token shares its constants (`per_sequence`
-// empty), else cut at sequence boundaries.
-template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRatio>
-Totals run_chunk(const Inputs& in, int64_t chunk, const SequenceConstants& shared,
-                 const std::vector<SequenceConstants>& per_sequence,
-                 const PpoConstants& constants) {
-  const int64_t begin = chunk * kTokensPerChunk;
-  const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
-  Lanes lanes;
-  if (per_sequence.empty()) {
-    run_range<kKl, Estimator, kWeights, kSequenceRatio>(in, begin, end, shared, constants, lanes);
-    return lanes.totals();
-  }
-  const int32_t* offsets = in.seq_offsets;
-  // The first sequence that ends after `begin`.
-  int64_t s = std::upper_bound(offsets, offsets + in.num_seqs + 1, begin) - offsets - 1;
-  for (; s < in.num_seqs && offsets[s] < end; ++s) {
-    const int64_t from = std::max<int64_t>(offsets[s], begin);
-    const int64_t to = std::min<int64_t>(offsets[s + 1], end);
-    run_range<kKl, Estimator, kWeights, kSequenceRatio>(in, from, to, per_sequence[s], constants,
-                                                        lanes);
-  }
-  return lanes.totals();
-}
-
-using ChunkKernel = Totals (*)(const Inputs&, int64_t, const SequenceConstants&,
-                               const std::vector<SequenceConstants>&, const PpoConstants&);
-
-template <bool kKl, tirl_kl_estimator Estimator>
-ChunkKernel pick_kernel(bool weights, bool sequence_ratio) {
-  if (weights) {
-    return sequence_ratio ? run_chunk<kKl, Estimator, true, true>
-                          : run_chunk<kKl, Estimator, true, false>;
-  }
-  return sequence_ratio ? run_chunk<kKl, Estimator, false, true>
-                        : run_chunk<kKl, Estimator, false, false>;
-}
+using ChunkKernel = baseline::ChunkKernel;
 
 ChunkKernel pick_kernel(bool kl, tirl_kl_estimator estimator, bool weights, bool sequence_ratio) {
-  if (!kl) return pick_kernel<false, TIRL_KL_K3>(weights, sequence_ratio);
-  switch (estimator) {
-    case TIRL_KL_K1: return pick_kernel<true, TIRL_KL_K1>(weights, sequence_ratio);
-    case TIRL_KL_K2: return pick_kernel<true, TIRL_KL_K2>(weights, sequence_ratio);
-    case TIRL_KL_ABS: return pick_kernel<true, TIRL_KL_ABS>(weights, sequence_ratio);
-    case TIRL_KL_K3: break;
-  }
-  return pick_kernel<true, TIRL_KL_K3>(weights, sequence_ratio);
+#if defined(TIRL_PPO_AVX2_DISPATCH)
+  static const bool has_avx2 = __builtin_cpu_supports("avx2");
+  if (has_avx2) return avx2::pick_kernel(kl, estimator, weights, sequence_ratio);
+#endif
+  return baseline::pick_kernel(kl, estimator, weights, sequence_ratio);
 }
 
 // ---------------------------------------------------------------- pre-passes
@@ -251,7 +165,7 @@ void sequence_sums(const Inputs& in, bool log_ratio, std::vector<int64_t>& maske
           // A select, so that a NaN under the mask cannot leak in.
           block[j] = in.mask[b + j] != 0 ? in.logp[b + j] - in.old_logp[b + j] : 0.0f;
         }
-        add_to_lanes(block, n, lanes);
+        baseline::add_to_lanes(block, n, lanes);
       }
       log_ratio_sum[static_cast<size_t>(s)] = lane_total(lanes);
     }

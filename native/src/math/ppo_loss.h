@@ -129,9 +129,10 @@ TIRL_HD inline Ratio sequence_level_ratio(double masked_log_ratio_sum, int64_t m
 struct PpoTerm {
   float loss;           // L
   float dloss_dratio;   // dL/dr
-  // 0/1 flags as floats: bool members would be bytes, which keeps the loop from vectorising.
-  float clipped;        // 1 where L2 > L1
-  float dual_clipped;   // 1 where the dual clip is active: A < 0 and Lc > -A * dual_clip
+  // 0/1 flags as 32-bit integers: bool members would be bytes, and mixing lane widths
+  // keeps the token loop from vectorising.
+  int32_t clipped;       // L2 > L1
+  int32_t dual_clipped;  // the dual clip is active: A < 0 and Lc > -A * dual_clip
 };
 
 // L1 = -A r, L2 = -A clamp(r, ratio_low, ratio_high), Lc = max(L1, L2), and with the dual
@@ -148,8 +149,8 @@ TIRL_HD inline PpoTerm ppo_term(float advantage, float ratio, float ratio_low, f
   const bool dual_clipped = (dual_clip > 0.0f) & (advantage < 0.0f) & (loss_max > dual_bound);
   return {select(dual_clipped, dual_bound, loss_max),
           select(ratio_passes & !dual_clipped, -advantage, 0.0f),
-          select(loss_clipped > loss_unclipped, 1.0f, 0.0f),
-          select(dual_clipped, 1.0f, 0.0f)};
+          static_cast<int32_t>(loss_clipped > loss_unclipped),
+          static_cast<int32_t>(dual_clipped)};
 }
 
 // ---------------------------------------------------------------- KL to the reference
@@ -190,10 +191,10 @@ struct PpoToken {
   float pg_loss;        // scale w L
   float kl_loss;        // scale K
   float neg_log_ratio;  // -d, for approxKl
-  float clipped;        // 1 where L2 > L1
-  float dual_clipped;   // 1 where the dual clip is active
-  float non_finite;     // 1 where an input is Inf or NaN
-  float masked;         // 1 where the token is masked in
+  int32_t clipped;       // 1 where L2 > L1
+  int32_t dual_clipped;  // 1 where the dual clip is active
+  int32_t non_finite;    // 1 where an input is Inf or NaN
+  int32_t masked;        // 1 where the token is masked in
 };
 
 struct PpoConstants {
@@ -238,10 +239,10 @@ TIRL_HD inline PpoToken ppo_token(float logp, float old_logp, float advantage, u
           select(in, scale * pg, 0.0f),
           select(in, scale * kl, 0.0f),
           select(in, -clamped_log_ratio(logp, old_logp), 0.0f),
-          select(in, term.clipped, 0.0f),
-          select(in, term.dual_clipped, 0.0f),
-          select(in & !(probe == 0.0f), 1.0f, 0.0f),
-          select(in, 1.0f, 0.0f)};
+          term.clipped & static_cast<int32_t>(in),
+          term.dual_clipped & static_cast<int32_t>(in),
+          static_cast<int32_t>(in & !(probe == 0.0f)),
+          static_cast<int32_t>(in)};
 }
 
 }  // namespace tirl
