@@ -207,11 +207,13 @@ struct PpoConstants {
 // x - x is 0 for a finite x and NaN for Inf or NaN; one comparison tests them all.
 TIRL_HD inline float finite_probe(float x) { return x - x; }
 
-// One token. `scale` is the aggregation's factor for this token's sequence; with
+// One token. `mask` is the loss mask widened to a float (nonzero = in), so that the
+// token loop is all 32-bit lanes. `scale` is the aggregation's factor for this token's
+// sequence; with
 // kSequenceRatio the ratio comes from sequence_level_ratio() of its sequence, else from the
 // token itself; the Kl and kWeights flags say whether ref_logp and weight are inputs.
 template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRatio>
-TIRL_HD inline PpoToken ppo_token(float logp, float old_logp, float advantage, uint8_t mask,
+TIRL_HD inline PpoToken ppo_token(float logp, float old_logp, float advantage, float mask,
                                   float ref_logp, float weight, float scale,
                                   Ratio sequence_ratio_value, const PpoConstants& c) {
   const Ratio ratio = kSequenceRatio ? sequence_ratio_value : token_ratio(logp, old_logp);
@@ -233,8 +235,7 @@ TIRL_HD inline PpoToken ppo_token(float logp, float old_logp, float advantage, u
     grad += c.kl_coef * k.dvalue_dlogp;
     probe += finite_probe(ref_logp);
   }
-  // The mask as a float, so that every condition below is a 32-bit lane mask.
-  const bool in = static_cast<float>(mask) != 0.0f;
+  const bool in = mask != 0.0f;
   return {select(in, scale * grad, 0.0f),
           select(in, scale * pg, 0.0f),
           select(in, scale * kl, 0.0f),
