@@ -323,6 +323,22 @@ describe('ppoLoss', () => {
     assertClose(seq.grad, [-1 / 2, 0, -2 / 4, -2 / 4], { label: 'seq grad' });
   });
 
+  it('computes k3 to 1e-5 relative from tiny to large log-ratios (no cancellation)', () => {
+    const xs = [1e-4, -3e-4, 2e-3, -0.01, 0.1, -0.2, 0.34, -0.35, 0.36, -0.5, 0.7, -1, 2, -5, 9, -12];
+    const n = xs.length;
+    const logp = new Float32Array(n).fill(-1);
+    // Float32 inputs: x is the float difference the kernel sees.
+    const refLogp = Float32Array.from(xs, (x) => -1 - x);
+    const r = ppoLoss({ logp, oldLogp: logp, advantages: new Float32Array(n), mask: new Uint8Array(n).fill(1), refLogp, klCoef: 1, aggregation: 'token-sum' });
+    for (let i = 0; i < n; i++) {
+      const x = logp[i] - refLogp[i];
+      const single = ppoLoss({ logp: logp.subarray(i, i + 1), oldLogp: logp.subarray(i, i + 1), advantages: new Float32Array(1), mask: Uint8Array.of(1), refLogp: refLogp.subarray(i, i + 1), aggregation: 'token-sum' });
+      const want = clamp(Math.expm1(-x) + x, -10, 10);
+      assertClose(single.klLoss!, want, { rtol: 1e-5, atol: 0, label: `k3(${x})` });
+      assertClose(r.grad[i], Math.abs(want) < 10 ? -Math.expm1(-x) : 0, { rtol: 1e-5, atol: 0, label: `dk3(${x})` });
+    }
+  });
+
   it('matches the float64 reference and finite differences for every aggregation, KL estimator, dual clip, weights and ratio level', () => {
     const rng = new Random(1);
     const batch = randomBatch(rng, 12, 14);

@@ -51,9 +51,16 @@ TIRL_HD inline float clamp_keep_nan(float x, float lo, float hi) {
   return select(x < lo, lo, select(x > hi, hi, x));
 }
 
-// e^x for |x| <= 80 (Cephes expf: within 2 ulp), NaN in NaN out. The callers clamp their
-// arguments to [-20, 20] first, so no overflow or denormal handling is needed.
-TIRL_HD inline float exp_bounded(float x) {
+// e^x = 2^n (1 + r + q) with r = x - n ln 2 in [-ln2/2, ln2/2] and q = e^r - 1 - r as a
+// polynomial (Cephes expf: within 2 ulp), for |x| <= 80; NaN in, NaN out. Kept in parts
+// so that e^x - 1 - x can be had without cancellation.
+struct ExpParts {
+  float two_to_n;
+  float r;
+  float q;
+};
+
+TIRL_HD inline ExpParts exp_parts(float x) {
   // n = round(x / ln 2) by the 1.5 * 2^23 trick: the low bits of `shifted` hold n.
   const float kRound = 12582912.0f;
   const float shifted = x * 1.44269504088896341f + kRound;
@@ -65,31 +72,30 @@ TIRL_HD inline float exp_bounded(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float e_r = p * r * r + r + 1.0f;
-  // 2^n from the bits of `shifted` (defined for any input; for NaN e_r is NaN anyway).
+  // 2^n from the bits of `shifted` (defined for any input; for NaN, r is NaN anyway).
   const uint32_t two_to_n = (float_bits(shifted) - float_bits(kRound) + 127u) << 23;
-  return e_r * bits_float(two_to_n);
+  return {bits_float(two_to_n), r, p * r * r};
 }
 
-// e^y - 1 and e^y - 1 - y without cancellation for small |y|: a Taylor series of
-// (e^y - 1 - y) / y^2 below |y| = 1/2 (truncation error < 1e-7 relative), e^y above.
+// e^x for |x| <= 80. The callers clamp their arguments to [-20, 20] first, so no overflow
+// or denormal handling is needed.
+TIRL_HD inline float exp_bounded(float x) {
+  const ExpParts e = exp_parts(x);
+  return e.two_to_n * ((e.q + e.r) + 1.0f);
+}
+
 struct ExpMinusOne {
   float em1;          // e^y - 1
   float em1_minus_y;  // e^y - 1 - y
 };
 
+// e^y - 1 as (2^n - 1) + 2^n (r + q), exact-ish for every y (2^n - 1 is exact); for
+// |y| < ln2/2, n = 0 and r = y, so e^y - 1 - y is q itself with no cancellation. Above, the
+// value is at least 0.05 and em1 - y loses under 3e-6 relative.
 TIRL_HD inline ExpMinusOne exp_minus_one(float y) {
-  float phi = 1.0f / 40320.0f;
-  phi = phi * y + 1.0f / 5040.0f;
-  phi = phi * y + 1.0f / 720.0f;
-  phi = phi * y + 1.0f / 120.0f;
-  phi = phi * y + 1.0f / 24.0f;
-  phi = phi * y + 1.0f / 6.0f;
-  phi = phi * y + 0.5f;
-  const float series = y * y * phi;
-  const float e_minus_one = exp_bounded(y) - 1.0f;
-  const bool small = (y > -0.5f) & (y < 0.5f);
-  return {select(small, y + series, e_minus_one), select(small, series, e_minus_one - y)};
+  const ExpParts e = exp_parts(y);
+  const float em1 = (e.two_to_n - 1.0f) + e.two_to_n * (e.r + e.q);
+  return {em1, select(e.two_to_n == 1.0f, e.q, em1 - y)};
 }
 
 // ---------------------------------------------------------------- importance ratio
