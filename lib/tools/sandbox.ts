@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants as fsConstants, lstatSync, readlinkSync, realpathSync } from 'node:fs';
+import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { checkInteger, checkNonEmptyString, checkOptions, checkString, checkStringArray } from './check.js';
@@ -90,6 +90,8 @@ const UNPRIVILEGED_ID = 65534;
 /** Extra time the host allows the supervisor beyond the run's own timeout. */
 const SUPERVISOR_GRACE_MS = 5000;
 const STDERR_KEEP_BYTES = 8192;
+/** How long to wait for bubblewrap to exit after its supervisor was killed. */
+const KILL_FALLBACK_MS = 2000;
 
 type Language = 'python' | 'javascript';
 
@@ -444,6 +446,7 @@ export class CodeSandbox {
       writableDirs.push(SANDBOX_CODE_DIR);
     }
     bwrapArgs.push(
+      '--remount-ro', '/dev',
       '--remount-ro', '/',
       '--chdir', SANDBOX_WORKDIR,
       '--clearenv',
@@ -594,11 +597,34 @@ class SandboxWorker {
     return (await this.#request({ code }, timeoutMs)) as unknown as SupervisorReply;
   }
 
-  /** Kills the bubblewrap process; its PID namespace, and so every process in it, goes
-   * with it. Resolves when the process has exited. */
+  /**
+   * Kills the supervisor, the init of the worker's PID namespace, so the kernel kills every
+   * process of the namespace and bubblewrap reaps them and exits; bubblewrap itself is
+   * killed only if that fails (killing it first would leave the supervisor for the host's
+   * init to reap). Resolves when bubblewrap has exited.
+   */
   async kill(): Promise<void> {
-    if (this.#alive && this.#child.pid !== undefined) this.#child.kill('SIGKILL');
-    if (this.#child.pid !== undefined) await this.#exited;
+    const pid = this.#child.pid;
+    if (pid === undefined) return;
+    if (this.#alive) {
+      let supervisors: number[] = [];
+      try {
+        supervisors = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+      } catch {
+        // no /proc children list: fall back to killing bubblewrap below
+      }
+      for (const supervisor of supervisors) {
+        try {
+          process.kill(supervisor, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+      const fallback = setTimeout(() => this.#child.kill('SIGKILL'), supervisors.length > 0 ? KILL_FALLBACK_MS : 0);
+      await this.#exited;
+      clearTimeout(fallback);
+    }
+    await this.#exited;
   }
 
   #request(message: Record<string, unknown> | undefined, timeoutMs: number): Promise<Record<string, unknown>> {

@@ -16,7 +16,7 @@
  * @internal
  */
 export const SUPERVISOR_SOURCE = String.raw`
-import ctypes, json, linecache, os, resource, select, signal, sys, time, traceback, types
+import atexit, ctypes, json, linecache, os, resource, select, signal, sys, threading, time, traceback, types
 
 CONFIG = json.loads(sys.argv[1])
 PR_SET_DUMPABLE = 4
@@ -111,7 +111,6 @@ def run_python(source):
         status = 1
     try:
         # What interpreter shutdown does: wait for non-daemon threads, run atexit hooks.
-        import threading, atexit
         threading._shutdown()
         atexit._run_exitfuncs()
         sys.stdout.flush()
