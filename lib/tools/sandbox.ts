@@ -93,7 +93,8 @@ const STDERR_KEEP_BYTES = 8192;
 /** How long to wait for bubblewrap to exit after its supervisor was killed. */
 const KILL_FALLBACK_MS = 2000;
 
-type Language = 'python' | 'javascript';
+/** Language of the programs a sandbox runs. */
+export type SandboxLanguage = 'python' | 'javascript';
 
 interface QueuedRun {
   code: string;
@@ -102,7 +103,7 @@ interface QueuedRun {
 }
 
 interface SupervisorConfig {
-  language: Language;
+  language: SandboxLanguage;
   command: string[];
   codePath: string;
   workdir: string;
@@ -204,7 +205,7 @@ function isUnder(path: string, dir: string): boolean {
  * `readOnlyPaths` given; and programs that deliberately print misleading output.
  */
 export class CodeSandbox {
-  readonly #language: Language;
+  readonly #language: SandboxLanguage;
   readonly #toolName: string;
   readonly #options: ResolvedOptions;
   readonly #idle: SandboxWorker[] = [];
@@ -214,10 +215,15 @@ export class CodeSandbox {
   #closed = false;
 
   /** @internal Use {@link PythonSandbox} or {@link JavaScriptSandbox}. */
-  protected constructor(language: Language, toolName: string, options: ResolvedOptions) {
+  protected constructor(language: SandboxLanguage, toolName: string, options: ResolvedOptions) {
     this.#language = language;
     this.#toolName = toolName;
     this.#options = options;
+  }
+
+  /** Language of the programs this sandbox runs. */
+  get language(): SandboxLanguage {
+    return this.#language;
   }
 
   /** Runs at most this many programs at once. */
@@ -389,7 +395,7 @@ export class CodeSandbox {
   /** @internal Checks and resolves the options shared by both languages. */
   protected static resolveOptions(
     raw: SandboxOptions | undefined,
-    language: Language,
+    language: SandboxLanguage,
     interpreter: { pythonPath: string; nodePath?: string; preloadModules: string[] },
   ): ResolvedOptions {
     const options = checkOptions(raw, 'options');
