@@ -248,6 +248,21 @@ describe('PythonSandbox', () => {
     assert.match(response.error!, /PermissionError/);
   });
 
+  const notX64 = process.arch !== 'x64' && 'the system-call numbers here are x86-64\'s';
+  test('system calls on the seccomp deny-list are refused', { skip: notX64 }, async () => {
+    const syscall = (number: number): string =>
+      `import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nprint(libc.syscall(${number}, 0, 0, 0, 0), ctypes.get_errno())`;
+    // x86-64 numbers: ptrace (EPERM), bpf (EPERM), io_uring_setup (ENOSYS), x32 getpid (ENOSYS).
+    const expectations: Array<[number, string]> = [[101, '-1 1\n'], [321, '-1 1\n'], [425, '-1 38\n'], [0x40000000 + 39, '-1 38\n']];
+    for (const [number, expected] of expectations) {
+      const response = await sandbox.run(syscall(number));
+      assert.equal(response.result, expected, `system call ${number}`);
+    }
+    const ordinary = await sandbox.run('import subprocess, threading\nthreading.Thread(target=print, args=("thread",)).start()\n' +
+      'print(subprocess.run(["echo", "child"], capture_output=True, text=True).stdout, end="")');
+    assert.equal(ordinary.result, 'thread\nchild\n');
+  });
+
   test('background processes are ended when the program exits', async () => {
     const response = await sandbox.run(
       'import subprocess\nsubprocess.Popen(["sleep", "60"], start_new_session=True)\n' +

@@ -2,7 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { delimiter, join } from 'node:path';
+import type { Writable } from 'node:stream';
 import { checkInteger, checkNonEmptyString, checkOptions, checkString, checkStringArray } from './check.js';
+import { seccompFilter } from './seccomp.js';
 import { SUPERVISOR_SOURCE } from './supervisor_source.js';
 import type { ToolResponse } from './types.js';
 
@@ -90,6 +92,8 @@ const UNPRIVILEGED_ID = 65534;
 /** Extra time the host allows the supervisor beyond the run's own timeout. */
 const SUPERVISOR_GRACE_MS = 5000;
 const STDERR_KEEP_BYTES = 8192;
+/** Descriptor on which bubblewrap reads the seccomp filter. */
+const SECCOMP_FD = 3;
 /** How long to wait for bubblewrap to exit after its supervisor was killed. */
 const KILL_FALLBACK_MS = 2000;
 
@@ -136,6 +140,9 @@ interface ResolvedOptions {
   startTimeoutMs: number;
   bwrapPath: string;
   bwrapArgs: string[];
+  /** Compiled seccomp filter handed to bubblewrap on fd 3; undefined on architectures
+   * without a system-call table. */
+  seccomp: Buffer | undefined;
   spawnIds: { uid: number; gid: number } | undefined;
 }
 
@@ -195,8 +202,11 @@ function isUnder(path: string, dir: string): boolean {
  * the output cap, then kills every process left in the sandbox and empties `/tmp`, so runs
  * do not see each other.
  *
- * It does NOT protect against: kernel vulnerabilities (there is no seccomp filter, so the
- * whole system-call surface reachable from an unprivileged user namespace is exposed);
+ * A seccomp filter (x86-64 and arm64) refuses ptrace, bpf, perf, userfaultfd, keyrings,
+ * io_uring, module loading, mounts and namespace calls.
+ *
+ * It does NOT protect against: kernel vulnerabilities reachable through the system calls
+ * that remain allowed;
  * side channels and timing; reading what any process may read from /proc (kernel version,
  * CPU and memory information, load); CPU contention (a run may keep up to `maxProcesses`
  * processes busy until its timeout, at niceness 10); the memory of a run as a whole (the
@@ -478,6 +488,8 @@ export class CodeSandbox {
       niceness: 10,
       preloadModules: interpreter.preloadModules,
     };
+    const seccomp = seccompFilter();
+    if (seccomp !== undefined) bwrapArgs.push('--seccomp', String(SECCOMP_FD));
     bwrapArgs.push('--', python, '-I', '-c', SUPERVISOR_SOURCE, JSON.stringify(config));
     const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
     return {
@@ -487,6 +499,7 @@ export class CodeSandbox {
       startTimeoutMs,
       bwrapPath,
       bwrapArgs,
+      seccomp,
       spawnIds: isRoot ? { uid: UNPRIVILEGED_ID, gid: UNPRIVILEGED_ID } : undefined,
     };
   }
@@ -543,9 +556,14 @@ class SandboxWorker {
     this.#child = spawn(options.bwrapPath, options.bwrapArgs, {
       cwd: '/',
       env: {},
-      stdio: ['pipe', 'pipe', 'pipe'],
+      stdio: ['pipe', 'pipe', 'pipe', options.seccomp === undefined ? 'ignore' : 'pipe'],
       ...(options.spawnIds ?? {}),
     });
+    if (options.seccomp !== undefined) {
+      const filterPipe = this.#child.stdio[SECCOMP_FD] as Writable;
+      filterPipe.on('error', () => {}); // bubblewrap failed early; 'close' reports it
+      filterPipe.end(options.seccomp);
+    }
     this.#exited = new Promise((resolve) => {
       this.#child.once('close', (code, signal) => {
         this.#alive = false;
