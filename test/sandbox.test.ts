@@ -320,6 +320,34 @@ describe('PythonSandbox', () => {
 });
 
 describe('PythonSandbox pool', () => {
+  test('preloads modules once per worker, and reports a module that fails to load', async () => {
+    const sandbox = new PythonSandbox({ concurrency: 1, preloadModules: ['decimal', 'fractions'] });
+    try {
+      const response = await sandbox.run('import sys\nprint("fractions" in sys.modules)');
+      assert.equal(response.result, 'True\n');
+    } finally {
+      await sandbox.close();
+    }
+    const broken = new PythonSandbox({ concurrency: 1, preloadModules: ['no_such_module_here'] });
+    try {
+      await assert.rejects(broken.run('print(1)'), (error: unknown) =>
+        error instanceof SandboxUnavailableError && /did not start .*No module named 'no_such_module_here'/s.test(error.message));
+    } finally {
+      await broken.close();
+    }
+  });
+
+  test('a real-time signal is named', async () => {
+    const sandbox = new PythonSandbox({ concurrency: 1 });
+    try {
+      const response = await sandbox.run('import os, signal\nos.kill(os.getpid(), signal.SIGRTMIN + 1)');
+      assert.equal(response.status, 'error');
+      assert.equal(response.signal, 'SIG35');
+    } finally {
+      await sandbox.close();
+    }
+  });
+
   test('runs at most `concurrency` programs at once and queues the rest', async () => {
     const sandbox = new PythonSandbox({ concurrency: 2, timeoutMs: 5000 });
     try {

@@ -135,6 +135,7 @@ interface SupervisorReply {
 
 interface ResolvedOptions {
   timeoutMs: number;
+  cpuSeconds: number;
   maxOutputBytes: number;
   concurrency: number;
   startTimeoutMs: number;
@@ -388,8 +389,8 @@ export class CodeSandbox {
         if (reply.exitCode === 0) return { ...base, status: 'success', result: reply.stdout, ...(stderr.length > 0 ? { error: stderr } : {}) };
         return { ...base, status: 'error', ...printed, error: stderr.length > 0 ? stderr : `The program exited with code ${reply.exitCode}` };
       case 'signaled':
-        if (reply.signal === 'SIGXCPU' || reply.signal === 'SIGKILL' && reply.durationMs >= this.#options.timeoutMs) {
-          return { ...base, status: 'timeout', ...printed, error: withStderr(`CPU time limit of ${Math.ceil(this.#options.timeoutMs / 1000)} s exceeded`) };
+        if (reply.signal === 'SIGXCPU') {
+          return { ...base, status: 'timeout', ...printed, error: withStderr(`CPU time limit of ${this.#options.cpuSeconds} s exceeded`) };
         }
         return { ...base, status: 'error', ...printed, error: withStderr(`The program was killed by ${reply.signal}`) };
       case 'timeout':
@@ -471,6 +472,9 @@ export class CodeSandbox {
       '--setenv', 'TMPDIR', SANDBOX_WORKDIR,
       '--setenv', 'LANG', 'C.UTF-8',
     );
+    // Per process, summed over its threads; above the wall-clock limit so that one busy
+    // thread meets the timeout first.
+    const cpuSeconds = Math.ceil(timeoutMs / 1000) + 1;
     const config: SupervisorConfig = {
       language,
       command,
@@ -478,7 +482,7 @@ export class CodeSandbox {
       workdir: SANDBOX_WORKDIR,
       writableDirs,
       timeoutMs,
-      cpuSeconds: Math.ceil(timeoutMs / 1000) + 1,
+      cpuSeconds,
       memoryBytes: memoryMb * 1048576,
       addressSpaceSlackBytes: language === 'javascript' ? NODE_ADDRESS_SPACE_SLACK_BYTES : 0,
       maxOutputBytes,
@@ -494,6 +498,7 @@ export class CodeSandbox {
     const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
     return {
       timeoutMs,
+      cpuSeconds,
       maxOutputBytes,
       concurrency,
       startTimeoutMs,

@@ -71,7 +71,8 @@ def apply_limits():
     memory = CONFIG['memoryBytes']
     set_limit(resource.RLIMIT_DATA, memory)
     set_limit(resource.RLIMIT_AS, memory + CONFIG['addressSpaceSlackBytes'])
-    set_limit(resource.RLIMIT_CPU, CONFIG['cpuSeconds'])
+    # SIGXCPU at the soft limit (reported as a timeout), SIGKILL one second later.
+    resource.setrlimit(resource.RLIMIT_CPU, (CONFIG['cpuSeconds'], CONFIG['cpuSeconds'] + 1))
     set_limit(resource.RLIMIT_NPROC, CONFIG['maxProcesses'])
     set_limit(resource.RLIMIT_FSIZE, CONFIG['maxFileBytes'])
     set_limit(resource.RLIMIT_NOFILE, CONFIG['maxOpenFiles'])
@@ -179,6 +180,13 @@ def empty_directory(path):
             pass
 
 
+def signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # real-time signals have no name
+        return 'SIG' + str(number)
+
+
 def run(source):
     started = time.monotonic()
     deadline = started + CONFIG['timeoutMs'] / 1000.0
@@ -237,7 +245,7 @@ def run(source):
     if outcome is None and wait_status is not None:
         if os.WIFSIGNALED(wait_status):
             reply['outcome'] = 'signaled'
-            reply['signal'] = signal.Signals(os.WTERMSIG(wait_status)).name
+            reply['signal'] = signal_name(os.WTERMSIG(wait_status))
         else:
             reply['outcome'] = 'exited'
             reply['exitCode'] = os.WEXITSTATUS(wait_status)
