@@ -365,6 +365,17 @@ describe('PythonSandbox pool', () => {
     }
   });
 
+  test('close() during a worker\'s start leaves nothing behind', async () => {
+    const sandbox = new PythonSandbox({ concurrency: 2 });
+    const first = assert.rejects(sandbox.run('print(1)'), /closed/);
+    const second = assert.rejects(sandbox.run('print(2)'), /closed/);
+    await sandbox.close();
+    await first;
+    await second;
+    assert.deepEqual(sandbox.workerPids(), []);
+    assert.deepEqual(descendants([process.pid]).filter((pid) => pid !== process.pid), []);
+  });
+
   test('close() ends every process, rejects queued calls and further calls', async () => {
     const sandbox = new PythonSandbox({ concurrency: 1, timeoutMs: 5000 });
     await sandbox.warmUp();

@@ -222,7 +222,7 @@ export class CodeSandbox {
   readonly #idle: SandboxWorker[] = [];
   readonly #all = new Set<SandboxWorker>();
   readonly #queue: QueuedRun[] = [];
-  #starting = 0;
+  readonly #starting = new Set<Promise<SandboxWorker>>();
   #closed = false;
 
   /** @internal Use {@link PythonSandbox} or {@link JavaScriptSandbox}. */
@@ -252,7 +252,8 @@ export class CodeSandbox {
    * exited with code 0 (`result` = its stdout, `error` = its stderr if it wrote any);
    * 'timeout' when it ran past `timeoutMs` or its CPU-time limit; 'error' otherwise
    * (a non-zero exit, an uncaught exception with its traceback in `error`, a signal, too
-   * much output). Never rejects for the program's behaviour; rejects with
+   * much output). Throws a TypeError when `code` is not a string. Never rejects for the
+   * program's behaviour; rejects with
    * {@link SandboxUnavailableError} when a worker cannot be started, and with an Error
    * after {@link close}.
    */
@@ -280,7 +281,7 @@ export class CodeSandbox {
   async warmUp(count: number = this.#options.concurrency): Promise<void> {
     checkInteger(count, 'count', this.#options.concurrency, 0, this.#options.concurrency);
     const starts: Array<Promise<SandboxWorker>> = [];
-    for (let index = this.#all.size + this.#starting; index < count; index += 1) starts.push(this.#startWorker());
+    for (let index = this.#all.size + this.#starting.size; index < count; index += 1) starts.push(this.#startWorker());
     const workers = await Promise.all(starts);
     for (const worker of workers) this.#release(worker);
   }
@@ -292,6 +293,8 @@ export class CodeSandbox {
   async close(): Promise<void> {
     this.#closed = true;
     for (const job of this.#queue.splice(0)) job.reject(new Error('This sandbox was closed before the call ran'));
+    // A worker still starting kills itself when it sees the sandbox closed.
+    await Promise.allSettled([...this.#starting]);
     await Promise.all([...this.#all].map((worker) => worker.kill()));
     this.#idle.length = 0;
   }
@@ -308,7 +311,7 @@ export class CodeSandbox {
         this.#execute(worker, this.#queue.shift()!);
         continue;
       }
-      if (this.#all.size + this.#starting >= this.#options.concurrency) return;
+      if (this.#all.size + this.#starting.size >= this.#options.concurrency) return;
       const job = this.#queue.shift()!;
       this.#startWorker().then(
         (started) => this.#execute(started, job),
@@ -320,9 +323,8 @@ export class CodeSandbox {
     }
   }
 
-  async #startWorker(): Promise<SandboxWorker> {
-    this.#starting += 1;
-    try {
+  #startWorker(): Promise<SandboxWorker> {
+    const starting = (async () => {
       const worker = await SandboxWorker.start(this.#options);
       if (this.#closed) {
         await worker.kill();
@@ -336,9 +338,13 @@ export class CodeSandbox {
         if (!this.#closed) this.#dispatch();
       });
       return worker;
-    } finally {
-      this.#starting -= 1;
-    }
+    })();
+    this.#starting.add(starting);
+    const forget = (): void => {
+      this.#starting.delete(starting);
+    };
+    starting.then(forget, forget);
+    return starting;
   }
 
   #execute(worker: SandboxWorker, job: QueuedRun): void {
