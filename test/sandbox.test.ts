@@ -143,6 +143,11 @@ describe('PythonSandbox', () => {
     assert.equal(response.result, 'thread\natexit\n');
   });
 
+  test('modules the program writes in its directory are importable', async () => {
+    const response = await sandbox.run('open("helper.py", "w").write("ANSWER = 42\\n")\nimport helper\nprint(helper.ANSWER)');
+    assert.equal(response.result, '42\n');
+  });
+
   test('runs do not share state: globals, files and processes are fresh', async () => {
     await sandbox.run('import builtins\nbuiltins.leak = 1\nopen("note.txt", "w").write("x")');
     const response = await sandbox.run('import os\nprint(hasattr(__builtins__, "leak"), os.listdir("."), os.getcwd())');
@@ -158,6 +163,20 @@ describe('PythonSandbox', () => {
     assert.match(response.error!, /Timed out after 2000 ms/);
     assert.ok(elapsed >= 1900 && elapsed < 6000, `took ${elapsed} ms`);
     await healthy();
+  });
+
+  test('a program that sleeps forever or stops itself times out', async () => {
+    const sleeper = await sandbox.run('import time\ntime.sleep(3600)');
+    assert.equal(sleeper.status, 'timeout');
+    const stopped = await sandbox.run('import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)');
+    assert.equal(stopped.status, 'timeout');
+    await healthy();
+  });
+
+  test('cannot raise its own limits', async () => {
+    const response = await sandbox.run('import resource\nresource.setrlimit(resource.RLIMIT_NPROC, (10000, 10000))');
+    assert.equal(response.status, 'error');
+    assert.match(response.error!, /ValueError: not allowed to raise maximum limit/);
   });
 
   test('a fork bomb is capped by the process limit, times out, and leaves nothing', async () => {
@@ -219,6 +238,9 @@ describe('PythonSandbox', () => {
     assert.match(response.error!, /Output exceeded 4096 bytes/);
     assert.equal(response.result!.length, 4096);
     assert.ok(performance.now() - started < 2000);
+    const errors = await sandbox.run('import sys\nwhile True:\n    sys.stderr.write("e" * 65536)');
+    assert.equal(errors.status, 'error');
+    assert.match(errors.error!, /^e{4096}\nOutput exceeded 4096 bytes/);
     await healthy();
   });
 

@@ -96,6 +96,8 @@ def run_python(source):
     sys.stderr = open(2, 'w', encoding='utf-8', errors='backslashreplace', closefd=False, buffering=1)
     sys.stdin = open(0, 'r', encoding='utf-8', closefd=False)
     sys.argv = ['']
+    # As for 'python3 main.py' run in the working directory: its modules are importable.
+    sys.path.insert(0, CONFIG['workdir'])
     filename = '<code>'
     # Registering the source lets tracebacks show the offending lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
