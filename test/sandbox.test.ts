@@ -195,6 +195,20 @@ describe('PythonSandbox', () => {
     await healthy();
   });
 
+  test('many processes that each stay under the memory limit meet the run\'s limit', async (context) => {
+    if (!sandbox.runMemoryLimited) {
+      context.skip('no memory cgroup can be made here (needs root and a writable memory hierarchy)');
+      return;
+    }
+    const response = await sandbox.run(
+      'import os, time\nfor _ in range(6):\n    if os.fork() == 0:\n        block = b"x" * (200 << 20)\n        time.sleep(10)\n' +
+      '        os._exit(0)\nfor _ in range(6):\n    os.wait()',
+    );
+    assert.equal(response.status, 'error');
+    assert.match(response.error!, /exceeded its memory limit of 408 MiB/);
+    await healthy();
+  });
+
   test('has no network: the host\'s loopback server is unreachable', async () => {
     const response = await sandbox.run(
       `import socket\ns = socket.create_connection(("127.0.0.1", ${server.port}), timeout=1)\nprint("connected")`,

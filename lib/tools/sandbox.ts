@@ -3,6 +3,7 @@ import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlink
 import { availableParallelism } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { Writable } from 'node:stream';
+import { MemoryCgroup } from './cgroup.js';
 import { checkInteger, checkNonEmptyString, checkOptions, checkString, checkStringArray } from './check.js';
 import { seccompFilter } from './seccomp.js';
 import { SUPERVISOR_SOURCE } from './supervisor_source.js';
@@ -19,6 +20,12 @@ export interface SandboxOptions {
   /** Memory limit of each process of a run, in MiB (default 512): its data segment and
    * private writable mappings (RLIMIT_DATA); for Python also its whole address space. */
   memoryMb?: number;
+  /** Memory limit of a whole run in MiB: all its processes, plus its files in `/tmp` and
+   * `/dev/shm`, which live in memory. Enforced with a memory cgroup where one can be made
+   * (root, with the cgroup v1 memory hierarchy or a delegated cgroup v2 memory controller;
+   * see {@link CodeSandbox.runMemoryLimited}); elsewhere only the per-process limits hold.
+   * Default: memoryMb + diskMb + 144 (16 for /dev/shm, 128 for the supervisor and runtime). */
+  runMemoryMb?: number;
   /** Most bytes a run may print, stdout and stderr together (default 65536); a run that
    * prints more is stopped and answered with status 'error' and the output up to the cap. */
   maxOutputBytes?: number;
@@ -62,6 +69,8 @@ export interface JavaScriptSandboxOptions extends SandboxOptions {
 
 /** A {@link ToolResponse} with how the sandboxed program ended. */
 export interface SandboxResponse extends ToolResponse {
+  /** Whether the kernel killed a process of the run for exceeding `runMemoryMb`. */
+  outOfMemory?: boolean;
   /** Exit code when the program exited by itself, else null. */
   exitCode: number | null;
   /** Name of the signal that ended the program (e.g. 'SIGKILL'), else null. */
@@ -126,6 +135,8 @@ interface SupervisorConfig {
 
 interface SupervisorReply {
   outcome: 'exited' | 'signaled' | 'timeout' | 'output-limit';
+  /** Set on the host: the run's memory cgroup saw an OOM kill. */
+  outOfMemory?: boolean;
   exitCode: number | null;
   signal: string | null;
   stdout: string;
@@ -135,6 +146,7 @@ interface SupervisorReply {
 
 interface ResolvedOptions {
   timeoutMs: number;
+  runMemoryMb: number;
   cpuSeconds: number;
   maxOutputBytes: number;
   concurrency: number;
@@ -186,6 +198,15 @@ function systemDirectoryArgs(): string[] {
   return args;
 }
 
+/** Host pids of the children of `pid` (empty when /proc has no children list). */
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
 function isUnder(path: string, dir: string): boolean {
   return path === dir || path.startsWith(`${dir}/`);
 }
@@ -210,9 +231,10 @@ function isUnder(path: string, dir: string): boolean {
  * that remain allowed;
  * side channels and timing; reading what any process may read from /proc (kernel version,
  * CPU and memory information, load); CPU contention (a run may keep up to `maxProcesses`
- * processes busy until its timeout, at niceness 10); the memory of a run as a whole (the
- * limit is per process, so the worst case is `maxProcesses` × `memoryMb` plus the `/tmp`
- * and `/dev/shm` sizes — no cgroup is used); reading anything under /usr and the
+ * processes busy until its timeout, at niceness 10); the memory of a run as a whole where
+ * no memory cgroup can be made ({@link CodeSandbox.runMemoryLimited} false: the limit is
+ * then per process, so the worst case is `maxProcesses` × `memoryMb` plus the `/tmp` and
+ * `/dev/shm` sizes and kernel memory); reading anything under /usr and the
  * `readOnlyPaths` given; and programs that deliberately print misleading output.
  */
 export class CodeSandbox {
@@ -240,6 +262,12 @@ export class CodeSandbox {
   /** Runs at most this many programs at once. */
   get concurrency(): number {
     return this.#options.concurrency;
+  }
+
+  /** Whether a memory cgroup enforces `runMemoryMb` on the running workers (false before
+   * any worker has started). */
+  get runMemoryLimited(): boolean {
+    return [...this.#all].some((worker) => worker.hasMemoryCgroup);
   }
 
   /** Number of calls waiting for a free worker. */
@@ -390,6 +418,12 @@ export class CodeSandbox {
     const printed = reply.stdout.length > 0 ? { result: reply.stdout } : {};
     const stderr = reply.stderr;
     const withStderr = (message: string): string => (stderr.length > 0 ? `${stderr}${stderr.endsWith('\n') ? '' : '\n'}${message}` : message);
+    if (reply.outOfMemory === true) {
+      return {
+        ...base, status: 'error', ...printed, outOfMemory: true,
+        error: withStderr(`The run exceeded its memory limit of ${this.#options.runMemoryMb} MiB; the kernel killed a process`),
+      };
+    }
     switch (reply.outcome) {
       case 'exited':
         if (reply.exitCode === 0) return { ...base, status: 'success', result: reply.stdout, ...(stderr.length > 0 ? { error: stderr } : {}) };
@@ -421,6 +455,7 @@ export class CodeSandbox {
     const maxOutputBytes = checkInteger(options.maxOutputBytes, 'options.maxOutputBytes', 65_536, 1, 1 << 30);
     const concurrency = checkInteger(options.concurrency, 'options.concurrency', availableParallelism(), 1, 1024);
     const diskMb = checkInteger(options.diskMb, 'options.diskMb', 64, 1, 1 << 20);
+    const runMemoryMb = checkInteger(options.runMemoryMb, 'options.runMemoryMb', memoryMb + diskMb + 144, 16, 1 << 20);
     const maxProcesses = checkInteger(options.maxProcesses, 'options.maxProcesses', language === 'python' ? 16 : 32, 2, 4096);
     const maxOpenFiles = checkInteger(options.maxOpenFiles, 'options.maxOpenFiles', 256, 16, 1 << 20);
     const startTimeoutMs = checkInteger(options.startTimeoutMs, 'options.startTimeoutMs', 20_000, 1, 600_000);
@@ -504,6 +539,7 @@ export class CodeSandbox {
     const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
     return {
       timeoutMs,
+      runMemoryMb,
       cpuSeconds,
       maxOutputBytes,
       concurrency,
@@ -554,6 +590,7 @@ class WorkerTimeoutError extends Error {}
 
 /** One bubblewrap process with its supervisor, speaking length-prefixed JSON frames. */
 class SandboxWorker {
+  static #created = 0;
   readonly #child: ChildProcess;
   #buffer: Buffer = Buffer.alloc(0);
   #stderr = '';
@@ -562,6 +599,8 @@ class SandboxWorker {
   #exitListeners: Array<() => void> = [];
   #alive = true;
   #exitDescription = '';
+  #cgroup: MemoryCgroup | undefined;
+  #oomKillsBefore = 0;
 
   private constructor(options: ResolvedOptions) {
     this.#child = spawn(options.bwrapPath, options.bwrapArgs, {
@@ -579,6 +618,10 @@ class SandboxWorker {
       this.#child.once('close', (code, signal) => {
         this.#alive = false;
         this.#exitDescription = signal !== null ? `killed by ${signal}` : `exit code ${code}`;
+        if (this.#cgroup !== undefined && this.#cgroup.oomKills() > this.#oomKillsBefore) {
+          this.#exitDescription += `, out of memory: the run exceeded its memory limit of ${options.runMemoryMb} MiB`;
+        }
+        void this.#cgroup?.remove();
         const detail = this.#stderr.trim();
         this.#fail(new Error(`${this.#exitDescription}${detail ? `: ${detail}` : ''}`));
         for (const listener of this.#exitListeners) listener();
@@ -603,6 +646,7 @@ class SandboxWorker {
     const worker = new SandboxWorker(options);
     try {
       await worker.#request(undefined, options.startTimeoutMs);
+      worker.#joinMemoryCgroup(options.runMemoryMb);
     } catch (error) {
       await worker.kill();
       const reason = error instanceof Error ? error.message : String(error);
@@ -619,6 +663,25 @@ class SandboxWorker {
     return this.#child.pid;
   }
 
+  get hasMemoryCgroup(): boolean {
+    return this.#cgroup !== undefined;
+  }
+
+  /** Puts bubblewrap and the supervisor in a fresh memory cgroup, if one can be made; the
+   * processes of every run, forked by the supervisor later, are then born in it. */
+  #joinMemoryCgroup(runMemoryMb: number): void {
+    const pid = this.#child.pid!;
+    const cgroup = MemoryCgroup.create(`tirl-sandbox-${process.pid}-${SandboxWorker.#created += 1}`, runMemoryMb * 1048576);
+    if (cgroup === undefined) return;
+    try {
+      cgroup.addProcess(pid);
+      for (const supervisor of childrenOf(pid)) cgroup.addProcess(supervisor);
+      this.#cgroup = cgroup;
+    } catch {
+      void cgroup.remove();
+    }
+  }
+
   get alive(): boolean {
     return this.#alive;
   }
@@ -629,7 +692,10 @@ class SandboxWorker {
 
   /** Sends one program; resolves with the supervisor's reply. */
   async run(code: string, timeoutMs: number): Promise<SupervisorReply> {
-    return (await this.#request({ code }, timeoutMs)) as unknown as SupervisorReply;
+    this.#oomKillsBefore = this.#cgroup?.oomKills() ?? 0;
+    const reply = (await this.#request({ code }, timeoutMs)) as unknown as SupervisorReply;
+    if (this.#cgroup !== undefined && this.#cgroup.oomKills() > this.#oomKillsBefore) reply.outOfMemory = true;
+    return reply;
   }
 
   /**
@@ -642,12 +708,7 @@ class SandboxWorker {
     const pid = this.#child.pid;
     if (pid === undefined) return;
     if (this.#alive) {
-      let supervisors: number[] = [];
-      try {
-        supervisors = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-      } catch {
-        // no /proc children list: fall back to killing bubblewrap below
-      }
+      const supervisors = childrenOf(pid);
       for (const supervisor of supervisors) {
         try {
           process.kill(supervisor, 'SIGKILL');
