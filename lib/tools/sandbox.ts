@@ -4,7 +4,7 @@ import { availableParallelism } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { MemoryCgroup } from './cgroup.js';
-import { checkInteger, checkNonEmptyString, checkOptions, checkString, checkStringArray } from './check.js';
+import { checkInteger, checkNonEmptyString, checkOptions, checkString, checkStringArray, expectedMessage } from './check.js';
 import { seccompFilter } from './seccomp.js';
 import { SUPERVISOR_SOURCE } from './supervisor_source.js';
 import type { ToolResponse } from './types.js';
@@ -457,11 +457,11 @@ export class CodeSandbox {
     const diskMb = checkInteger(options.diskMb, 'options.diskMb', 64, 1, 1 << 20);
     const runMemoryMb = checkInteger(options.runMemoryMb, 'options.runMemoryMb', memoryMb + diskMb + 144, 16, 1 << 20);
     const maxProcesses = checkInteger(options.maxProcesses, 'options.maxProcesses', language === 'python' ? 16 : 32, 2, 4096);
-    const maxOpenFiles = checkInteger(options.maxOpenFiles, 'options.maxOpenFiles', 256, 16, 1 << 20);
+    const maxOpenFiles = checkInteger(options.maxOpenFiles, 'options.maxOpenFiles', 256, 16, 65_536);
     const startTimeoutMs = checkInteger(options.startTimeoutMs, 'options.startTimeoutMs', 20_000, 1, 600_000);
     const readOnlyPaths = checkStringArray(options.readOnlyPaths, 'options.readOnlyPaths', []);
     for (const [index, path] of readOnlyPaths.entries()) {
-      if (!path.startsWith('/')) throw new TypeError(`Expected an absolute path for options.readOnlyPaths[${index}] but received ${JSON.stringify(path)} of type string`);
+      if (!path.startsWith('/')) throw new TypeError(expectedMessage('an absolute path', `options.readOnlyPaths[${index}]`, path));
     }
     const bwrapPath = options.bwrapPath === undefined
       ? findOnPath('bwrap')
@@ -496,7 +496,7 @@ export class CodeSandbox {
     bwrapArgs.push(
       '--proc', '/proc', '--dev', '/dev',
       '--size', String(SHM_BYTES), '--tmpfs', SANDBOX_SHM,
-      '--size', String(diskMb << 20), '--tmpfs', SANDBOX_WORKDIR,
+      '--size', String(diskMb * 1048576), '--tmpfs', SANDBOX_WORKDIR,
     );
     const writableDirs = [SANDBOX_WORKDIR, SANDBOX_SHM];
     if (language === 'javascript') {
