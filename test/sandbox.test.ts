@@ -161,7 +161,8 @@ describe('PythonSandbox', () => {
     assert.equal(response.status, 'timeout');
     assert.equal(response.result, 'spinning\n');
     assert.match(response.error!, /Timed out after 2000 ms/);
-    assert.ok(elapsed >= 1900 && elapsed < 6000, `took ${elapsed} ms`);
+    // Well before the host's backstop (timeout + 5 s) would have stopped the worker.
+    assert.ok(elapsed >= 1900 && elapsed < 5000, `took ${elapsed} ms`);
     await healthy();
   });
 
@@ -246,12 +247,10 @@ describe('PythonSandbox', () => {
   });
 
   test('printing gigabytes is stopped at the output cap', async () => {
-    const started = performance.now();
     const response = await sandbox.run('import sys\nline = "x" * 1023 + "\\n"\nfor _ in range(1 << 21):\n    sys.stdout.write(line)');
     assert.equal(response.status, 'error');
     assert.match(response.error!, /Output exceeded 4096 bytes/);
     assert.equal(response.result!.length, 4096);
-    assert.ok(performance.now() - started < 2000);
     const errors = await sandbox.run('import sys\nwhile True:\n    sys.stderr.write("e" * 65536)');
     assert.equal(errors.status, 'error');
     assert.match(errors.error!, /^e{4096}\nOutput exceeded 4096 bytes/);
@@ -472,10 +471,10 @@ describe('JavaScriptSandbox', () => {
   test('a memory bomb ends with an out-of-memory error', async () => {
     const heap = await sandbox.run('const a = []; while (true) a.push(new Array(1e6).fill(1.5));');
     assert.equal(heap.status, 'error');
-    assert.match(heap.error!, /heap out of memory|Allocation failed/);
+    assert.match(heap.error!, /out of memory|Allocation failed|OOM|exceeded its memory limit/i);
     const buffers = await sandbox.run('const a = []; while (true) a.push(Buffer.alloc(64 * 1024 * 1024, 1));');
     assert.equal(buffers.status, 'error');
-    assert.match(buffers.error!, /RangeError|Array buffer allocation failed|out of memory/i);
+    assert.match(buffers.error!, /RangeError|Array buffer allocation failed|out of memory|OOM|exceeded its memory limit/i);
     await healthy();
   });
 
