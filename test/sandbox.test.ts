@@ -64,21 +64,28 @@ async function assertHealthy(sandbox: CodeSandbox, baseline: number, code: strin
 }
 
 describe('PythonSandbox', () => {
+  // Generous time for ordinary and memory-hungry programs on a loaded machine (runs are
+  // niced); a short one for the programs that are meant to time out.
   let sandbox: PythonSandbox;
+  let quick: PythonSandbox;
   let baseline = 0;
+  let quickBaseline = 0;
   let server: Awaited<ReturnType<typeof countingServer>>;
   const healthy = (): Promise<void> => assertHealthy(sandbox, baseline, 'print("ok")', 'ok\n');
+  const quickHealthy = (): Promise<void> => assertHealthy(quick, quickBaseline, 'print("ok")', 'ok\n');
 
   before(async () => {
     process.env.TIRL_TEST_SECRET = 'host-secret-value';
-    sandbox = new PythonSandbox({ timeoutMs: 2000, memoryMb: 256, maxOutputBytes: 4096, concurrency: 1, diskMb: 8 });
-    await sandbox.warmUp();
+    sandbox = new PythonSandbox({ timeoutMs: 20_000, memoryMb: 256, maxOutputBytes: 4096, concurrency: 1, diskMb: 8 });
+    quick = new PythonSandbox({ timeoutMs: 1500, memoryMb: 256, concurrency: 1 });
+    await Promise.all([sandbox.warmUp(), quick.warmUp()]);
     baseline = descendants(sandbox.workerPids()).length;
+    quickBaseline = descendants(quick.workerPids()).length;
     server = await countingServer();
   });
 
   after(async () => {
-    await sandbox.close();
+    await Promise.all([sandbox.close(), quick.close()]);
     server.server.close();
     delete process.env.TIRL_TEST_SECRET;
   });
@@ -149,29 +156,30 @@ describe('PythonSandbox', () => {
   });
 
   test('runs do not share state: globals, files and processes are fresh', async () => {
-    await sandbox.run('import builtins\nbuiltins.leak = 1\nopen("note.txt", "w").write("x")');
+    await sandbox.run('import builtins, os\nbuiltins.leak = 1\nopen("note.txt", "w").write("x")\n' +
+      'os.makedirs("locked/inner")\nos.chmod("locked/inner", 0)\nos.chmod("locked", 0)');
     const response = await sandbox.run('import os\nprint(hasattr(__builtins__, "leak"), os.listdir("."), os.getcwd())');
     assert.equal(response.result, "False [] /tmp\n");
   });
 
   test('an infinite loop times out and the next call is unaffected', async () => {
     const started = performance.now();
-    const response = await sandbox.run('print("spinning", flush=True)\nwhile True:\n    pass');
+    const response = await quick.run('print("spinning", flush=True)\nwhile True:\n    pass');
     const elapsed = performance.now() - started;
     assert.equal(response.status, 'timeout');
     assert.equal(response.result, 'spinning\n');
-    assert.match(response.error!, /Timed out after 2000 ms/);
+    assert.match(response.error!, /Timed out after 1500 ms/);
     // Well before the host's backstop (timeout + 5 s) would have stopped the worker.
-    assert.ok(elapsed >= 1900 && elapsed < 5000, `took ${elapsed} ms`);
-    await healthy();
+    assert.ok(elapsed >= 1400 && elapsed < 5000, `took ${elapsed} ms`);
+    await quickHealthy();
   });
 
   test('a program that sleeps forever or stops itself times out', async () => {
-    const sleeper = await sandbox.run('import time\ntime.sleep(3600)');
+    const sleeper = await quick.run('import time\ntime.sleep(3600)');
     assert.equal(sleeper.status, 'timeout');
-    const stopped = await sandbox.run('import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)');
+    const stopped = await quick.run('import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)');
     assert.equal(stopped.status, 'timeout');
-    await healthy();
+    await quickHealthy();
   });
 
   test('cannot raise its own limits', async () => {
@@ -181,9 +189,9 @@ describe('PythonSandbox', () => {
   });
 
   test('a fork bomb is capped by the process limit, times out, and leaves nothing', async () => {
-    const response = await sandbox.run('import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass');
+    const response = await quick.run('import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass');
     assert.equal(response.status, 'timeout');
-    await healthy();
+    await quickHealthy();
   });
 
   test('a memory bomb fails with MemoryError', async () => {
@@ -219,6 +227,26 @@ describe('PythonSandbox', () => {
     assert.equal(server.connections(), 0);
     const interfaces = await sandbox.run('import socket\nprint(sorted(name for _, name in socket.if_nameindex()))');
     assert.equal(interfaces.result, "['lo']\n");
+  });
+
+  test('cannot reach the host\'s abstract Unix sockets', async () => {
+    let accepted = 0;
+    const abstract = createServer((socket) => {
+      accepted += 1;
+      socket.destroy();
+    });
+    const name = `tirl-sandbox-test-${process.pid}`;
+    await new Promise<void>((done) => abstract.listen(`\0${name}`, done));
+    try {
+      const response = await sandbox.run(
+        `import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect("\\0${name}")\nprint("connected")`,
+      );
+      assert.equal(response.status, 'error');
+      assert.match(response.error!, /ConnectionRefusedError/);
+      assert.equal(accepted, 0);
+    } finally {
+      abstract.close();
+    }
   });
 
   test('cannot read /etc/shadow, the project\'s files, /root, /work or the host environment', async () => {
@@ -431,19 +459,24 @@ describe('PythonSandbox pool', () => {
 
 describe('JavaScriptSandbox', () => {
   let sandbox: JavaScriptSandbox;
+  let quick: JavaScriptSandbox;
   let baseline = 0;
+  let quickBaseline = 0;
   let server: Awaited<ReturnType<typeof countingServer>>;
   const healthy = (): Promise<void> => assertHealthy(sandbox, baseline, 'console.log("ok")', 'ok\n');
+  const quickHealthy = (): Promise<void> => assertHealthy(quick, quickBaseline, 'console.log("ok")', 'ok\n');
 
   before(async () => {
-    sandbox = new JavaScriptSandbox({ timeoutMs: 3000, memoryMb: 128, maxOutputBytes: 4096, concurrency: 1, diskMb: 8 });
-    await sandbox.warmUp();
+    sandbox = new JavaScriptSandbox({ timeoutMs: 20_000, memoryMb: 128, maxOutputBytes: 4096, concurrency: 1, diskMb: 8 });
+    quick = new JavaScriptSandbox({ timeoutMs: 2000, memoryMb: 128, concurrency: 1 });
+    await Promise.all([sandbox.warmUp(), quick.warmUp()]);
     baseline = descendants(sandbox.workerPids()).length;
+    quickBaseline = descendants(quick.workerPids()).length;
     server = await countingServer();
   });
 
   after(async () => {
-    await sandbox.close();
+    await Promise.all([sandbox.close(), quick.close()]);
     server.server.close();
   });
 
@@ -463,9 +496,9 @@ describe('JavaScriptSandbox', () => {
   });
 
   test('an infinite loop times out', async () => {
-    const response = await sandbox.run('while (true) {}');
+    const response = await quick.run('while (true) {}');
     assert.equal(response.status, 'timeout');
-    await healthy();
+    await quickHealthy();
   });
 
   test('a memory bomb ends with an out-of-memory error', async () => {
@@ -479,11 +512,11 @@ describe('JavaScriptSandbox', () => {
   });
 
   test('a fork bomb is capped and leaves nothing', async () => {
-    const response = await sandbox.run(
+    const response = await quick.run(
       'require("child_process").execSync("f() { f | f & }; f; sleep 100", { shell: "/bin/sh", stdio: "ignore" });',
     );
     assert.notEqual(response.status, 'success');
-    await healthy();
+    await quickHealthy();
   });
 
   test('has no network', async () => {
