@@ -210,7 +210,7 @@ describe('PythonSandbox', () => {
       return;
     }
     const response = await sandbox.run(
-      'import os, time\nfor _ in range(6):\n    if os.fork() == 0:\n        block = b"x" * (200 << 20)\n        time.sleep(10)\n' +
+      'import os, time\nfor _ in range(6):\n    if os.fork() == 0:\n        block = b"x" * (200 << 20)\n        time.sleep(2)\n' +
       '        os._exit(0)\nfor _ in range(6):\n    os.wait()',
     );
     assert.equal(response.status, 'error');
