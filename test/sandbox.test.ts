@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { JavaScriptSandbox, PythonSandbox, SandboxUnavailableError, type CodeSandbox } from '../lib/tools/sandbox.js';
 
@@ -359,6 +359,32 @@ describe('PythonSandbox', () => {
     assert.throws(() => new PythonSandbox({ memoryMb: 1.5 }), { name: 'RangeError', message: /options\.memoryMb/ });
     assert.throws(() => new PythonSandbox({ concurrency: '2' as unknown as number }), { name: 'TypeError', message: /options\.concurrency/ });
     assert.throws(() => new PythonSandbox({ readOnlyPaths: ['relative'] }), { name: 'TypeError', message: /readOnlyPaths\[0\]/ });
+  });
+
+  test('readOnlyPaths are readable and not writable; unreadable ones are a clear error', async () => {
+    // Not under /tmp: the sandbox has its own /tmp, and refuses binds there.
+    const shared = mkdtempSync('/var/tmp/tirl-sandbox-ro-');
+    chmodSync(shared, 0o755);
+    writeFileSync(join(shared, 'data.txt'), 'shared data');
+    chmodSync(join(shared, 'data.txt'), 0o644);
+    const reader = new PythonSandbox({ concurrency: 1, readOnlyPaths: [shared] });
+    try {
+      const read = await reader.run(`print(open(${JSON.stringify(join(shared, 'data.txt'))}).read())`);
+      assert.equal(read.result, 'shared data\n');
+      const written = await reader.run(`open(${JSON.stringify(join(shared, 'new.txt'))}, "w")`);
+      assert.match(written.error!, /Read-only file system/);
+    } finally {
+      await reader.close();
+      rmSync(shared, { recursive: true, force: true });
+    }
+    assert.throws(() => new PythonSandbox({ readOnlyPaths: ['/tmp/data'] }), { name: 'RangeError', message: /readOnlyPaths\[0\]/ });
+    const missing = new PythonSandbox({ concurrency: 1, readOnlyPaths: ['/nonexistent/tirl'] });
+    try {
+      await assert.rejects(missing.run('print(1)'), (error: unknown) =>
+        error instanceof SandboxUnavailableError && /did not start .*Can't find source path \/nonexistent\/tirl/.test(error.message));
+    } finally {
+      await missing.close();
+    }
   });
 
   test('a missing bubblewrap or interpreter is a clear error, not a hang', () => {

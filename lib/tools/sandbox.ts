@@ -91,6 +91,7 @@ export const MAX_CODE_BYTES = 1 << 20;
 const SANDBOX_WORKDIR = '/tmp';
 const SANDBOX_SHM = '/dev/shm';
 const SANDBOX_CODE_DIR = '/sandbox';
+const SANDBOX_MOUNTS = [SANDBOX_WORKDIR, '/dev', '/proc', SANDBOX_CODE_DIR];
 const SHM_BYTES = 16 << 20;
 const CODE_DIR_BYTES = 2 * MAX_CODE_BYTES + (1 << 20);
 /** V8 reserves about 700 MiB of address space before running anything. */
@@ -462,6 +463,10 @@ export class CodeSandbox {
     const readOnlyPaths = checkStringArray(options.readOnlyPaths, 'options.readOnlyPaths', []);
     for (const [index, path] of readOnlyPaths.entries()) {
       if (!path.startsWith('/')) throw new TypeError(expectedMessage('an absolute path', `options.readOnlyPaths[${index}]`, path));
+      // The sandbox mounts its own file systems there, which would hide or break the bind.
+      if (path === '/' || SANDBOX_MOUNTS.some((mount) => isUnder(path, mount))) {
+        throw new RangeError(expectedMessage(`a path outside / itself and ${SANDBOX_MOUNTS.join(', ')}`, `options.readOnlyPaths[${index}]`, path));
+      }
     }
     const bwrapPath = options.bwrapPath === undefined
       ? findOnPath('bwrap')
@@ -651,10 +656,13 @@ class SandboxWorker {
       await worker.kill();
       const reason = error instanceof Error ? error.message : String(error);
       if (error instanceof SandboxUnavailableError) throw error;
-      throw new SandboxUnavailableError(
-        `The sandbox worker did not start (${reason}). bubblewrap needs unprivileged user namespaces ` +
-        '(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)',
-      );
+      let hint = '';
+      if (/namespace|Operation not permitted|No permissions/i.test(reason)) {
+        hint = '. bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)';
+      } else if (/Can't find source path/.test(reason) && options.spawnIds !== undefined) {
+        hint = `. Running as root, the sandbox runs as uid ${options.spawnIds.uid}: every path bound into it must be readable by that user`;
+      }
+      throw new SandboxUnavailableError(`The sandbox worker did not start (${reason})${hint}`);
     }
     return worker;
   }
