@@ -40,7 +40,9 @@ export interface SandboxOptions {
   /** Most open file descriptors per process (default 256). */
   maxOpenFiles?: number;
   /** Extra host paths bound read-only at the same place in the sandbox, e.g. the prefix of
-   * an interpreter installed outside /usr (default none). */
+   * an interpreter installed outside /usr, or data the programs may read (default none).
+   * Not under /tmp, /dev, /proc or /sandbox, which the sandbox mounts itself; when the host
+   * process is root they must be readable by uid 65534. */
   readOnlyPaths?: string[];
   /** Path of the bubblewrap executable (default: `bwrap` found on PATH). */
   bwrapPath?: string;
