@@ -156,10 +156,13 @@ describe('PythonSandbox', () => {
   });
 
   test('runs do not share state: globals, files and processes are fresh', async () => {
-    await sandbox.run('import builtins, os\nbuiltins.leak = 1\nopen("note.txt", "w").write("x")\n' +
-      'os.makedirs("locked/inner")\nos.chmod("locked/inner", 0)\nos.chmod("locked", 0)');
+    const pidsBefore = sandbox.workerPids();
+    const first = await sandbox.run('import builtins, os\nbuiltins.leak = 1\nopen("note.txt", "w").write("x")\n' +
+      'os.makedirs("locked/inner")\nos.chmod("locked/inner", 0)\nos.chmod("locked", 0)\nos.chmod("/tmp", 0)');
     const response = await sandbox.run('import os\nprint(hasattr(__builtins__, "leak"), os.listdir("."), os.getcwd())');
+    assert.equal(first.status, 'success');
     assert.equal(response.result, "False [] /tmp\n");
+    assert.deepEqual(sandbox.workerPids(), pidsBefore, 'the worker was replaced');
   });
 
   test('an infinite loop times out and the next call is unaffected', async () => {
