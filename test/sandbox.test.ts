@@ -516,6 +516,17 @@ describe('JavaScriptSandbox', () => {
     assert.equal(response.result, '2,4,6\n');
   });
 
+  test('runs ES modules with top-level await when asked', async () => {
+    const modules = new JavaScriptSandbox({ concurrency: 1, moduleType: 'module' });
+    try {
+      const response = await modules.run('import { setTimeout } from "node:timers/promises";\nconsole.log(await setTimeout(10, "awaited"));');
+      assert.equal(response.result, 'awaited\n');
+    } finally {
+      await modules.close();
+    }
+    assert.throws(() => new JavaScriptSandbox({ moduleType: 'esm' as never }), { name: 'TypeError', message: /options\.moduleType/ });
+  });
+
   test('an uncaught exception is an error with its stack', async () => {
     const response = await sandbox.run('console.log("before");\nthrow new RangeError("nope");');
     assert.equal(response.status, 'error');

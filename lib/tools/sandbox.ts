@@ -67,6 +67,9 @@ export interface JavaScriptSandboxOptions extends SandboxOptions {
   /** Python interpreter that runs the supervisor inside the sandbox (default
    * `/usr/bin/python3`). */
   pythonPath?: string;
+  /** How programs are loaded: 'commonjs' (default; `require`, no top-level await) or
+   * 'module' (ES module: `import`, top-level await). */
+  moduleType?: 'commonjs' | 'module';
 }
 
 /** A {@link ToolResponse} with how the sandboxed program ended. */
@@ -450,7 +453,7 @@ export class CodeSandbox {
   protected static resolveOptions(
     raw: SandboxOptions | undefined,
     language: SandboxLanguage,
-    interpreter: { pythonPath: string; nodePath?: string; preloadModules: string[] },
+    interpreter: { pythonPath: string; nodePath?: string; moduleType?: 'commonjs' | 'module'; preloadModules: string[] },
   ): ResolvedOptions {
     const options = checkOptions(raw, 'options');
     const timeoutMs = checkInteger(options.timeoutMs, 'options.timeoutMs', 10_000, 1, 3_600_000);
@@ -526,7 +529,7 @@ export class CodeSandbox {
     const config: SupervisorConfig = {
       language,
       command,
-      codePath: `${SANDBOX_CODE_DIR}/main.js`,
+      codePath: `${SANDBOX_CODE_DIR}/${interpreter.moduleType === 'module' ? 'main.mjs' : 'main.cjs'}`,
       workdir: SANDBOX_WORKDIR,
       writableDirs,
       timeoutMs,
@@ -577,7 +580,7 @@ export class PythonSandbox extends CodeSandbox {
   }
 }
 
-/** Runs model-written JavaScript (CommonJS, Node.js) in a pool of bubblewrap sandboxes;
+/** Runs model-written JavaScript (Node.js; CommonJS or ES modules) in a pool of bubblewrap sandboxes;
  * see {@link CodeSandbox} for what is isolated and what is not. Each run starts a fresh
  * `node` inside an already running sandbox: about 40 ms. */
 export class JavaScriptSandbox extends CodeSandbox {
@@ -589,8 +592,16 @@ export class JavaScriptSandbox extends CodeSandbox {
     const checked = checkOptions(options, 'options');
     const pythonPath = checked.pythonPath === undefined ? '/usr/bin/python3' : checkNonEmptyString(checked.pythonPath, 'options.pythonPath');
     const nodePath = checked.nodePath === undefined ? process.execPath : checkNonEmptyString(checked.nodePath, 'options.nodePath');
-    super('javascript', 'javascript', CodeSandbox.resolveOptions(options, 'javascript', { pythonPath, nodePath, preloadModules: [] }));
+    const moduleType = checked.moduleType ?? 'commonjs';
+    if (moduleType !== 'commonjs' && moduleType !== 'module') {
+      throw new TypeError(expectedMessage("'commonjs' or 'module'", 'options.moduleType', moduleType));
+    }
+    super('javascript', 'javascript', CodeSandbox.resolveOptions(options, 'javascript', { pythonPath, nodePath, moduleType, preloadModules: [] }));
+    this.moduleType = moduleType;
   }
+
+  /** How programs are loaded: 'commonjs' or 'module'. */
+  readonly moduleType: 'commonjs' | 'module';
 }
 
 class WorkerTimeoutError extends Error {}
