@@ -10,6 +10,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   using namespace tirl::binding;
   register_library(env, exports);
   register_feedback_mask(env, exports);
+  register_token_logprobs(env, exports);
   return exports;
 }
 

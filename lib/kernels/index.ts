@@ -1,1 +1,2 @@
 export * from './feedback_mask.js';
+export * from './token_logprobs.js';

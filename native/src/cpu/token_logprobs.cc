@@ -1,0 +1,297 @@
+// tokenLogprobs and its backward on the CPU (MATH.md; formulas in math/token_logprobs.h).
+//
+// Rows (tokens) are independent and each is computed whole by one thread in a fixed order,
+// so results are bitwise identical for any thread count. A row is walked in L1-sized
+// blocks: the block's max, then the block's exp-sums relative to it (the block is still in
+// L1), merged into the row's summary; the forward thus reads the logits from memory once.
+// The backward makes the same pass for the row's summary, then a second pass writing
+// dlogits (its read mostly hits L2 for rows up to a few hundred KiB).
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "common/bf16.h"
+#include "common/parallel.h"
+#include "common/validate.h"
+#include "math/token_logprobs.h"
+
+namespace tirl {
+namespace {
+
+constexpr const char* kForwardOp = "tokenLogprobs";
+constexpr const char* kBackwardOp = "tokenLogprobsBackward";
+
+// Entries of a row summarised at once: 8 KiB of f32, well inside L1.
+constexpr int64_t kBlock = 2048;
+// Independent accumulators: a whole number of SIMD registers at any width up to 512 bits,
+// and enough of them to hide the latency of the additions.
+constexpr int kLanes = 16;
+// About this many logits per parallel chunk (whole rows), so small vocabularies still
+// give each thread enough work per claim.
+constexpr int64_t kLogitsPerChunk = 1 << 16;
+
+TIRL_HD inline float to_f32(float x) { return x; }
+TIRL_HD inline float to_f32(uint16_t bits) { return bf16_to_f32(bits); }
+
+// Floats ordered as their bits read as sign-magnitude integers: mapping them to two's
+// complement (flip the magnitude of negatives) makes an integer max a float max, which
+// vectorises as a plain reduction (a float max reduction would need -ffinite-math-only).
+// +NaN orders above +inf, so a row holding one gets a NaN max and a NaN result.
+TIRL_HD inline int32_t ordered_bits(float x) {
+  const int32_t bits = static_cast<int32_t>(float_bits(x));
+  return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+TIRL_HD inline float from_ordered_bits(int32_t ordered) {
+  return bits_float(static_cast<uint32_t>(ordered ^ ((ordered >> 31) & 0x7fffffff)));
+}
+
+float block_max(const float* x, int64_t n) {
+  int32_t max = ordered_bits(-INFINITY);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t v = ordered_bits(x[i]);
+    max = v > max ? v : max;
+  }
+  return from_ordered_bits(max);
+}
+
+// Summary of one block (see math/token_logprobs.h); `weighted` only WithEntropy.
+template <bool WithEntropy>
+SoftmaxStats block_stats(const float* x, int64_t n, float inv_temperature) {
+  const float max = block_max(x, n);
+  const float shift = softmax_shift(max);
+  float sums[kLanes] = {};
+  float weighted[kLanes] = {};
+  const int64_t whole = n - n % kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kLanes; ++k) {
+      const float d = (x[i + k] - shift) * inv_temperature;
+      const float e = vectorizable_expf(d);
+      sums[k] += e;
+      if (WithEntropy) weighted[k] += entropy_term(e, d);
+    }
+  }
+  SoftmaxStats s{max, 0.0, 0.0};
+  for (int k = 0; k < kLanes; ++k) {
+    s.sum += sums[k];
+    s.weighted += weighted[k];
+  }
+  for (int64_t i = whole; i < n; ++i) {
+    const float d = (x[i] - shift) * inv_temperature;
+    const float e = vectorizable_expf(d);
+    s.sum += e;
+    if (WithEntropy) s.weighted += entropy_term(e, d);
+  }
+  return s;
+}
+
+// A block of logits as f32: f32 rows are used in place; bf16 blocks are widened into
+// `buffer` (in L1), which keeps the summing loop on one element type so that it vectorises.
+const float* block_as_f32(const float* x, int64_t, float*) { return x; }
+const float* block_as_f32(const uint16_t* x, int64_t n, float* buffer) {
+  for (int64_t i = 0; i < n; ++i) buffer[i] = bf16_to_f32(x[i]);
+  return buffer;
+}
+
+template <bool WithEntropy, class Logit>
+SoftmaxStats row_stats(const Logit* row, int64_t vocab_size, float inv_temperature,
+                       double inv_temperature_exact) {
+  float buffer[std::is_same_v<Logit, float> ? 1 : kBlock];
+  SoftmaxStats s = empty_softmax_stats();
+  for (int64_t start = 0; start < vocab_size; start += kBlock) {
+    const int64_t n = std::min(kBlock, vocab_size - start);
+    const float* block = block_as_f32(row + start, n, buffer);
+    s = merge_softmax_stats(s, block_stats<WithEntropy>(block, n, inv_temperature),
+                            inv_temperature_exact);
+  }
+  return s;
+}
+
+int64_t rows_per_chunk(int64_t vocab_size) {
+  return std::max<int64_t>(1, kLogitsPerChunk / vocab_size);
+}
+
+template <bool WithEntropy, class Logit>
+void forward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
+                 const int32_t* labels, double temperature, float* logp, float* entropy) {
+  const double inv_t = 1.0 / temperature;
+  const float inv_t_f = static_cast<float>(inv_t);
+  const int64_t rows = rows_per_chunk(vocab_size);
+  auto body = [&](int64_t chunk) {
+    const int64_t last = std::min(num_tokens, (chunk + 1) * rows);
+    for (int64_t t = chunk * rows; t < last; ++t) {
+      const Logit* row = logits + t * vocab_size;
+      const SoftmaxStats s = row_stats<WithEntropy>(row, vocab_size, inv_t_f, inv_t);
+      logp[t] = static_cast<float>(token_logprob(to_f32(row[labels[t]]), s, inv_t));
+      if (WithEntropy) entropy[t] = static_cast<float>(token_entropy(s));
+    }
+  };
+  parallel_for(chunk_count(num_tokens, rows), body);
+}
+
+// Writes dlogits for one row from its summary. `grad` may be `row` itself (f32 in place):
+// each entry is read before it is written and nothing else is read afterwards.
+template <bool WithEntropy, class Logit>
+void row_backward(const Logit* row, int64_t vocab_size, int32_t label, const SoftmaxStats& s,
+                  double inv_t, float inv_t_f, float grad_logp, float grad_entropy, float* grad) {
+  const float label_logit = to_f32(row[label]);
+  const double log_sum = ::log(s.sum);
+  const float log_sum_f = static_cast<float>(log_sum);
+  const float max = s.max;
+  const double entropy = WithEntropy ? token_entropy(s) : 0.0;
+  const float entropy_f = static_cast<float>(entropy);
+  for (int64_t v = 0; v < vocab_size; ++v) {
+    const float log_p = (to_f32(row[v]) - max) * inv_t_f - log_sum_f;
+    grad[v] = WithEntropy ? logit_grad(log_p, grad_logp, grad_entropy, entropy_f, inv_t_f)
+                          : logit_grad_no_entropy(log_p, grad_logp, inv_t_f);
+  }
+  grad[label] = static_cast<float>(label_logit_grad(token_logprob(label_logit, s, inv_t),
+                                                    grad_logp, grad_entropy, entropy, inv_t));
+}
+
+template <bool WithEntropy, class Logit>
+void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
+                  const int32_t* labels, double temperature, const float* grad_logp,
+                  const float* grad_entropy, float* grad_logits) {
+  const double inv_t = 1.0 / temperature;
+  const float inv_t_f = static_cast<float>(inv_t);
+  const int64_t rows = rows_per_chunk(vocab_size);
+  auto body = [&](int64_t chunk) {
+    const int64_t last = std::min(num_tokens, (chunk + 1) * rows);
+    for (int64_t t = chunk * rows; t < last; ++t) {
+      const Logit* row = logits + t * vocab_size;
+      const SoftmaxStats s = row_stats<WithEntropy>(row, vocab_size, inv_t_f, inv_t);
+      row_backward<WithEntropy>(row, vocab_size, labels[t], s, inv_t, inv_t_f, grad_logp[t],
+                                WithEntropy ? grad_entropy[t] : 0.0f,
+                                grad_logits + t * vocab_size);
+    }
+  };
+  parallel_for(chunk_count(num_tokens, rows), body);
+}
+
+// The checks both entry points share: sizes, pointers, dtype, temperature, labels.
+tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, int64_t num_tokens,
+                         int64_t vocab_size, const int32_t* labels, double temperature,
+                         tirl_device device) {
+  tirl_status s;
+  if ((s = check_count(num_tokens, op, "num_tokens"))) return s;
+  if (vocab_size < 1) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) +
+                                                 ": expected vocabSize >= 1 but received " +
+                                                 std::to_string(vocab_size));
+  }
+  if (num_tokens > std::numeric_limits<int64_t>::max() / 4 / vocab_size) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) + ": num_tokens * vocab_size overflows (" +
+                    std::to_string(num_tokens) + " * " + std::to_string(vocab_size) + ")");
+  }
+  if (dtype != TIRL_DTYPE_F32 && dtype != TIRL_DTYPE_BF16) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) + ": unknown dtype " + std::to_string(static_cast<int>(dtype)));
+  }
+  if (!(temperature > 0 && temperature <= std::numeric_limits<double>::max())) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) + ": expected a finite temperature > 0 but received " +
+                    format_double(temperature));
+  }
+  if ((s = check_pointer(logits, num_tokens * vocab_size, op, "logits")) ||
+      (s = check_pointer(labels, num_tokens, op, "labels")) || (s = check_cpu_device(device, op))) {
+    return s;
+  }
+  // Checked up front (N reads), so a bad label leaves every output untouched.
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    if (labels[t] < 0 || labels[t] >= vocab_size) {
+      return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                  std::string(op) + ": expected labels in [0, vocabSize = " +
+                      std::to_string(vocab_size) + ") but labels[" + std::to_string(t) +
+                      "] = " + std::to_string(labels[t]));
+    }
+  }
+  return TIRL_OK;
+}
+
+}  // namespace
+}  // namespace tirl
+
+extern "C" tirl_status tirl_token_logprobs(const void* logits, tirl_dtype dtype, int64_t num_tokens,
+                                           int64_t vocab_size, const int32_t* labels,
+                                           double temperature, float* logp, float* entropy,
+                                           tirl_device device) {
+  using namespace tirl;
+  return guarded([&]() -> tirl_status {
+    tirl_status s;
+    if ((s = check_common(kForwardOp, logits, dtype, num_tokens, vocab_size, labels, temperature,
+                          device)) ||
+        (s = check_pointer(logp, num_tokens, kForwardOp, "logp"))) {
+      return s;
+    }
+    const bool bf16 = dtype == TIRL_DTYPE_BF16;
+    if (entropy != nullptr) {
+      if (bf16) {
+        forward_cpu<true>(static_cast<const uint16_t*>(logits), num_tokens, vocab_size, labels,
+                          temperature, logp, entropy);
+      } else {
+        forward_cpu<true>(static_cast<const float*>(logits), num_tokens, vocab_size, labels,
+                          temperature, logp, entropy);
+      }
+    } else if (bf16) {
+      forward_cpu<false>(static_cast<const uint16_t*>(logits), num_tokens, vocab_size, labels,
+                         temperature, logp, entropy);
+    } else {
+      forward_cpu<false>(static_cast<const float*>(logits), num_tokens, vocab_size, labels,
+                         temperature, logp, entropy);
+    }
+    return ok();
+  });
+}
+
+extern "C" tirl_status tirl_token_logprobs_backward(const void* logits, tirl_dtype dtype,
+                                                    int64_t num_tokens, int64_t vocab_size,
+                                                    const int32_t* labels, double temperature,
+                                                    const float* grad_logp,
+                                                    const float* grad_entropy,
+                                                    float* grad_logits, tirl_device device) {
+  using namespace tirl;
+  return guarded([&]() -> tirl_status {
+    tirl_status s;
+    if ((s = check_common(kBackwardOp, logits, dtype, num_tokens, vocab_size, labels, temperature,
+                          device)) ||
+        (s = check_pointer(grad_logp, num_tokens, kBackwardOp, "grad_logp")) ||
+        (s = check_pointer(grad_logits, num_tokens * vocab_size, kBackwardOp, "grad_logits"))) {
+      return s;
+    }
+    const bool bf16 = dtype == TIRL_DTYPE_BF16;
+    // In place is allowed only as the exact same f32 buffer; a partial overlap would read
+    // logits already overwritten by another row's gradient.
+    const int64_t count = num_tokens * vocab_size;
+    const auto* in_begin = static_cast<const char*>(logits);
+    const auto* in_end = in_begin + count * (bf16 ? 2 : 4);
+    const auto* out_begin = reinterpret_cast<const char*>(grad_logits);
+    const auto* out_end = out_begin + count * 4;
+    const bool in_place = !bf16 && in_begin == out_begin;
+    if (count > 0 && !in_place && in_begin < out_end && out_begin < in_end) {
+      return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                  std::string(kBackwardOp) +
+                      ": expected grad_logits to be the f32 logits buffer itself or not to "
+                      "overlap it, but the two overlap partially");
+    }
+    if (grad_entropy != nullptr) {
+      if (bf16) {
+        backward_cpu<true>(static_cast<const uint16_t*>(logits), num_tokens, vocab_size, labels,
+                           temperature, grad_logp, grad_entropy, grad_logits);
+      } else {
+        backward_cpu<true>(static_cast<const float*>(logits), num_tokens, vocab_size, labels,
+                           temperature, grad_logp, grad_entropy, grad_logits);
+      }
+    } else if (bf16) {
+      backward_cpu<false>(static_cast<const uint16_t*>(logits), num_tokens, vocab_size, labels,
+                          temperature, grad_logp, grad_entropy, grad_logits);
+    } else {
+      backward_cpu<false>(static_cast<const float*>(logits), num_tokens, vocab_size, labels,
+                          temperature, grad_logp, grad_entropy, grad_logits);
+    }
+    return ok();
+  });
+}

@@ -1,0 +1,137 @@
+// Log-probabilities and entropy from logits (MATH.md, tokenLogprobs), by an online softmax.
+//
+// A row of logits x (one token, V entries) at temperature T is summarised by
+//   max     = max_v x_v
+//   sum     = sum_v exp(d_v)          with d_v = (x_v - max) / T  (so d_v <= 0)
+//   weighted = sum_v exp(d_v) * d_v   (the entropy accumulator)
+// from which lse = max/T + log(sum), lp = (x_label - max)/T - log(sum) and
+// H = lse - sum_v p_v z_v = log(sum) - weighted / sum. Blocks of a row are summarised
+// separately (relative to their own max) and merged; the merge rescales by exp((m - m')/T),
+// so the row is read once and no probability is ever stored.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "math/common.h"
+
+namespace tirl {
+
+// Arguments below this give exp() == 0 in float (e^-104 < half the smallest subnormal);
+// above kExpMaxArg it is +inf. Clamping to them keeps 2^n's exponent bits valid.
+constexpr float kExpMinArg = -104.0f;
+constexpr float kExpMaxArg = 89.0f;
+
+TIRL_HD inline uint32_t float_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+TIRL_HD inline float bits_float(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+// exp(x) in float without branches or library calls, so that a loop of it vectorises
+// (Cephes' expf: Cody-Waite reduction by ln 2, degree-7 polynomial). Relative error
+// <= 1.2e-7 over all floats; exact 0 below kExpMinArg, subnormal results rounded once,
+// +inf for x > 88.72, exp(-inf) = 0, exp(+inf) = +inf, NaN stays NaN.
+TIRL_HD inline float vectorizable_expf(float x) {
+  // The comparisons are false for NaN, so NaN passes through to the polynomial.
+  x = x < kExpMinArg ? kExpMinArg : x;
+  x = x > kExpMaxArg ? kExpMaxArg : x;
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick: its low mantissa bits hold n.
+  constexpr float kRoundMagic = 12582912.0f;
+  const float shifted = x * 1.44269504088896341f + kRoundMagic;
+  const float n = shifted - kRoundMagic;
+  const int32_t whole = static_cast<int32_t>(float_bits(shifted) - float_bits(kRoundMagic));
+  // r = x - n ln 2 in two parts; n * 0.693359375 is exact (the constant has 9 bits).
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float mantissa = (p * (r * r) + r) + 1.0f;
+  // 2^n as two factors, so that n from -151 to 129 gives subnormals and overflow exactly.
+  const int32_t half = whole >> 1;
+  const float scale_low = bits_float(static_cast<uint32_t>(half + 127) << 23);
+  const float scale_high = bits_float(static_cast<uint32_t>(whole - half + 127) << 23);
+  return (mantissa * scale_low) * scale_high;
+}
+
+// Summary of a row, or of a block of it, for the online softmax (see the top of the file).
+// An empty summary has max = -inf and sum = weighted = 0.
+struct SoftmaxStats {
+  float max;
+  double sum;
+  double weighted;
+};
+
+TIRL_HD inline SoftmaxStats empty_softmax_stats() { return {-INFINITY, 0.0, 0.0}; }
+
+// The value a block subtracts from its logits before exp(): its max, except when the max
+// is -inf (all entries -inf: then exp(x - 0) = 0 gives the empty summary, where x - max
+// would be NaN).
+TIRL_HD inline float softmax_shift(float max) { return max == -INFINITY ? 0.0f : max; }
+
+// One entry's share of `weighted`: e * d with e = exp(d). A -inf logit has e = 0 and must
+// add 0 (the limit of p log p), not 0 * -inf = NaN; below kExpMinArg e is 0 anyway.
+TIRL_HD inline float entropy_term(float e, float d) { return d < kExpMinArg ? 0.0f : e * d; }
+
+// Merges two summaries (associative and commutative up to rounding); the result is
+// relative to the larger max. With a' = (m_small - m_large) / T <= 0 and f = exp(a'):
+// sum += f * sum', weighted += f * (weighted' + a' * sum') since d shifts by a'.
+TIRL_HD inline SoftmaxStats merge_softmax_stats(SoftmaxStats a, SoftmaxStats b,
+                                                double inv_temperature) {
+  if (b.max > a.max) {
+    const SoftmaxStats t = a;
+    a = b;
+    b = t;
+  }
+  if (b.sum == 0.0) return a;  // b holds only -inf logits (or nothing)
+  const double shift = (static_cast<double>(b.max) - static_cast<double>(a.max)) * inv_temperature;
+  const double factor = ::exp(shift);
+  a.sum += factor * b.sum;
+  a.weighted += factor * (b.weighted + shift * b.sum);
+  return a;
+}
+
+// log p(label) = (x_label - max) / T - log(sum), in double from the summary.
+TIRL_HD inline double token_logprob(float label_logit, const SoftmaxStats& s,
+                                    double inv_temperature) {
+  return (static_cast<double>(label_logit) - static_cast<double>(s.max)) * inv_temperature -
+         ::log(s.sum);
+}
+
+// H = -sum_v p_v log p_v = log(sum) - weighted / sum.
+TIRL_HD inline double token_entropy(const SoftmaxStats& s) { return ::log(s.sum) - s.weighted / s.sum; }
+
+// dLoss/dlogit_v for v != label, from log p_v:
+//   dz_v = -p_v * (g_lp + g_H * (log p_v + H)),   dlogit_v = dz_v / T.
+// Where p_v is 0 (a -inf logit) the result is 0, not 0 * inf.
+TIRL_HD inline float logit_grad(float log_p, float grad_logp, float grad_entropy, float entropy,
+                                float inv_temperature) {
+  const float p = vectorizable_expf(log_p);
+  const float dz = -p * (grad_logp + grad_entropy * (log_p + entropy));
+  return log_p < kExpMinArg ? 0.0f : dz * inv_temperature;
+}
+
+// The same without the entropy term (no gradEntropy): dlogit_v = -p_v * g_lp / T.
+TIRL_HD inline float logit_grad_no_entropy(float log_p, float grad_logp, float inv_temperature) {
+  return -vectorizable_expf(log_p) * grad_logp * inv_temperature;
+}
+
+// dLoss/dlogit at the label, in double: g_lp * (1 - p) - g_H * p * (log p + H), with
+// 1 - p = -expm1(log p) so that a near-certain label keeps its small gradient.
+TIRL_HD inline double label_logit_grad(double log_p, double grad_logp, double grad_entropy,
+                                       double entropy, double inv_temperature) {
+  const double entropy_part = log_p < kExpMinArg ? 0.0 : grad_entropy * ::exp(log_p) * (log_p + entropy);
+  return (grad_logp * -::expm1(log_p) - entropy_part) * inv_temperature;
+}
+
+}  // namespace tirl
