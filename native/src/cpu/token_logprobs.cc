@@ -48,8 +48,20 @@ TIRL_HD inline float from_ordered_bits(int32_t ordered) {
 }
 
 float block_max(const float* x, int64_t n) {
+  // Independent lanes, so the compare-select chain of one lane does not serialise the loop.
+  int32_t lanes[kLanes];
+  for (int k = 0; k < kLanes; ++k) lanes[k] = ordered_bits(-INFINITY);
+  const int64_t whole = n - n % kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+#pragma GCC unroll 16
+    for (int k = 0; k < kLanes; ++k) {
+      const int32_t v = ordered_bits(x[i + k]);
+      lanes[k] = v > lanes[k] ? v : lanes[k];
+    }
+  }
   int32_t max = ordered_bits(-INFINITY);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int k = 0; k < kLanes; ++k) max = lanes[k] > max ? lanes[k] : max;
+  for (int64_t i = whole; i < n; ++i) {
     const int32_t v = ordered_bits(x[i]);
     max = v > max ? v : max;
   }
@@ -68,7 +80,7 @@ SoftmaxStats block_stats(const float* x, int64_t n, float inv_temperature) {
 #pragma GCC unroll 16
     for (int k = 0; k < kLanes; ++k) {
       const float d = (x[i + k] - shift) * inv_temperature;
-      const float e = vectorizable_expf(d);
+      const float e = exp_of_nonpositive(d);
       sums[k] += e;
       if (WithEntropy) weighted[k] += entropy_term(e, d);
     }
@@ -80,7 +92,7 @@ SoftmaxStats block_stats(const float* x, int64_t n, float inv_temperature) {
   }
   for (int64_t i = whole; i < n; ++i) {
     const float d = (x[i] - shift) * inv_temperature;
-    const float e = vectorizable_expf(d);
+    const float e = exp_of_nonpositive(d);
     s.sum += e;
     if (WithEntropy) s.weighted += entropy_term(e, d);
   }

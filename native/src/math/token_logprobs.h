@@ -18,10 +18,9 @@
 
 namespace tirl {
 
-// Arguments below this give exp() == 0 in float (e^-104 < half the smallest subnormal);
-// above kExpMaxArg it is +inf. Clamping to them keeps 2^n's exponent bits valid.
-constexpr float kExpMinArg = -104.0f;
-constexpr float kExpMaxArg = 89.0f;
+// Below this, exp_of_nonpositive() returns exactly 0 (e^-88 < 2^-126, the smallest normal
+// float; the clamp to it makes 2^n's biased exponent 0, i.e. a factor of +0).
+constexpr float kExpMinArg = -88.0f;
 
 TIRL_HD inline uint32_t float_bits(float x) {
   uint32_t bits;
@@ -36,18 +35,20 @@ TIRL_HD inline float bits_float(uint32_t bits) {
 }
 
 // exp(x) in float without branches or library calls, so that a loop of it vectorises
-// (Cephes' expf: Cody-Waite reduction by ln 2, degree-7 polynomial). Relative error
-// <= 1.2e-7 over all floats; exact 0 below kExpMinArg, subnormal results rounded once,
-// +inf for x > 88.72, exp(-inf) = 0, exp(+inf) = +inf, NaN stays NaN.
-TIRL_HD inline float vectorizable_expf(float x) {
-  // The comparisons are false for NaN, so NaN passes through to the polynomial.
+// (Cephes' expf: Cody-Waite reduction by ln 2, degree-7 polynomial), for the arguments this
+// op has: x <= 0 (a logit minus its row's max, a log-probability), -inf, or NaN; valid up
+// to x = 88. Relative error <= 1.2e-7 down to results of 1.2e-38 (the smallest normal
+// float); below, results are subnormal or flushed to 0 (absolute error < 1e-38), and
+// exp(-inf) = 0 exactly. NaN stays NaN.
+TIRL_HD inline float exp_of_nonpositive(float x) {
+  // One clamp (false for NaN, which passes through to the polynomial): with x >= -88,
+  // n >= -127 keeps the exponent bits of 2^n valid, and n = -127 gives the factor +0.
   x = x < kExpMinArg ? kExpMinArg : x;
-  x = x > kExpMaxArg ? kExpMaxArg : x;
   // n = round(x / ln 2) by the 1.5 * 2^23 trick: its low mantissa bits hold n.
   constexpr float kRoundMagic = 12582912.0f;
   const float shifted = x * 1.44269504088896341f + kRoundMagic;
   const float n = shifted - kRoundMagic;
-  const int32_t whole = static_cast<int32_t>(float_bits(shifted) - float_bits(kRoundMagic));
+  const uint32_t biased_exponent = float_bits(shifted) - float_bits(kRoundMagic) + 127u;
   // r = x - n ln 2 in two parts; n * 0.693359375 is exact (the constant has 9 bits).
   const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -57,11 +58,7 @@ TIRL_HD inline float vectorizable_expf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float mantissa = (p * (r * r) + r) + 1.0f;
-  // 2^n as two factors, so that n from -151 to 129 gives subnormals and overflow exactly.
-  const int32_t half = whole >> 1;
-  const float scale_low = bits_float(static_cast<uint32_t>(half + 127) << 23);
-  const float scale_high = bits_float(static_cast<uint32_t>(whole - half + 127) << 23);
-  return (mantissa * scale_low) * scale_high;
+  return mantissa * bits_float(biased_exponent << 23);
 }
 
 // Summary of a row, or of a block of it, for the online softmax (see the top of the file).
@@ -116,14 +113,14 @@ TIRL_HD inline double token_entropy(const SoftmaxStats& s) { return ::log(s.sum)
 // Where p_v is 0 (a -inf logit) the result is 0, not 0 * inf.
 TIRL_HD inline float logit_grad(float log_p, float grad_logp, float grad_entropy, float entropy,
                                 float inv_temperature) {
-  const float p = vectorizable_expf(log_p);
+  const float p = exp_of_nonpositive(log_p);
   const float dz = -p * (grad_logp + grad_entropy * (log_p + entropy));
   return log_p < kExpMinArg ? 0.0f : dz * inv_temperature;
 }
 
 // The same without the entropy term (no gradEntropy): dlogit_v = -p_v * g_lp / T.
 TIRL_HD inline float logit_grad_no_entropy(float log_p, float grad_logp, float inv_temperature) {
-  return -vectorizable_expf(log_p) * grad_logp * inv_temperature;
+  return -exp_of_nonpositive(log_p) * grad_logp * inv_temperature;
 }
 
 // dLoss/dlogit at the label, in double: g_lp * (1 - p) - g_H * p * (log p + H), with
