@@ -68,27 +68,35 @@ float block_max(const float* x, int64_t n) {
   return from_ordered_bits(max);
 }
 
-// Summary of one block (see math/token_logprobs.h); `weighted` only WithEntropy.
+// Summary of one block (see math/token_logprobs.h); `weighted` only WithEntropy, from the
+// exps kept in `scratch` (kBlock floats) by a second loop over the block (still in L1):
+// folding both sums into one loop makes GCC vectorise it across iterations with in-order
+// scalar sums, 3x slower.
 template <bool WithEntropy>
-SoftmaxStats block_stats(const float* x, int64_t n, float inv_temperature) {
+SoftmaxStats block_stats(const float* x, int64_t n, float inv_temperature, float* scratch) {
   const float max = block_max(x, n);
   const float shift = softmax_shift(max);
-  float sums[kLanes] = {};
-  float weighted[kLanes] = {};
   const int64_t whole = n - n % kLanes;
+  float sums[kLanes] = {};
   for (int64_t i = 0; i < whole; i += kLanes) {
 #pragma GCC unroll 16
     for (int k = 0; k < kLanes; ++k) {
-      const float d = (x[i + k] - shift) * inv_temperature;
-      const float e = exp_of_nonpositive(d);
+      const float e = exp_of_nonpositive((x[i + k] - shift) * inv_temperature);
       sums[k] += e;
-      if (WithEntropy) weighted[k] += entropy_term(e, d);
+      if (WithEntropy) scratch[i + k] = e;
     }
   }
   SoftmaxStats s{max, 0.0, 0.0};
-  for (int k = 0; k < kLanes; ++k) {
-    s.sum += sums[k];
-    s.weighted += weighted[k];
+  for (int k = 0; k < kLanes; ++k) s.sum += sums[k];
+  if (WithEntropy) {
+    float weighted[kLanes] = {};
+    for (int64_t i = 0; i < whole; i += kLanes) {
+#pragma GCC unroll 16
+      for (int k = 0; k < kLanes; ++k) {
+        weighted[k] += entropy_term(scratch[i + k], (x[i + k] - shift) * inv_temperature);
+      }
+    }
+    for (int k = 0; k < kLanes; ++k) s.weighted += weighted[k];
   }
   for (int64_t i = whole; i < n; ++i) {
     const float d = (x[i] - shift) * inv_temperature;
@@ -110,12 +118,13 @@ const float* block_as_f32(const uint16_t* x, int64_t n, float* buffer) {
 template <bool WithEntropy, class Logit>
 SoftmaxStats row_stats(const Logit* row, int64_t vocab_size, float inv_temperature,
                        double inv_temperature_exact) {
-  float buffer[std::is_same_v<Logit, float> ? 1 : kBlock];
+  float widened[std::is_same_v<Logit, float> ? 1 : kBlock];
+  float exps[WithEntropy ? kBlock : 1];
   SoftmaxStats s = empty_softmax_stats();
   for (int64_t start = 0; start < vocab_size; start += kBlock) {
     const int64_t n = std::min(kBlock, vocab_size - start);
-    const float* block = block_as_f32(row + start, n, buffer);
-    s = merge_softmax_stats(s, block_stats<WithEntropy>(block, n, inv_temperature),
+    const float* block = block_as_f32(row + start, n, widened);
+    s = merge_softmax_stats(s, block_stats<WithEntropy>(block, n, inv_temperature, exps),
                             inv_temperature_exact);
   }
   return s;
@@ -149,15 +158,12 @@ template <bool WithEntropy, class Logit>
 void row_backward(const Logit* row, int64_t vocab_size, int32_t label, const SoftmaxStats& s,
                   double inv_t, float inv_t_f, float grad_logp, float grad_entropy, float* grad) {
   const float label_logit = to_f32(row[label]);
-  const double log_sum = ::log(s.sum);
-  const float log_sum_f = static_cast<float>(log_sum);
+  const float log_sum = static_cast<float>(::log(s.sum));
   const float max = s.max;
   const double entropy = WithEntropy ? token_entropy(s) : 0.0;
-  const float entropy_f = static_cast<float>(entropy);
+  const LogitGradCoefficients c = logit_grad_coefficients(grad_logp, grad_entropy, entropy, inv_t);
   for (int64_t v = 0; v < vocab_size; ++v) {
-    const float log_p = (to_f32(row[v]) - max) * inv_t_f - log_sum_f;
-    grad[v] = WithEntropy ? logit_grad(log_p, grad_logp, grad_entropy, entropy_f, inv_t_f)
-                          : logit_grad_no_entropy(log_p, grad_logp, inv_t_f);
+    grad[v] = logit_grad((to_f32(row[v]) - max) * inv_t_f - log_sum, c);
   }
   grad[label] = static_cast<float>(label_logit_grad(token_logprob(label_logit, s, inv_t),
                                                     grad_logp, grad_entropy, entropy, inv_t));

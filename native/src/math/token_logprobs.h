@@ -108,19 +108,25 @@ TIRL_HD inline double token_logprob(float label_logit, const SoftmaxStats& s,
 // H = -sum_v p_v log p_v = log(sum) - weighted / sum.
 TIRL_HD inline double token_entropy(const SoftmaxStats& s) { return ::log(s.sum) - s.weighted / s.sum; }
 
-// dLoss/dlogit_v for v != label, from log p_v:
-//   dz_v = -p_v * (g_lp + g_H * (log p_v + H)),   dlogit_v = dz_v / T.
-// Where p_v is 0 (a -inf logit) the result is 0, not 0 * inf.
-TIRL_HD inline float logit_grad(float log_p, float grad_logp, float grad_entropy, float entropy,
-                                float inv_temperature) {
-  const float p = exp_of_nonpositive(log_p);
-  const float dz = -p * (grad_logp + grad_entropy * (log_p + entropy));
-  return log_p < kExpMinArg ? 0.0f : dz * inv_temperature;
+// dLoss/dlogit_v for v != label (MATH.md): dz_v = -p_v * (g_lp + g_H * (log p_v + H)) and
+// dlogit_v = dz_v / T, written per row as -p_v * (a + b * log p_v) with the constants
+// a = (g_lp + g_H * H) / T and b = g_H / T.
+struct LogitGradCoefficients {
+  float a;
+  float b;
+};
+
+TIRL_HD inline LogitGradCoefficients logit_grad_coefficients(double grad_logp, double grad_entropy,
+                                                             double entropy,
+                                                             double inv_temperature) {
+  return {static_cast<float>((grad_logp + grad_entropy * entropy) * inv_temperature),
+          static_cast<float>(grad_entropy * inv_temperature)};
 }
 
-// The same without the entropy term (no gradEntropy): dlogit_v = -p_v * g_lp / T.
-TIRL_HD inline float logit_grad_no_entropy(float log_p, float grad_logp, float inv_temperature) {
-  return -exp_of_nonpositive(log_p) * grad_logp * inv_temperature;
+// Where p_v is 0 (a -inf logit) the result is 0, not 0 * inf.
+TIRL_HD inline float logit_grad(float log_p, LogitGradCoefficients c) {
+  const float dz = -exp_of_nonpositive(log_p) * (c.a + c.b * log_p);
+  return log_p < kExpMinArg ? 0.0f : dz;
 }
 
 // dLoss/dlogit at the label, in double: g_lp * (1 - p) - g_H * p * (log p + H), with
