@@ -68,12 +68,12 @@ float block_max(const float* x, int64_t n) {
   return from_ordered_bits(max);
 }
 
-// Summary of one block (see math/token_logprobs.h); `weighted` only WithEntropy, from the
-// exps kept in `scratch` (kBlock floats) by a second loop over the block (still in L1):
-// folding both sums into one loop makes GCC vectorise it across iterations with in-order
-// scalar sums, 3x slower.
+// Summary of one block (see math/token_logprobs.h), with `log2e_over_t` = log2(e) / T;
+// `weighted` only WithEntropy, from the exps kept in `scratch` (kBlock floats) by a second
+// loop over the block (still in L1): folding both sums into one loop makes GCC vectorise
+// it across iterations with in-order scalar sums, 3x slower.
 template <bool WithEntropy>
-SoftmaxStats block_stats(const float* x, int64_t n, float inv_temperature, float* scratch) {
+SoftmaxStats block_stats(const float* x, int64_t n, float log2e_over_t, float* scratch) {
   const float max = block_max(x, n);
   const float shift = softmax_shift(max);
   const int64_t whole = n - n % kLanes;
@@ -81,29 +81,31 @@ SoftmaxStats block_stats(const float* x, int64_t n, float inv_temperature, float
   for (int64_t i = 0; i < whole; i += kLanes) {
 #pragma GCC unroll 16
     for (int k = 0; k < kLanes; ++k) {
-      const float e = exp_of_nonpositive((x[i + k] - shift) * inv_temperature);
+      const float e = exp2_of_nonpositive((x[i + k] - shift) * log2e_over_t);
       sums[k] += e;
       if (WithEntropy) scratch[i + k] = e;
     }
   }
   SoftmaxStats s{max, 0.0, 0.0};
   for (int k = 0; k < kLanes; ++k) s.sum += sums[k];
+  double weighted_log2 = 0;  // sum e * y, y = d log2 e
   if (WithEntropy) {
     float weighted[kLanes] = {};
     for (int64_t i = 0; i < whole; i += kLanes) {
 #pragma GCC unroll 16
       for (int k = 0; k < kLanes; ++k) {
-        weighted[k] += entropy_term(scratch[i + k], (x[i + k] - shift) * inv_temperature);
+        weighted[k] += entropy_term(scratch[i + k], (x[i + k] - shift) * log2e_over_t);
       }
     }
-    for (int k = 0; k < kLanes; ++k) s.weighted += weighted[k];
+    for (int k = 0; k < kLanes; ++k) weighted_log2 += weighted[k];
   }
   for (int64_t i = whole; i < n; ++i) {
-    const float d = (x[i] - shift) * inv_temperature;
-    const float e = exp_of_nonpositive(d);
+    const float y = (x[i] - shift) * log2e_over_t;
+    const float e = exp2_of_nonpositive(y);
     s.sum += e;
-    if (WithEntropy) s.weighted += entropy_term(e, d);
+    if (WithEntropy) weighted_log2 += entropy_term(e, y);
   }
+  s.weighted = weighted_log2 * kLn2;
   return s;
 }
 
@@ -116,16 +118,16 @@ const float* block_as_f32(const uint16_t* x, int64_t n, float* buffer) {
 }
 
 template <bool WithEntropy, class Logit>
-SoftmaxStats row_stats(const Logit* row, int64_t vocab_size, float inv_temperature,
-                       double inv_temperature_exact) {
+SoftmaxStats row_stats(const Logit* row, int64_t vocab_size, float log2e_over_t,
+                       double inv_temperature) {
   float widened[std::is_same_v<Logit, float> ? 1 : kBlock];
   float exps[WithEntropy ? kBlock : 1];
   SoftmaxStats s = empty_softmax_stats();
   for (int64_t start = 0; start < vocab_size; start += kBlock) {
     const int64_t n = std::min(kBlock, vocab_size - start);
     const float* block = block_as_f32(row + start, n, widened);
-    s = merge_softmax_stats(s, block_stats<WithEntropy>(block, n, inv_temperature, exps),
-                            inv_temperature_exact);
+    s = merge_softmax_stats(s, block_stats<WithEntropy>(block, n, log2e_over_t, exps),
+                            inv_temperature);
   }
   return s;
 }
@@ -138,13 +140,13 @@ template <bool WithEntropy, class Logit>
 void forward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
                  const int32_t* labels, double temperature, float* logp, float* entropy) {
   const double inv_t = 1.0 / temperature;
-  const float inv_t_f = static_cast<float>(inv_t);
+  const float log2e_over_t = static_cast<float>(kLog2E * inv_t);
   const int64_t rows = rows_per_chunk(vocab_size);
   auto body = [&](int64_t chunk) {
     const int64_t last = std::min(num_tokens, (chunk + 1) * rows);
     for (int64_t t = chunk * rows; t < last; ++t) {
       const Logit* row = logits + t * vocab_size;
-      const SoftmaxStats s = row_stats<WithEntropy>(row, vocab_size, inv_t_f, inv_t);
+      const SoftmaxStats s = row_stats<WithEntropy>(row, vocab_size, log2e_over_t, inv_t);
       logp[t] = static_cast<float>(token_logprob(to_f32(row[labels[t]]), s, inv_t));
       if (WithEntropy) entropy[t] = static_cast<float>(token_entropy(s));
     }
@@ -156,14 +158,15 @@ void forward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
 // each entry is read before it is written and nothing else is read afterwards.
 template <bool WithEntropy, class Logit>
 void row_backward(const Logit* row, int64_t vocab_size, int32_t label, const SoftmaxStats& s,
-                  double inv_t, float inv_t_f, float grad_logp, float grad_entropy, float* grad) {
+                  double inv_t, float log2e_over_t, float grad_logp, float grad_entropy,
+                  float* grad) {
   const float label_logit = to_f32(row[label]);
-  const float log_sum = static_cast<float>(::log(s.sum));
+  const float log2_sum = static_cast<float>(::log(s.sum) * kLog2E);
   const float max = s.max;
   const double entropy = WithEntropy ? token_entropy(s) : 0.0;
   const LogitGradCoefficients c = logit_grad_coefficients(grad_logp, grad_entropy, entropy, inv_t);
   for (int64_t v = 0; v < vocab_size; ++v) {
-    grad[v] = logit_grad((to_f32(row[v]) - max) * inv_t_f - log_sum, c);
+    grad[v] = logit_grad((to_f32(row[v]) - max) * log2e_over_t - log2_sum, c);
   }
   grad[label] = static_cast<float>(label_logit_grad(token_logprob(label_logit, s, inv_t),
                                                     grad_logp, grad_entropy, entropy, inv_t));
@@ -174,14 +177,14 @@ void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
                   const int32_t* labels, double temperature, const float* grad_logp,
                   const float* grad_entropy, float* grad_logits) {
   const double inv_t = 1.0 / temperature;
-  const float inv_t_f = static_cast<float>(inv_t);
+  const float log2e_over_t = static_cast<float>(kLog2E * inv_t);
   const int64_t rows = rows_per_chunk(vocab_size);
   auto body = [&](int64_t chunk) {
     const int64_t last = std::min(num_tokens, (chunk + 1) * rows);
     for (int64_t t = chunk * rows; t < last; ++t) {
       const Logit* row = logits + t * vocab_size;
-      const SoftmaxStats s = row_stats<WithEntropy>(row, vocab_size, inv_t_f, inv_t);
-      row_backward<WithEntropy>(row, vocab_size, labels[t], s, inv_t, inv_t_f, grad_logp[t],
+      const SoftmaxStats s = row_stats<WithEntropy>(row, vocab_size, log2e_over_t, inv_t);
+      row_backward<WithEntropy>(row, vocab_size, labels[t], s, inv_t, log2e_over_t, grad_logp[t],
                                 WithEntropy ? grad_entropy[t] : 0.0f,
                                 grad_logits + t * vocab_size);
     }

@@ -8,6 +8,9 @@
 // H = lse - sum_v p_v z_v = log(sum) - weighted / sum. Blocks of a row are summarised
 // separately (relative to their own max) and merged; the merge rescales by exp((m - m')/T),
 // so the row is read once and no probability is ever stored.
+//
+// Per entry the kernels work in base 2: exp(d) = 2^(d log2 e), with log2 e folded into the
+// 1/T factor they multiply by anyway, which spares the exp its own range reduction.
 #pragma once
 
 #include <cmath>
@@ -18,9 +21,12 @@
 
 namespace tirl {
 
-// Below this, exp_of_nonpositive() returns exactly 0 (e^-88 < 2^-126, the smallest normal
-// float; the clamp to it makes 2^n's biased exponent 0, i.e. a factor of +0).
-constexpr float kExpMinArg = -88.0f;
+constexpr double kLog2E = 1.4426950408889634;  // log2(e)
+constexpr double kLn2 = 0.6931471805599453;    // ln(2)
+
+// Below this, exp2_of_nonpositive() returns exactly 0 (the clamp to it makes 2^n's biased
+// exponent 0, i.e. a factor of +0; 2^-127 is below the smallest normal float).
+constexpr float kExp2MinArg = -127.0f;
 
 TIRL_HD inline uint32_t float_bits(float x) {
   uint32_t bits;
@@ -34,31 +40,30 @@ TIRL_HD inline float bits_float(uint32_t bits) {
   return x;
 }
 
-// exp(x) in float without branches or library calls, so that a loop of it vectorises
-// (Cephes' expf: Cody-Waite reduction by ln 2, degree-7 polynomial), for the arguments this
-// op has: x <= 0 (a logit minus its row's max, a log-probability), -inf, or NaN; valid up
-// to x = 88. Relative error <= 1.2e-7 down to results of 1.2e-38 (the smallest normal
-// float); below, results are subnormal or flushed to 0 (absolute error < 1e-38), and
-// exp(-inf) = 0 exactly. NaN stays NaN.
-TIRL_HD inline float exp_of_nonpositive(float x) {
-  // One clamp (false for NaN, which passes through to the polynomial): with x >= -88,
-  // n >= -127 keeps the exponent bits of 2^n valid, and n = -127 gives the factor +0.
-  x = x < kExpMinArg ? kExpMinArg : x;
-  // n = round(x / ln 2) by the 1.5 * 2^23 trick: its low mantissa bits hold n.
+// 2^y in float without branches or library calls, so that a loop of it vectorises
+// (Cephes' exp2f: y = n + r with |r| <= 1/2, a degree-6 polynomial for 2^r, n into the
+// exponent bits), for the arguments this op has: y <= 0 (a scaled logit minus its row's
+// max, a log-probability), -inf, or NaN; valid up to y = 127. Relative error <= 1.1e-7
+// (checked on every float) down to results of 1.2e-38, the smallest normal float; below,
+// results are subnormal or flushed to 0 (absolute error < 1e-38); 2^-inf = 0 exactly; NaN
+// stays NaN.
+TIRL_HD inline float exp2_of_nonpositive(float y) {
+  // One clamp (false for NaN, which passes through to the polynomial).
+  y = y < kExp2MinArg ? kExp2MinArg : y;
+  // n = round(y) by the 1.5 * 2^23 trick: its low mantissa bits hold n.
   constexpr float kRoundMagic = 12582912.0f;
-  const float shifted = x * 1.44269504088896341f + kRoundMagic;
+  const float shifted = y + kRoundMagic;
   const float n = shifted - kRoundMagic;
   const uint32_t biased_exponent = float_bits(shifted) - float_bits(kRoundMagic) + 127u;
-  // r = x - n ln 2 in two parts; n * 0.693359375 is exact (the constant has 9 bits).
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float mantissa = (p * (r * r) + r) + 1.0f;
-  return mantissa * bits_float(biased_exponent << 23);
+  const float r = y - n;  // exact
+  float p = 1.535336188319500e-4f;
+  p = p * r + 1.339887440266574e-3f;
+  p = p * r + 9.618437357674640e-3f;
+  p = p * r + 5.550332471162809e-2f;
+  p = p * r + 2.402264791363012e-1f;
+  p = p * r + 6.931472028550421e-1f;
+  p = p * r + 1.0f;
+  return p * bits_float(biased_exponent << 23);
 }
 
 // Summary of a row, or of a block of it, for the online softmax (see the top of the file).
@@ -76,9 +81,10 @@ TIRL_HD inline SoftmaxStats empty_softmax_stats() { return {-INFINITY, 0.0, 0.0}
 // would be NaN).
 TIRL_HD inline float softmax_shift(float max) { return max == -INFINITY ? 0.0f : max; }
 
-// One entry's share of `weighted`: e * d with e = exp(d). A -inf logit has e = 0 and must
-// add 0 (the limit of p log p), not 0 * -inf = NaN; below kExpMinArg e is 0 anyway.
-TIRL_HD inline float entropy_term(float e, float d) { return d < kExpMinArg ? 0.0f : e * d; }
+// One entry's share of `weighted`, in base 2: e * y with y = d log2 e and e = 2^y (the
+// caller multiplies the block's total by ln 2). A -inf logit has e = 0 and must add 0 (the
+// limit of p log p), not 0 * -inf = NaN; below kExp2MinArg e is 0 anyway.
+TIRL_HD inline float entropy_term(float e, float y) { return y < kExp2MinArg ? 0.0f : e * y; }
 
 // Merges two summaries (associative and commutative up to rounding); the result is
 // relative to the larger max. With a' = (m_small - m_large) / T <= 0 and f = exp(a'):
@@ -109,8 +115,8 @@ TIRL_HD inline double token_logprob(float label_logit, const SoftmaxStats& s,
 TIRL_HD inline double token_entropy(const SoftmaxStats& s) { return ::log(s.sum) - s.weighted / s.sum; }
 
 // dLoss/dlogit_v for v != label (MATH.md): dz_v = -p_v * (g_lp + g_H * (log p_v + H)) and
-// dlogit_v = dz_v / T, written per row as -p_v * (a + b * log p_v) with the constants
-// a = (g_lp + g_H * H) / T and b = g_H / T.
+// dlogit_v = dz_v / T, written per row as -p_v * (a + b * log2 p_v) with the constants
+// a = (g_lp + g_H * H) / T and b = g_H ln 2 / T.
 struct LogitGradCoefficients {
   float a;
   float b;
@@ -120,20 +126,21 @@ TIRL_HD inline LogitGradCoefficients logit_grad_coefficients(double grad_logp, d
                                                              double entropy,
                                                              double inv_temperature) {
   return {static_cast<float>((grad_logp + grad_entropy * entropy) * inv_temperature),
-          static_cast<float>(grad_entropy * inv_temperature)};
+          static_cast<float>(grad_entropy * kLn2 * inv_temperature)};
 }
 
-// Where p_v is 0 (a -inf logit) the result is 0, not 0 * inf.
-TIRL_HD inline float logit_grad(float log_p, LogitGradCoefficients c) {
-  const float dz = -exp_of_nonpositive(log_p) * (c.a + c.b * log_p);
-  return log_p < kExpMinArg ? 0.0f : dz;
+// From log2 p_v; where p_v is 0 (a -inf logit) the result is 0, not 0 * inf.
+TIRL_HD inline float logit_grad(float log2_p, LogitGradCoefficients c) {
+  const float dz = -exp2_of_nonpositive(log2_p) * (c.a + c.b * log2_p);
+  return log2_p < kExp2MinArg ? 0.0f : dz;
 }
 
 // dLoss/dlogit at the label, in double: g_lp * (1 - p) - g_H * p * (log p + H), with
 // 1 - p = -expm1(log p) so that a near-certain label keeps its small gradient.
 TIRL_HD inline double label_logit_grad(double log_p, double grad_logp, double grad_entropy,
                                        double entropy, double inv_temperature) {
-  const double entropy_part = log_p < kExpMinArg ? 0.0 : grad_entropy * ::exp(log_p) * (log_p + entropy);
+  const double entropy_part =
+      log_p == -INFINITY ? 0.0 : grad_entropy * ::exp(log_p) * (log_p + entropy);
   return (grad_logp * -::expm1(log_p) - entropy_part) * inv_temperature;
 }
 
