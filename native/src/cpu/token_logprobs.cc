@@ -47,7 +47,8 @@ TIRL_HD inline float from_ordered_bits(int32_t ordered) {
   return bits_float(static_cast<uint32_t>(ordered ^ ((ordered >> 31) & 0x7fffffff)));
 }
 
-float block_max(const float* x, int64_t n) {
+template <class Logit>
+float block_max(const Logit* x, int64_t n) {
   // Independent lanes, so the compare-select chain of one lane does not serialise the loop.
   int32_t lanes[kLanes];
   for (int k = 0; k < kLanes; ++k) lanes[k] = ordered_bits(-INFINITY);
@@ -55,35 +56,41 @@ float block_max(const float* x, int64_t n) {
   for (int64_t i = 0; i < whole; i += kLanes) {
 #pragma GCC unroll 16
     for (int k = 0; k < kLanes; ++k) {
-      const int32_t v = ordered_bits(x[i + k]);
+      const int32_t v = ordered_bits(to_f32(x[i + k]));
       lanes[k] = v > lanes[k] ? v : lanes[k];
     }
   }
   int32_t max = ordered_bits(-INFINITY);
   for (int k = 0; k < kLanes; ++k) max = lanes[k] > max ? lanes[k] : max;
   for (int64_t i = whole; i < n; ++i) {
-    const int32_t v = ordered_bits(x[i]);
+    const int32_t v = ordered_bits(to_f32(x[i]));
     max = v > max ? v : max;
   }
   return from_ordered_bits(max);
 }
 
-// Summary of one block (see math/token_logprobs.h), with `log2e_over_t` = log2(e) / T;
-// `weighted` only WithEntropy, from the exps kept in `scratch` (kBlock floats) by a second
-// loop over the block (still in L1): folding both sums into one loop makes GCC vectorise
-// it across iterations with in-order scalar sums, 3x slower.
-template <bool WithEntropy>
-SoftmaxStats block_stats(const float* x, int64_t n, float log2e_over_t, float* scratch) {
+// Summary of one block (see math/token_logprobs.h), with `log2e_over_t` = log2(e) / T.
+// `weighted` (only WithEntropy) comes from a second loop over the exps and exponents the
+// first loop keeps in `scratch` (2 * kBlock floats, in L1): folding both sums into one loop
+// makes GCC vectorise it across iterations with in-order scalar sums, 3x slower.
+template <bool WithEntropy, class Logit>
+SoftmaxStats block_stats(const Logit* x, int64_t n, float log2e_over_t, float* scratch) {
   const float max = block_max(x, n);
   const float shift = softmax_shift(max);
   const int64_t whole = n - n % kLanes;
+  float* exps = scratch;
+  float* exponents = scratch + kBlock;
   float sums[kLanes] = {};
   for (int64_t i = 0; i < whole; i += kLanes) {
 #pragma GCC unroll 16
     for (int k = 0; k < kLanes; ++k) {
-      const float e = exp2_of_nonpositive((x[i + k] - shift) * log2e_over_t);
+      const float y = (to_f32(x[i + k]) - shift) * log2e_over_t;
+      const float e = exp2_of_nonpositive(y);
       sums[k] += e;
-      if (WithEntropy) scratch[i + k] = e;
+      if (WithEntropy) {
+        exps[i + k] = e;
+        exponents[i + k] = y;
+      }
     }
   }
   SoftmaxStats s{max, 0.0, 0.0};
@@ -93,14 +100,12 @@ SoftmaxStats block_stats(const float* x, int64_t n, float log2e_over_t, float* s
     float weighted[kLanes] = {};
     for (int64_t i = 0; i < whole; i += kLanes) {
 #pragma GCC unroll 16
-      for (int k = 0; k < kLanes; ++k) {
-        weighted[k] += entropy_term(scratch[i + k], (x[i + k] - shift) * log2e_over_t);
-      }
+      for (int k = 0; k < kLanes; ++k) weighted[k] += entropy_term(exps[i + k], exponents[i + k]);
     }
     for (int k = 0; k < kLanes; ++k) weighted_log2 += weighted[k];
   }
   for (int64_t i = whole; i < n; ++i) {
-    const float y = (x[i] - shift) * log2e_over_t;
+    const float y = (to_f32(x[i]) - shift) * log2e_over_t;
     const float e = exp2_of_nonpositive(y);
     s.sum += e;
     if (WithEntropy) weighted_log2 += entropy_term(e, y);
@@ -109,24 +114,14 @@ SoftmaxStats block_stats(const float* x, int64_t n, float log2e_over_t, float* s
   return s;
 }
 
-// A block of logits as f32: f32 rows are used in place; bf16 blocks are widened into
-// `buffer` (in L1), which keeps the summing loop on one element type so that it vectorises.
-const float* block_as_f32(const float* x, int64_t, float*) { return x; }
-const float* block_as_f32(const uint16_t* x, int64_t n, float* buffer) {
-  for (int64_t i = 0; i < n; ++i) buffer[i] = bf16_to_f32(x[i]);
-  return buffer;
-}
-
 template <bool WithEntropy, class Logit>
 SoftmaxStats row_stats(const Logit* row, int64_t vocab_size, float log2e_over_t,
                        double inv_temperature) {
-  float widened[std::is_same_v<Logit, float> ? 1 : kBlock];
-  float exps[WithEntropy ? kBlock : 1];
+  float scratch[WithEntropy ? 2 * kBlock : 1];
   SoftmaxStats s = empty_softmax_stats();
   for (int64_t start = 0; start < vocab_size; start += kBlock) {
     const int64_t n = std::min(kBlock, vocab_size - start);
-    const float* block = block_as_f32(row + start, n, widened);
-    s = merge_softmax_stats(s, block_stats<WithEntropy>(block, n, log2e_over_t, exps),
+    s = merge_softmax_stats(s, block_stats<WithEntropy>(row + start, n, log2e_over_t, scratch),
                             inv_temperature);
   }
   return s;

@@ -84,7 +84,7 @@ TIRL_HD inline float softmax_shift(float max) { return max == -INFINITY ? 0.0f :
 // One entry's share of `weighted`, in base 2: e * y with y = d log2 e and e = 2^y (the
 // caller multiplies the block's total by ln 2). A -inf logit has e = 0 and must add 0 (the
 // limit of p log p), not 0 * -inf = NaN; below kExp2MinArg e is 0 anyway.
-TIRL_HD inline float entropy_term(float e, float y) { return y < kExp2MinArg ? 0.0f : e * y; }
+TIRL_HD inline float entropy_term(float e, float y) { return e * (y < kExp2MinArg ? 0.0f : y); }
 
 // Merges two summaries (associative and commutative up to rounding); the result is
 // relative to the larger max. With a' = (m_small - m_large) / T <= 0 and f = exp(a'):
