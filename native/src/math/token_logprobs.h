@@ -84,7 +84,9 @@ TIRL_HD inline float softmax_shift(float max) { return max == -INFINITY ? 0.0f :
 // One entry's share of `weighted`, in base 2: e * y with y = d log2 e and e = 2^y (the
 // caller multiplies the block's total by ln 2). A -inf logit has e = 0 and must add 0 (the
 // limit of p log p), not 0 * -inf = NaN; below kExp2MinArg e is 0 anyway.
-TIRL_HD inline float entropy_term(float e, float y) { return e * (y < kExp2MinArg ? 0.0f : y); }
+TIRL_HD inline float entropy_term(float e, float y) {
+  return e * (y < kExp2MinArg ? 0.0f : y);
+}
 
 // Merges two summaries (associative and commutative up to rounding); the result is
 // relative to the larger max. With a' = (m_small - m_large) / T <= 0 and f = exp(a'):
@@ -97,7 +99,8 @@ TIRL_HD inline SoftmaxStats merge_softmax_stats(SoftmaxStats a, SoftmaxStats b,
     b = t;
   }
   if (b.sum == 0.0) return a;  // b holds only -inf logits (or nothing)
-  const double shift = (static_cast<double>(b.max) - static_cast<double>(a.max)) * inv_temperature;
+  const double shift =
+      (static_cast<double>(b.max) - static_cast<double>(a.max)) * inv_temperature;
   const double factor = ::exp(shift);
   a.sum += factor * b.sum;
   a.weighted += factor * (b.weighted + shift * b.sum);
@@ -112,7 +115,9 @@ TIRL_HD inline double token_logprob(float label_logit, const SoftmaxStats& s,
 }
 
 // H = -sum_v p_v log p_v = log(sum) - weighted / sum.
-TIRL_HD inline double token_entropy(const SoftmaxStats& s) { return ::log(s.sum) - s.weighted / s.sum; }
+TIRL_HD inline double token_entropy(const SoftmaxStats& s) {
+  return ::log(s.sum) - s.weighted / s.sum;
+}
 
 // dLoss/dlogit_v for v != label (MATH.md): dz_v = -p_v * (g_lp + g_H * (log p_v + H)) and
 // dlogit_v = dz_v / T, written per row as -p_v * (a + b * log2 p_v) with the constants
