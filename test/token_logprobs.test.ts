@@ -212,13 +212,28 @@ describe('tokenLogprobs', () => {
     const got = tokenLogprobs({ logits, vocabSize: v, labels, withEntropy: true });
     assertClose(got.logp, want.logp, F32);
     assertClose(got.entropy!, want.entropy, F32);
-    const grad = tokenLogprobsBackward({ logits, vocabSize: v, labels, gradLogp, gradEntropy });
-    assertClose(grad, referenceGrad(logits, v, labels, 1, gradLogp, gradEntropy), { rtol: 1e-5, atol: 1e-8 });
+    for (const ge of [undefined, gradEntropy]) {
+      const grad = tokenLogprobsBackward({ logits, vocabSize: v, labels, gradLogp, gradEntropy: ge });
+      assertClose(grad, referenceGrad(logits, v, labels, 1, gradLogp, ge), { rtol: 1e-5, atol: 1e-8 });
+    }
     const bits = toBf16(logits);
     const bf = tokenLogprobs({ logits: bits, dtype: 'bf16', vocabSize: v, labels, temperature: 0.7, withEntropy: true });
     const wantBf = reference(fromBf16(bits), v, labels, 0.7);
     assertClose(bf.logp, wantBf.logp, F32);
     assertClose(bf.entropy!, wantBf.entropy, F32);
+  });
+
+  it('handles rows longer than 256 blocks of 2048 (the two-exp backward)', () => {
+    const rng = new Random(8);
+    const v = 256 * 2048 + 5;
+    const { logits, labels, gradLogp } = randomCase(rng, 1, v, 2);
+    const want = reference(logits, v, labels, 0.7);
+    assertClose(tokenLogprobs({ logits, vocabSize: v, labels, temperature: 0.7 }).logp, want.logp, F32);
+    const grad = tokenLogprobsBackward({ logits, vocabSize: v, labels, temperature: 0.7, gradLogp });
+    assertClose(grad, referenceGrad(logits, v, labels, 0.7, gradLogp), { rtol: 1e-5, atol: 1e-9 });
+    const inPlace = logits.slice();
+    tokenLogprobsBackward({ logits: inPlace, vocabSize: v, labels, temperature: 0.7, gradLogp, out: inPlace });
+    assertBitwiseEqual(inPlace, grad, 'in place');
   });
 
   it('stays exact for huge and tiny logits', () => {
@@ -242,8 +257,10 @@ describe('tokenLogprobs', () => {
       assertClose(got.entropy!, Float32Array.from(want.entropy), { ...F32, label: `${label} entropy` });
       const gradLogp = Float32Array.from([1, -1, 0.5, 2]);
       const gradEntropy = Float32Array.from([0.3, 1, -2, 0.1]);
-      const grad = tokenLogprobsBackward({ logits, vocabSize: 4, labels, temperature, gradLogp, gradEntropy });
-      assertClose(grad, referenceGrad(logits, 4, labels, temperature, gradLogp, gradEntropy), { ...F32, label: `${label} grad` });
+      for (const ge of [undefined, gradEntropy]) {
+        const grad = tokenLogprobsBackward({ logits, vocabSize: 4, labels, temperature, gradLogp, gradEntropy: ge });
+        assertClose(grad, referenceGrad(logits, 4, labels, temperature, gradLogp, ge), { ...F32, label: `${label} grad` });
+      }
     }
   });
 
@@ -274,6 +291,12 @@ describe('tokenLogprobs', () => {
     const r = tokenLogprobs({ logits: wide, vocabSize: v, labels: wideLabels, withEntropy: true });
     assertClose(r.logp, reference(wide, v, wideLabels, 1).logp, F32);
     assertClose(r.entropy!, [-(Math.log(1 / (1 + Math.E)) / (1 + Math.E) + Math.log(Math.E / (1 + Math.E)) * Math.E / (1 + Math.E)), Math.LN2], F32);
+    const wideGradLogp = Float32Array.from([1, -2]);
+    for (const ge of [undefined, Float32Array.from([0.5, 1])]) {
+      const g = tokenLogprobsBackward({ logits: wide, vocabSize: v, labels: wideLabels, gradLogp: wideGradLogp, gradEntropy: ge });
+      assert.ok(g.every(Number.isFinite), 'finite gradient with -Infinity blocks');
+      assertClose(g, referenceGrad(wide, v, wideLabels, 1, wideGradLogp, ge), F32);
+    }
   });
 
   it('propagates NaN and +Infinity to their row only (as PyTorch)', () => {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "common/bf16.h"
 #include "common/parallel.h"
@@ -71,16 +72,20 @@ float block_max(const Logit* x, int64_t n) {
 }
 
 // Summary of one block (see math/token_logprobs.h), with `log2e_over_t` = log2(e) / T.
-// `weighted` (only WithEntropy) comes from a second loop over the exps and exponents the
-// first loop keeps in `scratch` (2 * kBlock floats, in L1): folding both sums into one loop
+// The exps relative to the block max go to `exps` when WithEntropy or KeepExps. `weighted`
+// (only WithEntropy) comes from a second loop over those exps and the exponents the first
+// loop keeps in `exponents` (both kBlock floats, in L1): folding both sums into one loop
 // makes GCC vectorise it across iterations with in-order scalar sums, 3x slower.
-template <bool WithEntropy, class Logit>
-SoftmaxStats block_stats(const Logit* x, int64_t n, float log2e_over_t, float* scratch) {
+// InPlace (f32 only) keeps the exps over `x` itself, each entry read before it is written;
+// writing through the same pointer spares the loop a runtime alias check that would fail.
+template <bool WithEntropy, bool KeepExps, bool InPlace = false, class Logit>
+SoftmaxStats block_stats(const Logit* x, int64_t n, float log2e_over_t, float* exps_out,
+                         float* exponents) {
+  static_assert(!InPlace || std::is_same_v<Logit, float>, "in place needs f32 logits");
+  float* exps = InPlace ? const_cast<float*>(reinterpret_cast<const float*>(x)) : exps_out;
   const float max = block_max(x, n);
   const float shift = softmax_shift(max);
   const int64_t whole = n - n % kLanes;
-  float* exps = scratch;
-  float* exponents = scratch + kBlock;
   float sums[kLanes] = {};
   for (int64_t i = 0; i < whole; i += kLanes) {
 #pragma GCC unroll 16
@@ -88,10 +93,8 @@ SoftmaxStats block_stats(const Logit* x, int64_t n, float log2e_over_t, float* s
       const float y = (to_f32(x[i + k]) - shift) * log2e_over_t;
       const float e = exp2_of_nonpositive(y);
       sums[k] += e;
-      if (WithEntropy) {
-        exps[i + k] = e;
-        exponents[i + k] = y;
-      }
+      if (WithEntropy || KeepExps) exps[i + k] = e;
+      if (WithEntropy) exponents[i + k] = y;
     }
   }
   SoftmaxStats s{max, 0.0, 0.0};
@@ -109,6 +112,7 @@ SoftmaxStats block_stats(const Logit* x, int64_t n, float log2e_over_t, float* s
     const float y = (to_f32(x[i]) - shift) * log2e_over_t;
     const float e = exp2_of_nonpositive(y);
     s.sum += e;
+    if (KeepExps) exps[i] = e;
     if (WithEntropy) weighted_log2 += entropy_term(e, y);
   }
   s.weighted = weighted_log2 * kLn2;
@@ -118,12 +122,14 @@ SoftmaxStats block_stats(const Logit* x, int64_t n, float log2e_over_t, float* s
 template <bool WithEntropy, class Logit>
 SoftmaxStats row_stats(const Logit* row, int64_t vocab_size, float log2e_over_t,
                        double inv_temperature) {
-  float scratch[WithEntropy ? 2 * kBlock : 1];
+  float exps[WithEntropy ? kBlock : 1];
+  float exponents[WithEntropy ? kBlock : 1];
   SoftmaxStats s = empty_softmax_stats();
   for (int64_t start = 0; start < vocab_size; start += kBlock) {
     const int64_t n = std::min(kBlock, vocab_size - start);
-    s = merge_softmax_stats(s, block_stats<WithEntropy>(row + start, n, log2e_over_t, scratch),
-                            inv_temperature);
+    const SoftmaxStats block =
+        block_stats<WithEntropy, false>(row + start, n, log2e_over_t, exps, exponents);
+    s = merge_softmax_stats(s, block, inv_temperature);
   }
   return s;
 }
@@ -168,6 +174,50 @@ void row_backward(const Logit* row, int64_t vocab_size, int32_t label, const Sof
                                                     grad_logp, grad_entropy, entropy, inv_t));
 }
 
+// Rows of up to this many blocks take the one-exp backward below.
+constexpr int64_t kMaxKeptBlocks = 256;
+
+// The backward without an entropy term, for rows of at most kMaxKeptBlocks blocks:
+// dlogit_v = g (1[v = label] - p_v) / T. The summing pass keeps each block's exps
+// (relative to the block's max) in `grad`; the second pass scales them by
+// -g / T * exp((block max - row max) / T) / sum, so each entry costs one exp, not two.
+// `grad` may be `row` itself (f32 in place).
+template <class Logit>
+void row_backward_logp_only(const Logit* row, int64_t vocab_size, int32_t label, double inv_t,
+                            float log2e_over_t, float grad_logp, float* grad) {
+  const float label_logit = to_f32(row[label]);  // before an in-place pass overwrites it
+  float block_maxima[kMaxKeptBlocks];
+  SoftmaxStats s = empty_softmax_stats();
+  const bool in_place = static_cast<const void*>(row) == grad;
+  for (int64_t start = 0, b = 0; start < vocab_size; start += kBlock, ++b) {
+    const int64_t n = std::min(kBlock, vocab_size - start);
+    SoftmaxStats block;
+    if constexpr (std::is_same_v<Logit, float>) {
+      if (in_place) {
+        block = block_stats<false, true, true>(row + start, n, log2e_over_t, nullptr, nullptr);
+      } else {
+        block = block_stats<false, true>(row + start, n, log2e_over_t, grad + start, nullptr);
+      }
+    } else {
+      block = block_stats<false, true>(row + start, n, log2e_over_t, grad + start, nullptr);
+    }
+    block_maxima[b] = block.max;
+    s = merge_softmax_stats(s, block, inv_t);
+  }
+  // A sum of 0 (only -inf logits) makes this infinite and every gradient NaN, as PyTorch.
+  const double per_exp = -grad_logp * inv_t / s.sum;
+  for (int64_t start = 0, b = 0; start < vocab_size; start += kBlock, ++b) {
+    const int64_t n = std::min(kBlock, vocab_size - start);
+    // A block of only -inf logits kept exps of 0; exp((-inf - max) / T) = 0 scales them.
+    const float scale = static_cast<float>(
+        per_exp * ::exp((static_cast<double>(block_maxima[b]) - s.max) * inv_t));
+    float* block = grad + start;
+    for (int64_t i = 0; i < n; ++i) block[i] *= scale;
+  }
+  grad[label] = static_cast<float>(
+      label_logit_grad(token_logprob(label_logit, s, inv_t), grad_logp, 0.0, 0.0, inv_t));
+}
+
 template <bool WithEntropy, class Logit>
 void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
                   const int32_t* labels, double temperature, const float* grad_logp,
@@ -175,14 +225,20 @@ void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
   const double inv_t = 1.0 / temperature;
   const float log2e_over_t = static_cast<float>(kLog2E * inv_t);
   const int64_t rows = rows_per_chunk(vocab_size);
+  const bool one_exp = !WithEntropy && chunk_count(vocab_size, kBlock) <= kMaxKeptBlocks;
   auto body = [&](int64_t chunk) {
     const int64_t last = std::min(num_tokens, (chunk + 1) * rows);
     for (int64_t t = chunk * rows; t < last; ++t) {
       const Logit* row = logits + t * vocab_size;
+      float* grad = grad_logits + t * vocab_size;
+      if (one_exp) {
+        row_backward_logp_only(row, vocab_size, labels[t], inv_t, log2e_over_t, grad_logp[t],
+                               grad);
+        continue;
+      }
       const SoftmaxStats s = row_stats<WithEntropy>(row, vocab_size, log2e_over_t, inv_t);
       row_backward<WithEntropy>(row, vocab_size, labels[t], s, inv_t, log2e_over_t, grad_logp[t],
-                                WithEntropy ? grad_entropy[t] : 0.0f,
-                                grad_logits + t * vocab_size);
+                                WithEntropy ? grad_entropy[t] : 0.0f, grad);
     }
   };
   parallel_for(chunk_count(num_tokens, rows), body);
