@@ -4,10 +4,11 @@
 // so results are bitwise identical for any thread count. A row is walked in L1-sized
 // blocks: the block's max, then the block's exp-sums relative to it (the block is still in
 // L1), merged into the row's summary; the forward thus reads the logits from memory once.
-// The backward makes the same pass for the row's summary, then a second pass writing
-// dlogits; that second read hits L2 for rows up to ~512 KiB and L3 beyond, and costs the
-// same per entry at V = 32,000 and 151,936: on SSE2 the loops are bound by the exp's
-// arithmetic, not by memory.
+// The backward makes the same pass, keeping each block's exps in the output, then a
+// second pass turning them into gradients, so each logit costs one exp (rows over 256
+// blocks, and an in-place backward with gradEntropy, recompute the exps instead). The
+// second pass hits L2 for rows up to ~512 KiB and L3 beyond; per logit it costs the same
+// at V = 32,000 and 151,936: on SSE2 these loops are bound by arithmetic, not memory.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -174,48 +175,69 @@ void row_backward(const Logit* row, int64_t vocab_size, int32_t label, const Sof
                                                     grad_logp, grad_entropy, entropy, inv_t));
 }
 
-// Rows of up to this many blocks take the one-exp backward below.
+// Rows of up to this many blocks take the one-exp backward below (kept on the stack).
 constexpr int64_t kMaxKeptBlocks = 256;
 
-// The backward without an entropy term, for rows of at most kMaxKeptBlocks blocks:
-// dlogit_v = g (1[v = label] - p_v) / T. The summing pass keeps each block's exps
-// (relative to the block's max) in `grad`; the second pass scales them by
-// -g / T * exp((block max - row max) / T) / sum, so each entry costs one exp, not two.
-// `grad` may be `row` itself (f32 in place).
-template <class Logit>
-void row_backward_logp_only(const Logit* row, int64_t vocab_size, int32_t label, double inv_t,
-                            float log2e_over_t, float grad_logp, float* grad) {
+// The backward for rows of at most kMaxKeptBlocks blocks, with one exp per entry: the
+// summing pass keeps each block's exps e_v (relative to the block's max m_b) in `grad`,
+// and the second pass turns them into p_v = e_v * exp((m_b - max) / T) / sum. The entropy
+// term also needs log p_v, from the logit again, so with it `grad` must not be `row`;
+// without it, dlogit_v = -p_v g / T is a plain scaling and `grad` may be `row` itself
+// (f32 in place).
+template <bool WithEntropy, class Logit>
+void row_backward_kept_exps(const Logit* row, int64_t vocab_size, int32_t label, double inv_t,
+                            float log2e_over_t, float grad_logp, float grad_entropy,
+                            float* grad) {
   const float label_logit = to_f32(row[label]);  // before an in-place pass overwrites it
   float block_maxima[kMaxKeptBlocks];
+  float exponents[WithEntropy ? kBlock : 1];
   SoftmaxStats s = empty_softmax_stats();
   const bool in_place = static_cast<const void*>(row) == grad;
   for (int64_t start = 0, b = 0; start < vocab_size; start += kBlock, ++b) {
     const int64_t n = std::min(kBlock, vocab_size - start);
     SoftmaxStats block;
-    if constexpr (std::is_same_v<Logit, float>) {
+    if constexpr (std::is_same_v<Logit, float> && !WithEntropy) {
       if (in_place) {
         block = block_stats<false, true, true>(row + start, n, log2e_over_t, nullptr, nullptr);
       } else {
         block = block_stats<false, true>(row + start, n, log2e_over_t, grad + start, nullptr);
       }
     } else {
-      block = block_stats<false, true>(row + start, n, log2e_over_t, grad + start, nullptr);
+      block = block_stats<WithEntropy, true>(row + start, n, log2e_over_t, grad + start,
+                                             exponents);
     }
     block_maxima[b] = block.max;
     s = merge_softmax_stats(s, block, inv_t);
   }
-  // A sum of 0 (only -inf logits) makes this infinite and every gradient NaN, as PyTorch.
-  const double per_exp = -grad_logp * inv_t / s.sum;
+  const double entropy = WithEntropy ? token_entropy(s) : 0.0;
+  const LogitGradCoefficients c = logit_grad_coefficients(grad_logp, grad_entropy, entropy, inv_t);
+  const double log2_sum = ::log(s.sum) * kLog2E;
   for (int64_t start = 0, b = 0; start < vocab_size; start += kBlock, ++b) {
     const int64_t n = std::min(kBlock, vocab_size - start);
-    // A block of only -inf logits kept exps of 0; exp((-inf - max) / T) = 0 scales them.
-    const float scale = static_cast<float>(
-        per_exp * ::exp((static_cast<double>(block_maxima[b]) - s.max) * inv_t));
-    float* block = grad + start;
-    for (int64_t i = 0; i < n; ++i) block[i] *= scale;
+    // exp((m_b - max) / T) / sum: 0 for a block of only -inf logits (their exps are 0);
+    // NaN when the sum is 0 (only -inf logits in the row), so every gradient is NaN as in
+    // PyTorch.
+    const double to_probability =
+        ::exp((static_cast<double>(block_maxima[b]) - s.max) * inv_t) / s.sum;
+    float* kept = grad + start;
+    if (!WithEntropy) {
+      const float scale = static_cast<float>(-c.a * to_probability);
+      for (int64_t i = 0; i < n; ++i) kept[i] *= scale;
+      continue;
+    }
+    // log2 p_v = (x_v - shift_b) log2(e) / T + (shift_b - max) log2(e) / T - log2(sum).
+    const float shift = softmax_shift(block_maxima[b]);
+    const float probability_scale = static_cast<float>(to_probability);
+    const float log2_offset =
+        static_cast<float>((static_cast<double>(shift) - s.max) * inv_t * kLog2E - log2_sum);
+    const Logit* x = row + start;
+    for (int64_t i = 0; i < n; ++i) {
+      const float log2_p = (to_f32(x[i]) - shift) * log2e_over_t + log2_offset;
+      kept[i] = logit_grad_from_probability(kept[i] * probability_scale, log2_p, c);
+    }
   }
-  grad[label] = static_cast<float>(
-      label_logit_grad(token_logprob(label_logit, s, inv_t), grad_logp, 0.0, 0.0, inv_t));
+  grad[label] = static_cast<float>(label_logit_grad(token_logprob(label_logit, s, inv_t),
+                                                    grad_logp, grad_entropy, entropy, inv_t));
 }
 
 template <bool WithEntropy, class Logit>
@@ -225,20 +247,23 @@ void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
   const double inv_t = 1.0 / temperature;
   const float log2e_over_t = static_cast<float>(kLog2E * inv_t);
   const int64_t rows = rows_per_chunk(vocab_size);
-  const bool one_exp = !WithEntropy && chunk_count(vocab_size, kBlock) <= kMaxKeptBlocks;
+  const bool in_place = static_cast<const void*>(logits) == grad_logits;
+  const bool keep_exps =
+      chunk_count(vocab_size, kBlock) <= kMaxKeptBlocks && !(WithEntropy && in_place);
   auto body = [&](int64_t chunk) {
     const int64_t last = std::min(num_tokens, (chunk + 1) * rows);
     for (int64_t t = chunk * rows; t < last; ++t) {
       const Logit* row = logits + t * vocab_size;
       float* grad = grad_logits + t * vocab_size;
-      if (one_exp) {
-        row_backward_logp_only(row, vocab_size, labels[t], inv_t, log2e_over_t, grad_logp[t],
-                               grad);
-        continue;
+      const float gh = WithEntropy ? grad_entropy[t] : 0.0f;
+      if (keep_exps) {
+        row_backward_kept_exps<WithEntropy>(row, vocab_size, labels[t], inv_t, log2e_over_t,
+                                            grad_logp[t], gh, grad);
+      } else {
+        const SoftmaxStats s = row_stats<WithEntropy>(row, vocab_size, log2e_over_t, inv_t);
+        row_backward<WithEntropy>(row, vocab_size, labels[t], s, inv_t, log2e_over_t,
+                                  grad_logp[t], gh, grad);
       }
-      const SoftmaxStats s = row_stats<WithEntropy>(row, vocab_size, log2e_over_t, inv_t);
-      row_backward<WithEntropy>(row, vocab_size, labels[t], s, inv_t, log2e_over_t, grad_logp[t],
-                                WithEntropy ? grad_entropy[t] : 0.0f, grad);
     }
   };
   parallel_for(chunk_count(num_tokens, rows), body);

@@ -134,10 +134,15 @@ TIRL_HD inline LogitGradCoefficients logit_grad_coefficients(double grad_logp, d
           static_cast<float>(grad_entropy * kLn2 * inv_temperature)};
 }
 
-// From log2 p_v; where p_v is 0 (a -inf logit) the result is 0, not 0 * inf.
-TIRL_HD inline float logit_grad(float log2_p, LogitGradCoefficients c) {
-  const float dz = -exp2_of_nonpositive(log2_p) * (c.a + c.b * log2_p);
+// From p_v and log2 p_v; where p_v is 0 (a -inf logit) the result is 0, not 0 * inf.
+TIRL_HD inline float logit_grad_from_probability(float p, float log2_p, LogitGradCoefficients c) {
+  const float dz = -p * (c.a + c.b * log2_p);
   return log2_p < kExp2MinArg ? 0.0f : dz;
+}
+
+// From log2 p_v alone.
+TIRL_HD inline float logit_grad(float log2_p, LogitGradCoefficients c) {
+  return logit_grad_from_probability(exp2_of_nonpositive(log2_p), log2_p, c);
 }
 
 // dLoss/dlogit at the label, in double: g_lp * (1 - p) - g_H * p * (log p + H), with
