@@ -42,8 +42,9 @@ export interface TokenLogprobsBackwardOptions extends TokenLogitsInput {
   gradEntropy?: Float32Array;
   /**
    * Where to write dLoss/dlogits, `[N * vocabSize]` f32. It may be the (f32) `logits`
-   * array itself, for an in-place backward that overwrites the logits with their gradient;
-   * a partial overlap with `logits` is refused.
+   * array itself, for an in-place backward that overwrites the logits with their gradient
+   * (bitwise the same result, except with `gradEntropy`, where it agrees to float
+   * rounding); a partial overlap with `logits` is refused.
    */
   out?: Float32Array;
 }
