@@ -178,7 +178,7 @@ function customGradientTests(backend: string, skip: () => string | undefined) {
       tf.tidy(() => {
         optimizer.minimize(() => {
           const { logp, entropy } = tokenLogprobs(tf.matMul(inputs, weights), labels, { withEntropy: true });
-          const { loss, stats } = ppoLoss(logp, { oldLogp, advantages, mask, clipLow: 10, clipHigh: 10 });
+          const { loss, stats } = ppoLoss(logp, { oldLogp, advantages, mask, clipLow: 0.9, clipHigh: 10 });
           losses.push(stats.loss);
           return tf.sub(loss, tf.mul(tf.mean(entropy!), 1e-3));
         });

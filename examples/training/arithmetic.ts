@@ -6,7 +6,8 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import type { Environment, StepResult, Tool } from '../../lib/training/environment.js';
+import type { Tool } from '../../lib/tools/types.js';
+import type { Environment, StepResult } from '../../lib/training/environment.js';
 import { TfjsPolicy, type TfjsTokenizer } from '../../lib/training/tfjs.js';
 
 /** A problem: compute a * b. */
@@ -51,15 +52,16 @@ export const tokenizer: TfjsTokenizer = {
  * A calculator: evaluates `print(<expression>)` over integers with + - * and parentheses.
  * A malformed program is an error, as a Python sandbox would report it.
  */
-export const calculator: Tool = {
+export const calculator: Tool<{ code: string }> = {
   name: 'python',
   description: 'Runs print(<arithmetic expression>) and returns what it prints.',
-  async run(code) {
+  parameters: { type: 'object', properties: { code: { type: 'string' } }, required: ['code'] },
+  async call({ code }) {
     const match = /^print\((.*)\)$/s.exec(code.trim());
     const value = match ? evaluate(match[1]) : undefined;
     return value === undefined
-      ? { status: 'error', output: 'Error: SyntaxError: invalid syntax' }
-      : { status: 'success', output: String(value) };
+      ? { status: 'error', error: 'Error: SyntaxError: invalid syntax' }
+      : { status: 'success', result: String(value) };
   },
 };
 
@@ -121,9 +123,9 @@ export class ProductEnvironment implements Environment<Product> {
     const code = /```python\n([\s\S]*?)```/.exec(action);
     if (code) {
       const program = code[1].replaceAll('A', String(this.problem.a)).replaceAll('B', String(this.problem.b));
-      const { status, output } = await calculator.run(program);
-      if (status === 'success') this.lastOutput = output;
-      return { feedback: output, tool: { name: calculator.name, status }, reward: 0, done: false };
+      const { status, result = '', error = '' } = await calculator.call({ code: program });
+      if (status === 'success') this.lastOutput = result;
+      return { feedback: status === 'success' ? result : error, tool: { name: calculator.name, status }, reward: 0, done: false };
     }
     const answer = /\\boxed\{([^}]*)\}/.exec(action);
     if (answer) {

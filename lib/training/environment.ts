@@ -2,21 +2,10 @@
  * The environment an episode runs in: it poses a problem, receives the policy's actions as
  * text, runs the tools they call, feeds their output back, and says when the episode is
  * over and what it earned. Trainers create one environment per concurrent episode and
- * reuse it through {@link Environment.reset}.
+ * reuse it through {@link Environment.reset}. Tools (e.g. `codeExecutionTool` over a
+ * sandbox, in a `ToolRegistry`) are the environment's to run.
  */
-
-/** How a tool call ended. */
-export type ToolStatus = 'success' | 'error' | 'timeout';
-
-/** A tool an environment can run on the policy's behalf (a calculator, a code sandbox, a search). */
-export interface Tool {
-  /** Name the policy calls it by. */
-  name: string;
-  /** One-line description for prompts. */
-  description: string;
-  /** Runs the call; never throws on bad input (reports `error` instead). */
-  run(input: string): Promise<{ status: ToolStatus; output: string }>;
-}
+import type { ToolStatus } from '../tools/types.js';
 
 /** What one action did. */
 export interface StepResult {

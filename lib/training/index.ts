@@ -3,7 +3,7 @@
  * `TfjsPolicy` live in `tirl/tfjs`.
  */
 export { DPOTrainer, type DPOStepMetrics, type DPOTrainerOptions, type TokenPreferencePair } from './dpo.js';
-export type { Environment, StepResult, Tool, ToolStatus } from './environment.js';
+export type { Environment, StepResult } from './environment.js';
 export {
   equalRewardGroupFilter,
   type EpisodeFilter,

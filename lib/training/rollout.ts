@@ -3,7 +3,8 @@
  * of every token (prompt, action, feedback) and the behaviour log-probs of the actions.
  */
 import { Role } from '../kernels/index.js';
-import type { Environment, ToolStatus } from './environment.js';
+import type { ToolStatus } from '../tools/types.js';
+import type { Environment } from './environment.js';
 import type { Policy, PolicyBatch } from './policy.js';
 import type { SeededRandom } from './random.js';
 
