@@ -1,0 +1,216 @@
+#include "common.h"
+
+#include <cstdio>
+
+namespace tirl::binding {
+
+namespace {
+
+const char* typed_array_name(napi_typedarray_type type) {
+  switch (type) {
+    case napi_int8_array: return "Int8Array";
+    case napi_uint8_array: return "Uint8Array";
+    case napi_uint8_clamped_array: return "Uint8ClampedArray";
+    case napi_int16_array: return "Int16Array";
+    case napi_uint16_array: return "Uint16Array";
+    case napi_int32_array: return "Int32Array";
+    case napi_uint32_array: return "Uint32Array";
+    case napi_float32_array: return "Float32Array";
+    case napi_float64_array: return "Float64Array";
+    case napi_bigint64_array: return "BigInt64Array";
+    case napi_biguint64_array: return "BigUint64Array";
+    default: break;
+  }
+  return "TypedArray";
+}
+
+const char* status_name(tirl_status status) {
+  switch (status) {
+    case TIRL_OK: return "TIRL_OK";
+    case TIRL_ERROR_INVALID_ARGUMENT: return "TIRL_ERROR_INVALID_ARGUMENT";
+    case TIRL_ERROR_OUT_OF_MEMORY: return "TIRL_ERROR_OUT_OF_MEMORY";
+    case TIRL_ERROR_UNSUPPORTED: return "TIRL_ERROR_UNSUPPORTED";
+    case TIRL_ERROR_CUDA: return "TIRL_ERROR_CUDA";
+    case TIRL_ERROR_INTERNAL: return "TIRL_ERROR_INTERNAL";
+  }
+  return "TIRL_ERROR_UNKNOWN";
+}
+
+std::string format_number(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.17g", value);
+  return buffer;
+}
+
+}  // namespace
+
+std::string describe(Napi::Value value) {
+  if (value.IsUndefined()) return "undefined";
+  if (value.IsNull()) return "null";
+  if (value.IsNumber()) return "the number " + format_number(value.As<Napi::Number>().DoubleValue());
+  if (value.IsBoolean()) return value.As<Napi::Boolean>().Value() ? "true" : "false";
+  if (value.IsString()) return "a string";
+  if (value.IsBigInt()) return "a bigint";
+  if (value.IsSymbol()) return "a symbol";
+  if (value.IsFunction()) return "a function";
+  if (value.IsTypedArray()) {
+    Napi::TypedArray array = value.As<Napi::TypedArray>();
+    return std::string("a ") + typed_array_name(array.TypedArrayType()) + " of length " +
+           std::to_string(array.ElementLength());
+  }
+  if (value.IsArray()) {
+    return "an Array of length " + std::to_string(value.As<Napi::Array>().Length());
+  }
+  if (value.IsArrayBuffer()) return "an ArrayBuffer";
+  if (value.IsDataView()) return "a DataView";
+  if (value.IsPromise()) return "a Promise";
+  return "an object";
+}
+
+Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& message) {
+  std::string text = message.empty() ? std::string("tirl: ") + status_name(status) : message;
+  Napi::Error error = status == TIRL_ERROR_INVALID_ARGUMENT ? Napi::RangeError::New(env, text)
+                                                             : Napi::Error::New(env, text);
+  error.Set("code", Napi::String::New(env, status_name(status)));
+  return error;
+}
+
+Options::Options(const Napi::CallbackInfo& info, const char* op) : env_(info.Env()), op_(op) {
+  Napi::Value first = info.Length() > 0 ? info[0] : env_.Undefined();
+  if (!first.IsObject() || first.IsArray() || first.IsTypedArray() || first.IsFunction()) {
+    type_error("an options object", "the first argument", first);
+  }
+  object_ = first.As<Napi::Object>();
+}
+
+Napi::Value Options::field(const char* name) { return object_.Get(name); }
+
+bool Options::has(const char* name) { return !field(name).IsUndefined(); }
+
+void Options::type_error(const std::string& expected, const std::string& name, Napi::Value value) {
+  throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected + " for " + name +
+                                       " but received " + describe(value));
+}
+
+void Options::range_error(const std::string& message) {
+  throw Napi::RangeError::New(env_, message);
+}
+
+void Options::check_typed_array(Napi::Value value, const std::string& label,
+                                napi_typedarray_type kind, const char* kind_name, void** data,
+                                size_t* length) {
+  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != kind) {
+    type_error(std::string("a ") + kind_name, label, value);
+  }
+  Napi::TypedArray array = value.As<Napi::TypedArray>();
+  bool detached = false;
+  napi_status status = napi_is_detached_arraybuffer(env_, array.ArrayBuffer(), &detached);
+  if (status != napi_ok || detached) {
+    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected a " + kind_name + " for " +
+                                         label + " but received one whose buffer is detached");
+  }
+  napi_typedarray_type type;
+  napi_value buffer;
+  size_t offset = 0;
+  if (napi_get_typedarray_info(env_, array, &type, length, data, &buffer, &offset) != napi_ok) {
+    throw Napi::TypeError::New(env_, std::string(op_) + ": could not read " + label);
+  }
+}
+
+Napi::Value Options::typed_array_field(const char* name, napi_typedarray_type kind,
+                                       const char* kind_name, bool required, void** data,
+                                       size_t* length) {
+  Napi::Value value = field(name);
+  if (value.IsUndefined()) {
+    if (required) type_error(std::string("a ") + kind_name, name, value);
+    return value;
+  }
+  check_typed_array(value, name, kind, kind_name, data, length);
+  return value;
+}
+
+void Options::verify_not_detached() {
+  for (const Napi::Value& value : inputs_) {
+    bool detached = false;
+    if (napi_is_detached_arraybuffer(env_, value.As<Napi::TypedArray>().ArrayBuffer(), &detached) !=
+            napi_ok ||
+        detached) {
+      throw Napi::TypeError::New(env_, std::string(op_) +
+                                           ": an input array was detached while the options "
+                                           "were being read");
+    }
+  }
+}
+
+Napi::Object Options::out_object() {
+  Napi::Value out = field("out");
+  if (out.IsUndefined()) return Napi::Object();
+  if (!out.IsObject() || out.IsArray() || out.IsTypedArray()) {
+    type_error("an object of output arrays", "out", out);
+  }
+  return out.As<Napi::Object>();
+}
+
+double Options::number(const char* name, double fallback) {
+  Napi::Value value = field(name);
+  if (value.IsUndefined()) return fallback;
+  if (!value.IsNumber()) type_error("a number", name, value);
+  double number = value.As<Napi::Number>().DoubleValue();
+  if (!std::isfinite(number)) {
+    range_error(std::string(op_) + ": Expected a finite number for " + name + " but received " +
+                describe(value));
+  }
+  return number;
+}
+
+double Options::required_number(const char* name) {
+  Napi::Value value = field(name);
+  if (!value.IsNumber()) type_error("a number", name, value);
+  return number(name, 0);
+}
+
+int64_t Options::integer(const char* name, int64_t fallback, int64_t min, int64_t max) {
+  Napi::Value value = field(name);
+  if (value.IsUndefined()) return fallback;
+  double number = this->number(name, 0);
+  if (number != std::floor(number) || number < static_cast<double>(min) ||
+      number > static_cast<double>(max)) {
+    range_error(std::string(op_) + ": Expected an integer in [" + std::to_string(min) + ", " +
+                std::to_string(max) + "] for " + name + " but received " + describe(value));
+  }
+  return static_cast<int64_t>(number);
+}
+
+bool Options::boolean(const char* name, bool fallback) {
+  Napi::Value value = field(name);
+  if (value.IsUndefined()) return fallback;
+  if (!value.IsBoolean()) type_error("a boolean", name, value);
+  return value.As<Napi::Boolean>().Value();
+}
+
+int Options::choice(const char* name, std::initializer_list<const char*> choices, int fallback) {
+  Napi::Value value = field(name);
+  if (value.IsUndefined()) return fallback;
+  std::string list;
+  for (const char* c : choices) list += (list.empty() ? "'" : ", '") + std::string(c) + "'";
+  if (!value.IsString()) type_error("one of " + list, name, value);
+  std::string text = value.As<Napi::String>().Utf8Value();
+  int index = 0;
+  for (const char* c : choices) {
+    if (text == c) return index;
+    ++index;
+  }
+  throw Napi::RangeError::New(env_, std::string(op_) + ": Expected one of " + list + " for " +
+                                        name + " but received '" + text + "'");
+}
+
+void Options::require(bool ok, const char* name, const std::string& expected, double value) {
+  if (!ok) {
+    range_error(std::string(op_) + ": Expected " + expected + " for " + name + " but received " +
+                format_number(value));
+  }
+}
+
+}  // namespace tirl::binding

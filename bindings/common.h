@@ -1,0 +1,271 @@
+// The one validation layer of the addon, and the template that gives every op its sync
+// and async (Promise) forms. Bindings only translate: check arguments, call the C ABI,
+// wrap results. Every message has one shape:
+//   "<op>: Expected <what> for <name> but received <description>"
+#pragma once
+
+#include <napi.h>
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tirl/tirl.h"
+
+namespace tirl::binding {
+
+// "undefined", "null", "the number 1.5", "a string", "a Float64Array of length 3", ...
+std::string describe(Napi::Value value);
+
+// The JavaScript error for a failed C call: RangeError for invalid arguments (they are
+// values out of range), Error otherwise, with `code` set to the status name.
+Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& message);
+
+template <class T>
+struct TypedArrayTraits;
+template <>
+struct TypedArrayTraits<float> {
+  static constexpr napi_typedarray_type kind = napi_float32_array;
+  static constexpr const char* name = "Float32Array";
+};
+template <>
+struct TypedArrayTraits<uint8_t> {
+  static constexpr napi_typedarray_type kind = napi_uint8_array;
+  static constexpr const char* name = "Uint8Array";
+};
+template <>
+struct TypedArrayTraits<uint16_t> {
+  static constexpr napi_typedarray_type kind = napi_uint16_array;
+  static constexpr const char* name = "Uint16Array";
+};
+template <>
+struct TypedArrayTraits<int32_t> {
+  static constexpr napi_typedarray_type kind = napi_int32_array;
+  static constexpr const char* name = "Int32Array";
+};
+
+// A typed array's memory, seen from C. `present` is false for an absent optional array.
+template <class T>
+struct ArrayView {
+  T* data = nullptr;
+  int64_t length = 0;
+  bool present = false;
+};
+
+// Reads and checks the fields of one op's options object.
+class Options {
+ public:
+  Options(const Napi::CallbackInfo& info, const char* op);
+
+  Napi::Env env() const { return env_; }
+  const char* op() const { return op_; }
+
+  // Whether the field is present (not undefined).
+  bool has(const char* name);
+
+  // A typed array field of element type T; absent -> present = false, or a TypeError when
+  // required. Detached buffers are refused.
+  template <class T>
+  ArrayView<T> array(const char* name, bool required);
+
+  // Where an op writes: `out` itself (member == nullptr) or `out[member]`, checked for
+  // type and length; a fresh zeroed array of `length` elements when absent. `holder`
+  // keeps the array alive until the result is built.
+  template <class T>
+  ArrayView<T> output(const char* member, int64_t length, Napi::ObjectReference& holder);
+
+  // A finite number; `fallback` when absent.
+  double number(const char* name, double fallback);
+  // A finite number that must be present.
+  double required_number(const char* name);
+  // An integer in [min, max]; `fallback` when absent.
+  int64_t integer(const char* name, int64_t fallback, int64_t min, int64_t max);
+  bool boolean(const char* name, bool fallback);
+  // One of `choices` (strings); returns its index, `fallback` when absent.
+  int choice(const char* name, std::initializer_list<const char*> choices, int fallback);
+
+  // RangeError unless `ok`: "<op>: Expected <expected> for <name> but received <value>".
+  void require(bool ok, const char* name, const std::string& expected, double value);
+  // RangeError unless the array has `length` elements.
+  template <class T>
+  void require_length(const ArrayView<T>& view, const char* name, int64_t length,
+                      const std::string& because);
+
+  [[noreturn]] void type_error(const std::string& expected, const std::string& name,
+                               Napi::Value value);
+  [[noreturn]] void range_error(const std::string& message);
+
+  // Every array the call reads or writes; the async form keeps them alive while it runs.
+  std::vector<Napi::Value>& inputs() { return inputs_; }
+
+  // TypeError if any array seen so far has been detached since it was checked (a getter
+  // on the options object can run JavaScript between two reads).
+  void verify_not_detached();
+
+ private:
+  Napi::Value field(const char* name);
+  Napi::Value typed_array_field(const char* name, napi_typedarray_type kind,
+                                const char* kind_name, bool required, void** data,
+                                size_t* length);
+  // TypeError unless `value` is a non-detached typed array of `kind`.
+  void check_typed_array(Napi::Value value, const std::string& label, napi_typedarray_type kind,
+                         const char* kind_name, void** data, size_t* length);
+  Napi::Object out_object();
+
+  Napi::Env env_;
+  const char* op_;
+  Napi::Object object_;
+  std::vector<Napi::Value> inputs_;
+};
+
+template <class T>
+ArrayView<T> Options::array(const char* name, bool required) {
+  ArrayView<T> view;
+  void* data = nullptr;
+  size_t length = 0;
+  Napi::Value value = typed_array_field(name, TypedArrayTraits<T>::kind,
+                                        TypedArrayTraits<T>::name, required, &data, &length);
+  if (value.IsUndefined()) return view;
+  view.data = static_cast<T*>(data);
+  view.length = static_cast<int64_t>(length);
+  view.present = true;
+  inputs_.push_back(value);
+  return view;
+}
+
+template <class T>
+ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectReference& holder) {
+  ArrayView<T> view;
+  Napi::Value value = env_.Undefined();
+  std::string label = "out";
+  if (member == nullptr) {
+    value = field("out");
+  } else if (Napi::Object out = out_object(); !out.IsEmpty()) {
+    value = out.Get(member);
+    label += std::string(".") + member;
+  }
+  if (value.IsUndefined()) {
+    value = Napi::TypedArrayOf<T>::New(env_, static_cast<size_t>(length));
+  }
+  void* data = nullptr;
+  size_t got = 0;
+  check_typed_array(value, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name, &data, &got);
+  view.data = static_cast<T*>(data);
+  view.length = static_cast<int64_t>(got);
+  view.present = true;
+  require_length(view, label.c_str(), length, "the size of the result");
+  holder = Napi::Persistent(value.As<Napi::Object>());
+  inputs_.push_back(value);
+  return view;
+}
+
+template <class T>
+void Options::require_length(const ArrayView<T>& view, const char* name, int64_t length,
+                             const std::string& because) {
+  if (view.present && view.length != length) {
+    range_error(std::string(op_) + ": Expected " + name + " to have length " +
+                std::to_string(length) + " (" + because + ") but received length " +
+                std::to_string(view.length));
+  }
+}
+
+// ------------------------------------------------------------------ op definition
+
+// A `Call` is one op invocation, parsed from JS on the main thread:
+//   static Call parse(Options&);       checks arguments, allocates outputs
+//   tirl_status run();                 the C call; may run on a worker thread
+//   Napi::Value result(Napi::Env);     builds the JS result on the main thread
+template <class Call>
+class KernelWorker : public Napi::AsyncWorker {
+ public:
+  KernelWorker(Napi::Env env, Call&& call, const std::vector<Napi::Value>& inputs)
+      : Napi::AsyncWorker(env, "tirl"),
+        call_(std::move(call)),
+        deferred_(Napi::Promise::Deferred::New(env)) {
+    for (const Napi::Value& v : inputs) held_.push_back(Napi::Persistent(v.As<Napi::Object>()));
+  }
+
+  Napi::Promise promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    status_ = call_.run();
+    if (status_ != TIRL_OK) message_ = tirl_last_error();
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    if (status_ != TIRL_OK) {
+      deferred_.Reject(status_error(env, status_, message_).Value());
+      return;
+    }
+    try {
+      deferred_.Resolve(call_.result(env));
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    }
+  }
+
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+ private:
+  Call call_;
+  Napi::Promise::Deferred deferred_;
+  std::vector<Napi::ObjectReference> held_;
+  tirl_status status_ = TIRL_OK;
+  std::string message_;
+};
+
+// Converts any C++ exception other than a JS error into a JS Error, so nothing escapes.
+template <class Body>
+Napi::Value guard(Napi::Env env, Body&& body) {
+  try {
+    return body();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw Napi::Error::New(env, "tirl: out of memory");
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, std::string("tirl: internal error: ") + e.what());
+  }
+}
+
+template <class Call>
+void define_op(Napi::Env env, Napi::Object exports, const char* name) {
+  exports.Set(name, Napi::Function::New(
+                        env,
+                        [name](const Napi::CallbackInfo& info) -> Napi::Value {
+                          return guard(info.Env(), [&]() -> Napi::Value {
+                            Options options(info, name);
+                            Call call = Call::parse(options);
+                            options.verify_not_detached();
+                            tirl_status status = call.run();
+                            if (status != TIRL_OK) {
+                              throw status_error(info.Env(), status, tirl_last_error());
+                            }
+                            return call.result(info.Env());
+                          });
+                        },
+                        name));
+  std::string async_name = std::string(name) + "Async";
+  exports.Set(async_name, Napi::Function::New(
+                              env,
+                              [name](const Napi::CallbackInfo& info) -> Napi::Value {
+                                return guard(info.Env(), [&]() -> Napi::Value {
+                                  Options options(info, name);
+                                  Call call = Call::parse(options);
+                                  options.verify_not_detached();
+                                  auto* worker = new KernelWorker<Call>(info.Env(), std::move(call),
+                                                                        options.inputs());
+                                  Napi::Promise promise = worker->promise();
+                                  worker->Queue();
+                                  return promise;
+                                });
+                              },
+                              async_name));
+}
+
+}  // namespace tirl::binding

@@ -1,0 +1,37 @@
+// Library queries: version, threads, SIMD path, build flags.
+#include "common.h"
+#include "ops.h"
+
+namespace tirl::binding {
+
+void register_library(Napi::Env env, Napi::Object exports) {
+  exports.Set("info", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
+                Napi::Env env = info.Env();
+                Napi::Object r = Napi::Object::New(env);
+                r.Set("version", tirl_version());
+                r.Set("threads", tirl_num_threads());
+                r.Set("simd", tirl_simd_level());
+                r.Set("build", tirl_build_info());
+                r.Set("napiVersion", NAPI_VERSION);
+                return r;
+              }));
+  exports.Set("setThreads", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
+                Napi::Env env = info.Env();
+                Napi::Value n = info.Length() > 0 ? info[0] : env.Undefined();
+                if (!n.IsNumber()) {
+                  throw Napi::TypeError::New(
+                      env, "setThreads: Expected an integer in [1, 1024] for threads but received " +
+                               describe(n));
+                }
+                double value = n.As<Napi::Number>().DoubleValue();
+                if (!(value >= 1 && value <= 1024) || value != static_cast<int32_t>(value)) {
+                  throw Napi::RangeError::New(
+                      env, "setThreads: Expected an integer in [1, 1024] for threads but received " +
+                               describe(n));
+                }
+                tirl_set_num_threads(static_cast<int32_t>(value));
+                return env.Undefined();
+              }));
+}
+
+}  // namespace tirl::binding

@@ -1,0 +1,6 @@
+/**
+ * tirl: fast, exact kernels and a TypeScript SDK for reinforcement learning of
+ * tool-using language-model agents.
+ */
+export * from './info.js';
+export * from './kernels/index.js';

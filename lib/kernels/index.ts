@@ -1,0 +1,1 @@
+export * from './feedback_mask.js';

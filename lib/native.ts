@@ -1,0 +1,49 @@
+/**
+ * Loads the native addon (a prebuild from `prebuilds/`, or `build/Release` in a checkout)
+ * and declares its shape. Each op's file in `kernels/` adds its own functions to
+ * {@link NativeAddon} next to its wrapper, so an op's types live in one place.
+ */
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+/** What the native library reports about itself. */
+export interface NativeInfo {
+  /** Version of the native library (equals the package version). */
+  version: string;
+  /** Threads the CPU kernels use (see {@link NativeAddon.setThreads}). */
+  threads: number;
+  /** SIMD code path the CPU kernels run, e.g. `"avx2"`. */
+  simd: string;
+  /** Compiler, build type and architecture of the native build. */
+  build: string;
+  /** N-API version the addon targets. */
+  napiVersion: number;
+}
+
+/** The addon's functions. Ops extend this interface from their own files. */
+export interface NativeAddon {
+  info(): NativeInfo;
+  setThreads(threads: number): void;
+}
+
+const require = createRequire(import.meta.url);
+const packageRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+function loadAddon(): NativeAddon {
+  const nodeGypBuild = require('node-gyp-build') as (dir: string) => unknown;
+  try {
+    return nodeGypBuild(packageRoot) as NativeAddon;
+  } catch (cause) {
+    throw new Error(
+      `tirl: could not load the native addon for ${process.platform}-${process.arch} ` +
+        `(Node ${process.versions.node}, N-API ${process.versions.napi}). ` +
+        'No prebuild matches this platform and no build/Release exists: in a checkout run ' +
+        "'npm run build'; in an installed package reinstall with a C++17 compiler and cmake " +
+        'available so that it builds from source.',
+      { cause },
+    );
+  }
+}
+
+/** The loaded addon. */
+export const native: NativeAddon = loadAddon();

@@ -1,0 +1,268 @@
+/*
+ * tirl — kernels for reinforcement learning of tool-using language-model agents.
+ *
+ * This header is the whole C ABI: every consumer (the Node.js addon, a C++ trainer,
+ * PyTorch through ctypes) calls these functions. Read it top to bottom as the reference.
+ *
+ * Conventions
+ *  - Ragged layout: all tokens of all sequences back to back. `seq_offsets` has
+ *    num_seqs + 1 entries, starts at 0, never decreases and ends at num_tokens
+ *    (like cu_seqlens). A padded [B, T] batch is seq_offsets[i] = i * T.
+ *  - Masks are bytes; any nonzero value means "included".
+ *  - Sizes are 64-bit. Arrays are dense and contiguous.
+ *  - Every function returns a tirl_status; on failure tirl_last_error() returns a
+ *    message for the calling thread, valid until that thread's next tirl call.
+ *  - `device` selects where the pointers live: TIRL_DEVICE_CPU (host memory) or
+ *    TIRL_DEVICE_CUDA (device memory, work queued on `device.stream`).
+ *  - Options structs must be initialised from their tirl_*_options_default()
+ *    function, which holds the documented defaults; then set what you need.
+ *  - Results are deterministic: bitwise identical for any thread count.
+ *
+ * The formulas are in MATH.md; per-element math lives in native/src/math/.
+ */
+#ifndef TIRL_TIRL_H
+#define TIRL_TIRL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define TIRL_API __declspec(dllexport)
+#else
+#define TIRL_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIRL_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum tirl_status {
+  TIRL_OK = 0,
+  TIRL_ERROR_INVALID_ARGUMENT = 1, /* a pointer, size, value or option out of range */
+  TIRL_ERROR_OUT_OF_MEMORY = 2,
+  TIRL_ERROR_UNSUPPORTED = 3,      /* e.g. a CUDA device when the CUDA library is absent */
+  TIRL_ERROR_CUDA = 4,             /* the CUDA runtime reported an error (message says which) */
+  TIRL_ERROR_INTERNAL = 5
+} tirl_status;
+
+/* Message of the last failed call on this thread ("" when none). */
+TIRL_API const char* tirl_last_error(void);
+
+/* ---------------------------------------------------------------- library */
+
+TIRL_API const char* tirl_version(void);
+/* Threads used by CPU kernels. Default: TIRL_NUM_THREADS, else the CPUs this process may use. */
+TIRL_API int32_t tirl_num_threads(void);
+/* n >= 1; returns TIRL_ERROR_INVALID_ARGUMENT otherwise. Takes effect for later calls. */
+TIRL_API tirl_status tirl_set_num_threads(int32_t n);
+/* The SIMD code path the CPU kernels run on this machine, e.g. "avx2", "avx512", "sse2". */
+TIRL_API const char* tirl_simd_level(void);
+/* Compiler and flags the library was built with. */
+TIRL_API const char* tirl_build_info(void);
+
+/* ---------------------------------------------------------------- devices */
+
+typedef enum tirl_device_type { TIRL_DEVICE_CPU = 0, TIRL_DEVICE_CUDA = 1 } tirl_device_type;
+
+typedef struct tirl_device {
+  tirl_device_type type;
+  int32_t index; /* CUDA device ordinal; ignored on the CPU */
+  void* stream;  /* cudaStream_t to queue work on; NULL = the default stream */
+} tirl_device;
+
+/* The host: { TIRL_DEVICE_CPU, 0, NULL }. */
+TIRL_API tirl_device tirl_cpu(void);
+
+typedef enum tirl_dtype { TIRL_DTYPE_F32 = 0, TIRL_DTYPE_BF16 = 1 } tirl_dtype;
+
+/* ---------------------------------------------------------------- ppoLoss */
+
+typedef enum tirl_aggregation {
+  TIRL_AGG_TOKEN_MEAN = 0,
+  TIRL_AGG_TOKEN_SUM = 1,
+  TIRL_AGG_SEQ_MEAN_TOKEN_SUM = 2,
+  TIRL_AGG_SEQ_MEAN_TOKEN_MEAN = 3,
+  TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM = 4
+} tirl_aggregation;
+
+typedef enum tirl_kl_estimator {
+  TIRL_KL_K1 = 0,
+  TIRL_KL_K2 = 1,
+  TIRL_KL_K3 = 2,
+  TIRL_KL_ABS = 3
+} tirl_kl_estimator;
+
+typedef enum tirl_ratio_level {
+  TIRL_RATIO_TOKEN = 0,
+  TIRL_RATIO_SEQUENCE = 1 /* GSPO */
+} tirl_ratio_level;
+
+typedef struct tirl_ppo_options {
+  double clip_low;           /* 0.2; ratio clipped below at 1 - clip_low; in [0, 1) */
+  double clip_high;          /* 0.2; ratio clipped above at 1 + clip_high; >= 0 */
+  double dual_clip;          /* 0 = off; > 1 enables dual-clip for A < 0 */
+  tirl_aggregation aggregation; /* TIRL_AGG_TOKEN_MEAN */
+  double token_normalizer;   /* 0 = default (masked token count); else > 0 */
+  double seq_normalizer;     /* 0 = default (non-empty sequences); else > 0 */
+  double horizon;            /* 0 = default (longest sequence); else > 0 */
+  double dp_size;            /* 1; data-parallel size D multiplying the loss */
+  double kl_coef;            /* 0; weight of the KL-to-reference term */
+  tirl_kl_estimator kl_estimator; /* TIRL_KL_K3 */
+  tirl_ratio_level ratio_level;   /* TIRL_RATIO_TOKEN */
+} tirl_ppo_options;
+
+typedef struct tirl_ppo_result {
+  double loss;                /* pg_loss + kl_coef * kl_loss */
+  double pg_loss;
+  double kl_loss;             /* 0 when no reference is given */
+  double clip_fraction;       /* masked mean of [L2 > L1] */
+  double clip_fraction_lower; /* masked mean of [A < 0 and Lc > -A * dual_clip] */
+  double approx_kl;           /* masked mean of -(clamped log-ratio) */
+  int64_t non_finite;         /* masked-in tokens with a non-finite input */
+  int64_t masked_tokens;      /* masked-in tokens */
+} tirl_ppo_result;
+
+TIRL_API tirl_ppo_options tirl_ppo_options_default(void);
+
+/*
+ * PPO clipped surrogate over masked tokens, fused with its gradient.
+ * logp, old_logp, advantages, mask: [num_tokens]. seq_offsets: [num_seqs + 1], or NULL
+ * (then num_seqs must be 0) for the token-level aggregations with the token ratio.
+ * ref_logp (KL term) and weights (per-token loss weights, no gradient) may be NULL.
+ * grad: [num_tokens] receives dLoss/dlogp, or NULL to skip it. result: must not be NULL.
+ */
+TIRL_API tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
+                                   const float* advantages, const uint8_t* mask,
+                                   int64_t num_tokens, const int32_t* seq_offsets,
+                                   int64_t num_seqs, const float* ref_logp,
+                                   const float* weights, const tirl_ppo_options* options,
+                                   float* grad, tirl_ppo_result* result, tirl_device device);
+
+/* ---------------------------------------------------------------- groupAdvantages */
+
+typedef struct tirl_group_advantages_options {
+  int32_t scale_by_std; /* 1; 0 = Dr.GRPO (no division by the std) */
+  double epsilon;       /* 1e-6; added to the std; >= 0 */
+} tirl_group_advantages_options;
+
+TIRL_API tirl_group_advantages_options tirl_group_advantages_options_default(void);
+
+/*
+ * GRPO advantages: A_i = (r_i - mean_g) / (std_g + epsilon), std unbiased; a group of one
+ * has mean 0 and std 1. Groups come from group_ids ([num_rewards], any order, any int32)
+ * or, when group_ids is NULL, from contiguous runs of group_size (which must divide
+ * num_rewards). advantages: [num_rewards].
+ */
+TIRL_API tirl_status tirl_group_advantages(const float* rewards, int64_t num_rewards,
+                                           const int32_t* group_ids, int64_t group_size,
+                                           const tirl_group_advantages_options* options,
+                                           float* advantages, tirl_device device);
+
+/* ---------------------------------------------------------------- dpoLoss */
+
+typedef enum tirl_dpo_variant {
+  TIRL_DPO_SIGMOID = 0,
+  TIRL_DPO_HINGE = 1,
+  TIRL_DPO_IPO = 2,
+  TIRL_DPO_ROBUST = 3
+} tirl_dpo_variant;
+
+typedef struct tirl_dpo_options {
+  double beta;            /* 0.1; > 0 */
+  double label_smoothing; /* 0; in [0, 0.5) */
+  tirl_dpo_variant variant; /* TIRL_DPO_SIGMOID */
+} tirl_dpo_options;
+
+typedef struct tirl_dpo_result {
+  double loss;            /* mean over pairs; 0 when there are none */
+  double reward_accuracy; /* mean of [chosen reward > rejected reward] */
+} tirl_dpo_result;
+
+TIRL_API tirl_dpo_options tirl_dpo_options_default(void);
+
+/*
+ * DPO family on summed (or, for IPO, averaged) completion log-probs, [num_pairs] each.
+ * grad_chosen / grad_rejected receive dLoss/dpolicy_chosen and dLoss/dpolicy_rejected;
+ * chosen_rewards / rejected_rewards receive beta * (policy - reference). Each output may
+ * be NULL to skip it; result must not be NULL.
+ */
+TIRL_API tirl_status tirl_dpo_loss(const float* policy_chosen, const float* policy_rejected,
+                                   const float* ref_chosen, const float* ref_rejected,
+                                   int64_t num_pairs, const tirl_dpo_options* options,
+                                   float* grad_chosen, float* grad_rejected,
+                                   float* chosen_rewards, float* rejected_rewards,
+                                   tirl_dpo_result* result, tirl_device device);
+
+/* ---------------------------------------------------------------- feedbackMask */
+
+typedef enum tirl_role {
+  TIRL_ROLE_PROMPT = 0,
+  TIRL_ROLE_ACTION = 1,   /* sampled from the policy: the only role that is trained on */
+  TIRL_ROLE_FEEDBACK = 2, /* tool or environment output */
+  TIRL_ROLE_PADDING = 3
+} tirl_role;
+
+/*
+ * Loss mask from token roles: mask[t] = 1 where roles[t] is an action token of a kept
+ * sequence. roles: [num_tokens] with values 0..3; keep: [num_seqs] or NULL (keep all).
+ * mask: [num_tokens]; action_tokens: [num_seqs] receives each sequence's mask count
+ * (may be NULL).
+ */
+TIRL_API tirl_status tirl_feedback_mask(const uint8_t* roles, int64_t num_tokens,
+                                        const int32_t* seq_offsets, int64_t num_seqs,
+                                        const uint8_t* keep, uint8_t* mask,
+                                        int32_t* action_tokens, tirl_device device);
+
+/* ---------------------------------------------------------------- sequenceLogprobs */
+
+/*
+ * Per-sequence sum of masked token log-probs, or their mean when average != 0 (a sequence
+ * with no masked tokens gets 0). logp, mask: [num_tokens]; out: [num_seqs].
+ */
+TIRL_API tirl_status tirl_sequence_logprobs(const float* logp, const uint8_t* mask,
+                                            int64_t num_tokens, const int32_t* seq_offsets,
+                                            int64_t num_seqs, int32_t average, float* out,
+                                            tirl_device device);
+
+/* Its backward: grad_logp[t] = mask[t] * grad_seq[i] (divided by |y_i| when averaging). */
+TIRL_API tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, const uint8_t* mask,
+                                                     int64_t num_tokens,
+                                                     const int32_t* seq_offsets,
+                                                     int64_t num_seqs, int32_t average,
+                                                     float* grad_logp, tirl_device device);
+
+/* ---------------------------------------------------------------- tokenLogprobs */
+
+/*
+ * Log-probability of each label under softmax(logits / temperature), and optionally the
+ * entropy of that distribution, without materialising the probabilities.
+ * logits: [num_tokens * vocab_size] of dtype (f32, or bf16 as raw uint16 bits);
+ * labels: [num_tokens] in [0, vocab_size); temperature > 0.
+ * logp: [num_tokens]; entropy: [num_tokens] or NULL to skip it.
+ */
+TIRL_API tirl_status tirl_token_logprobs(const void* logits, tirl_dtype dtype,
+                                         int64_t num_tokens, int64_t vocab_size,
+                                         const int32_t* labels, double temperature,
+                                         float* logp, float* entropy, tirl_device device);
+
+/*
+ * dLoss/dlogits given dLoss/dlogp (and dLoss/dentropy, or NULL). grad_logits:
+ * [num_tokens * vocab_size] f32; it may be the logits buffer itself when dtype is f32
+ * (an in-place backward).
+ */
+TIRL_API tirl_status tirl_token_logprobs_backward(const void* logits, tirl_dtype dtype,
+                                                  int64_t num_tokens, int64_t vocab_size,
+                                                  const int32_t* labels, double temperature,
+                                                  const float* grad_logp,
+                                                  const float* grad_entropy,
+                                                  float* grad_logits, tirl_device device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIRL_TIRL_H */

@@ -1,0 +1,154 @@
+#include "common/parallel.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tirl {
+
+namespace {
+
+int default_thread_count() {
+  if (const char* env = std::getenv("TIRL_NUM_THREADS")) {
+    char* end = nullptr;
+    long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n >= 1) return n;
+  }
+  unsigned n = std::thread::hardware_concurrency();
+  return n >= 1 ? static_cast<int>(n) : 1;
+}
+
+std::atomic<int> configured_threads{default_thread_count()};
+
+struct Job {
+  ChunkBody body;
+  int64_t num_chunks;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> finished{0};
+  int helpers_wanted;  // pool threads that may join, besides the caller
+  int helpers_joined = 0;  // guarded by the pool's mutex
+  int helpers_active = 0;  // guarded by done_mutex: helpers still inside work()
+  std::mutex done_mutex;
+  std::condition_variable done;
+
+  Job(ChunkBody b, int64_t n, int helpers) : body(b), num_chunks(n), helpers_wanted(helpers) {}
+
+  // Claims and runs chunks until none is left. Returns after its last chunk.
+  void work() {
+    for (;;) {
+      int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= num_chunks) return;
+      body(c);
+      if (finished.fetch_add(1, std::memory_order_acq_rel) + 1 == num_chunks) {
+        std::lock_guard<std::mutex> lock(done_mutex);
+        done.notify_all();
+      }
+    }
+  }
+};
+
+// Workers are started on demand and live for the whole process; the pool is never
+// destroyed, so exit never waits on (or races with) a worker.
+class Pool {
+ public:
+  void run(Job& job) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (static_cast<int>(workers_.size()) < job.helpers_wanted) {
+        workers_.emplace_back([this] { worker_loop(); });
+        workers_.back().detach();
+      }
+      jobs_.push_back(&job);
+    }
+    wake_.notify_all();
+    job.work();
+    {
+      // No new helper may pick the job up once the caller has drained it.
+      std::lock_guard<std::mutex> lock(mutex_);
+      jobs_.erase(std::find(jobs_.begin(), jobs_.end(), &job));
+    }
+    // The job lives on the caller's stack: wait for the last chunk and for every helper
+    // to have left work() before returning.
+    std::unique_lock<std::mutex> lock(job.done_mutex);
+    job.done.wait(lock, [&] {
+      return job.finished.load(std::memory_order_acquire) == job.num_chunks &&
+             job.helpers_active == 0;
+    });
+  }
+
+ private:
+  void worker_loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      Job* job = nullptr;
+      wake_.wait(lock, [&] {
+        for (Job* j : jobs_) {
+          if (j->helpers_joined < j->helpers_wanted &&
+              j->next.load(std::memory_order_relaxed) < j->num_chunks) {
+            job = j;
+            return true;
+          }
+        }
+        return false;
+      });
+      ++job->helpers_joined;
+      {
+        std::lock_guard<std::mutex> active(job->done_mutex);
+        ++job->helpers_active;
+      }
+      lock.unlock();
+      job->work();
+      {
+        std::lock_guard<std::mutex> active(job->done_mutex);
+        --job->helpers_active;
+        job->done.notify_all();
+      }
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job*> jobs_;
+  std::vector<std::thread> workers_;
+};
+
+Pool& pool() {
+  static Pool* instance = new Pool();
+  return *instance;
+}
+
+}  // namespace
+
+int num_threads() { return configured_threads.load(std::memory_order_relaxed); }
+
+bool set_num_threads(int n) {
+  if (n < 1 || n > 1024) return false;
+  configured_threads.store(n, std::memory_order_relaxed);
+  return true;
+}
+
+void parallel_for(int64_t num_chunks, ChunkBody body) {
+  if (num_chunks <= 0) return;
+  int64_t threads = std::min<int64_t>(num_threads(), num_chunks);
+  if (threads <= 1) {
+    for (int64_t c = 0; c < num_chunks; ++c) body(c);
+    return;
+  }
+  Job job(body, num_chunks, static_cast<int>(threads - 1));
+  pool().run(job);
+}
+
+}  // namespace tirl

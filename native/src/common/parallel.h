@@ -1,0 +1,40 @@
+// A small process-wide thread pool with deterministic work splitting.
+//
+// Kernels cut their work into chunks whose boundaries depend only on the input size,
+// never on the thread count, and combine per-chunk partial results in chunk order. Which
+// thread runs which chunk then cannot change any result: the output is bitwise identical
+// for 1 or 64 threads.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace tirl {
+
+// A non-owning reference to a callable `void(int64_t)`; cheaper than std::function.
+class ChunkBody {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, ChunkBody>>>
+  ChunkBody(F& f)  // NOLINT: implicit by design
+      : object_(static_cast<void*>(&f)), call_([](void* o, int64_t i) { (*static_cast<F*>(o))(i); }) {}
+
+  void operator()(int64_t chunk) const { call_(object_, chunk); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, int64_t);
+};
+
+int num_threads();
+bool set_num_threads(int n);
+
+// Runs body(c) for every c in [0, num_chunks) on up to num_threads() threads, the calling
+// thread included, and returns when all are done. Safe to call from several threads at
+// once (each call is its own job); body must not throw.
+void parallel_for(int64_t num_chunks, ChunkBody body);
+
+// Chunks of `chunk` items covering `n` items: ceil(n / chunk).
+inline int64_t chunk_count(int64_t n, int64_t chunk) { return (n + chunk - 1) / chunk; }
+
+}  // namespace tirl

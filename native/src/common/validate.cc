@@ -1,0 +1,67 @@
+#include "common/validate.h"
+
+#include <cstdio>
+
+namespace tirl {
+
+std::string format_double(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", value);
+  return buffer;
+}
+
+tirl_status check_pointer(const void* pointer, int64_t count, const char* op, const char* name) {
+  if (pointer == nullptr && count > 0) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) + ": expected a non-null pointer for " + name + " (" +
+                    std::to_string(count) + " elements)");
+  }
+  return TIRL_OK;
+}
+
+tirl_status check_count(int64_t count, const char* op, const char* name) {
+  if (count < 0) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) + ": expected a size >= 0 for " +
+                                                 name + " but received " + std::to_string(count));
+  }
+  return TIRL_OK;
+}
+
+tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int64_t num_tokens,
+                              const char* op) {
+  if (seq_offsets == nullptr) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) + ": expected seq_offsets");
+  }
+  if (seq_offsets[0] != 0) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) +
+                                                 ": expected seqOffsets[0] to be 0 but received " +
+                                                 std::to_string(seq_offsets[0]));
+  }
+  for (int64_t i = 0; i < num_seqs; ++i) {
+    if (seq_offsets[i + 1] < seq_offsets[i]) {
+      return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                  std::string(op) + ": expected non-decreasing seqOffsets but seqOffsets[" +
+                      std::to_string(i + 1) + "] = " + std::to_string(seq_offsets[i + 1]) +
+                      " < seqOffsets[" + std::to_string(i) + "] = " + std::to_string(seq_offsets[i]));
+    }
+  }
+  if (seq_offsets[num_seqs] != num_tokens) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) + ": expected seqOffsets to end at the token count " +
+                    std::to_string(num_tokens) + " but it ends at " +
+                    std::to_string(seq_offsets[num_seqs]));
+  }
+  return TIRL_OK;
+}
+
+tirl_status check_cpu_device(tirl_device device, const char* op) {
+  if (device.type == TIRL_DEVICE_CPU) return TIRL_OK;
+  if (device.type == TIRL_DEVICE_CUDA) {
+    return fail(TIRL_ERROR_UNSUPPORTED,
+                std::string(op) + ": CUDA kernels are not available in this build");
+  }
+  return fail(TIRL_ERROR_INVALID_ARGUMENT,
+              std::string(op) + ": unknown device type " + std::to_string(device.type));
+}
+
+}  // namespace tirl

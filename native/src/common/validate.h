@@ -1,0 +1,27 @@
+// Argument checks shared by every op's C entry point. Each returns TIRL_OK or records a
+// message naming the argument, what was expected and what came.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/error.h"
+#include "tirl/tirl.h"
+
+namespace tirl {
+
+// `pointer` may be null only when `count` is 0.
+tirl_status check_pointer(const void* pointer, int64_t count, const char* op, const char* name);
+
+tirl_status check_count(int64_t count, const char* op, const char* name);
+
+// seq_offsets[0] == 0, non-decreasing, seq_offsets[num_seqs] == num_tokens (host memory).
+tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int64_t num_tokens,
+                              const char* op);
+
+// Kernels here run on the host; a CUDA device goes to the CUDA library.
+tirl_status check_cpu_device(tirl_device device, const char* op);
+
+std::string format_double(double value);
+
+}  // namespace tirl

@@ -1,0 +1,9 @@
+// Shared by every per-element formula header: compiled for the host by the C++ compiler
+// and for both host and device by nvcc.
+#pragma once
+
+#if defined(__CUDACC__)
+#define TIRL_HD __host__ __device__ __forceinline__
+#else
+#define TIRL_HD
+#endif

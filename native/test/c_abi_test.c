@@ -1,0 +1,75 @@
+/* A plain C99 program linking libtirl: proves the C ABI stands on its own, without
+ * Node.js or C++. It checks feedbackMask on a hand-worked batch and the error path. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tirl/tirl.h"
+
+static int failures = 0;
+
+#define CHECK(cond, ...)                      \
+  do {                                        \
+    if (!(cond)) {                            \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);           \
+      fprintf(stderr, "\n");                  \
+      ++failures;                             \
+    }                                         \
+  } while (0)
+
+static void test_feedback_mask(void) {
+  /* Two sequences: [prompt prompt action feedback action] and [prompt action padding]. */
+  const uint8_t roles[8] = {0, 0, 1, 2, 1, 0, 1, 3};
+  const int32_t offsets[3] = {0, 5, 8};
+  const uint8_t keep[2] = {1, 0};
+  const uint8_t expected_all[8] = {0, 0, 1, 0, 1, 0, 1, 0};
+  const uint8_t expected_kept[8] = {0, 0, 1, 0, 1, 0, 0, 0};
+  uint8_t mask[8];
+  int32_t counts[2];
+  tirl_status s = tirl_feedback_mask(roles, 8, offsets, 2, NULL, mask, counts, tirl_cpu());
+  CHECK(s == TIRL_OK, "feedback_mask status %d: %s", (int)s, tirl_last_error());
+  CHECK(memcmp(mask, expected_all, 8) == 0, "feedback_mask mask without keep");
+  CHECK(counts[0] == 2 && counts[1] == 1, "action counts %d %d", counts[0], counts[1]);
+
+  s = tirl_feedback_mask(roles, 8, offsets, 2, keep, mask, counts, tirl_cpu());
+  CHECK(s == TIRL_OK, "feedback_mask with keep: %s", tirl_last_error());
+  CHECK(memcmp(mask, expected_kept, 8) == 0, "feedback_mask mask with keep");
+  CHECK(counts[0] == 2 && counts[1] == 0, "kept counts %d %d", counts[0], counts[1]);
+}
+
+static void test_errors(void) {
+  const uint8_t roles[3] = {0, 7, 1};
+  const int32_t offsets[2] = {0, 3};
+  const int32_t bad_offsets[2] = {0, 2};
+  uint8_t mask[3];
+  tirl_status s = tirl_feedback_mask(roles, 3, offsets, 1, NULL, mask, NULL, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "bad role accepted");
+  CHECK(strstr(tirl_last_error(), "roles[1] = 7") != NULL, "message: %s", tirl_last_error());
+  s = tirl_feedback_mask(roles, 3, bad_offsets, 1, NULL, mask, NULL, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "bad offsets accepted");
+  CHECK(strstr(tirl_last_error(), "seqOffsets") != NULL, "message: %s", tirl_last_error());
+  CHECK(tirl_set_num_threads(0) == TIRL_ERROR_INVALID_ARGUMENT, "0 threads accepted");
+}
+
+static void test_threads_deterministic(void) {
+  enum { N = 100000, B = 1000 };
+  static uint8_t roles[N], mask1[N], mask2[N];
+  static int32_t offsets[B + 1], counts1[B], counts2[B];
+  for (int i = 0; i < N; ++i) roles[i] = (uint8_t)((i * 7919u) % 4u);
+  for (int i = 0; i <= B; ++i) offsets[i] = i * (N / B);
+  CHECK(tirl_set_num_threads(1) == TIRL_OK, "set 1 thread");
+  tirl_feedback_mask(roles, N, offsets, B, NULL, mask1, counts1, tirl_cpu());
+  CHECK(tirl_set_num_threads(4) == TIRL_OK, "set 4 threads");
+  tirl_feedback_mask(roles, N, offsets, B, NULL, mask2, counts2, tirl_cpu());
+  CHECK(memcmp(mask1, mask2, N) == 0 && memcmp(counts1, counts2, sizeof counts1) == 0,
+        "results differ between 1 and 4 threads");
+}
+
+int main(void) {
+  printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
+  test_feedback_mask();
+  test_errors();
+  test_threads_deterministic();
+  if (failures == 0) printf("c_abi: all checks passed\n");
+  return failures == 0 ? 0 : 1;
+}
