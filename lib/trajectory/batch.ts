@@ -4,7 +4,8 @@
  */
 import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from './check.js';
 import type { Trajectory } from './model.js';
-import { chatmlTemplate, renderTrajectory, TokenRole, type ChatTemplate } from './template.js';
+import { Role } from '../kernels/index.js';
+import { chatmlTemplate, renderTrajectory, type ChatTemplate } from './template.js';
 import type { Tokenizer } from './tokenizer.js';
 
 /**
@@ -110,7 +111,7 @@ export function packTrajectories(trajectories: readonly Trajectory[], options: P
   for (let i = 0; i < size; i++) seqOffsets[i + 1] = seqOffsets[i]! + (paddedLength ?? lengths[i]!);
   const total = seqOffsets[size]!;
   const tokens = new Int32Array(total).fill(padTokenId);
-  const roles = new Uint8Array(total).fill(TokenRole.padding);
+  const roles = new Uint8Array(total).fill(Role.padding);
   const behaviourLogprobs = new Float32Array(total);
   const actionTokenCounts = new Int32Array(size);
   const turnOffsets = new Int32Array(size + 1);
@@ -127,7 +128,7 @@ export function packTrajectories(trajectories: readonly Trajectory[], options: P
     for (let t = 0; t < length; t++) {
       tokens[base + t] = r.tokens[t]!;
       roles[base + t] = r.roles[t]!;
-      if (r.roles[t] === TokenRole.action) {
+      if (r.roles[t] === Role.action) {
         behaviourLogprobs[base + t] = r.logprobs[t]!;
         actionTokenCounts[i]!++;
       }

@@ -1,15 +1,15 @@
 /**
  * Chat templates: render a trajectory into token spans, each token tagged with its role.
- * The role codes are the kernel contract (feedbackMask): 0 prompt, 1 action, 2 feedback,
- * 3 padding.
+ * The role codes are the kernel contract (`Role` of feedbackMask): 0 prompt, 1 action,
+ * 2 feedback, 3 padding.
  */
+import { Role } from '../kernels/index.js';
 import { checkObject, rangeError, typeError } from './check.js';
 import type { Action, ToolResponse, Trajectory } from './model.js';
 import type { Tokenizer } from './tokenizer.js';
 
-/** Role codes of tokens, as the kernels read them. */
-export const TokenRole = Object.freeze({ prompt: 0, action: 1, feedback: 2, padding: 3 } as const);
-export type TokenRoleCode = (typeof TokenRole)[keyof typeof TokenRole];
+/** A token role code (see `Role`). */
+export type RoleCode = (typeof Role)[keyof typeof Role];
 
 /** A piece of rendered text: ordinary text, or a special token named by its text. */
 export type TemplatePart = { text: string } | { special: string };
@@ -68,7 +68,7 @@ export const chatmlTemplate: ChatTemplate = Object.freeze({
 /** A trajectory rendered to tokens. Turn positions are token indices into `tokens`, end exclusive. */
 export interface RenderedTrajectory {
   tokens: number[];
-  roles: TokenRoleCode[];
+  roles: RoleCode[];
   /** Behaviour log-probs: the action's `logprobs` where known, otherwise 0. */
   logprobs: number[];
   /** Where each turn's action starts. */
@@ -100,14 +100,14 @@ export function renderTrajectory(trajectory: Trajectory, tokenizer: Tokenizer, t
     throw typeError('tokenizer', 'a Tokenizer', tokenizer);
   }
   const rendered: RenderedTrajectory = { tokens: [], roles: [], logprobs: [], turnStarts: [], turnActionEnds: [], turnEnds: [] };
-  const append = (ids: readonly number[], role: TokenRoleCode, logprobs?: readonly number[]) => {
+  const append = (ids: readonly number[], role: RoleCode, logprobs?: readonly number[]) => {
     for (let i = 0; i < ids.length; i++) {
       rendered.tokens.push(ids[i]!);
       rendered.roles.push(role);
       rendered.logprobs.push(logprobs === undefined ? 0 : logprobs[i]!);
     }
   };
-  append(encodeParts(template.prompt(trajectory.system, trajectory.prompt), tokenizer), TokenRole.prompt);
+  append(encodeParts(template.prompt(trajectory.system, trajectory.prompt), tokenizer), Role.prompt);
   const turns = trajectory.turns;
   for (let t = 0; t < turns.length; t++) {
     const { action, response } = turns[t]!;
@@ -116,13 +116,13 @@ export function renderTrajectory(trajectory: Trajectory, tokenizer: Tokenizer, t
       if (action.logprobs !== undefined && action.logprobs.length !== action.tokenIds.length) {
         throw rangeError(`trajectory.turns[${t}].action.logprobs`, `${action.tokenIds.length} log-probs`, action.logprobs);
       }
-      append(action.tokenIds, TokenRole.action, action.logprobs);
+      append(action.tokenIds, Role.action, action.logprobs);
     } else {
-      append(encodeParts(template.action(action), tokenizer), TokenRole.action);
+      append(encodeParts(template.action(action), tokenizer), Role.action);
     }
     rendered.turnActionEnds.push(rendered.tokens.length);
-    if (response !== undefined) append(encodeParts(template.response(response), tokenizer), TokenRole.feedback);
-    if (t + 1 < turns.length) append(encodeParts(template.nextTurn(), tokenizer), TokenRole.feedback);
+    if (response !== undefined) append(encodeParts(template.response(response), tokenizer), Role.feedback);
+    if (t + 1 < turns.length) append(encodeParts(template.nextTurn(), tokenizer), Role.feedback);
     rendered.turnEnds.push(rendered.tokens.length);
   }
   return rendered;
