@@ -7,7 +7,7 @@ import { after, describe, test } from 'node:test';
 import { feedbackMask } from '../lib/kernels/index.js';
 import {
   fromChatMessages, loadTiktokenTokenizer, packTrajectories, parseTrajectory, readTrajectories, renderTrajectory,
-  toChatMessages, writeTrajectories, type ChatMessage, type Tokenizer, type Trajectory,
+  toChatMessages, writeTrajectories, type TrajectoryChatMessage, type Tokenizer, type Trajectory,
 } from '../lib/sdk.js';
 
 /** One token per UTF-16 unit (its code), specials at 1000+: roles can be counted by hand. */
@@ -24,7 +24,7 @@ const charTokenizer: Tokenizer = {
   },
 };
 
-const chat: ChatMessage[] = [
+const chat: TrajectoryChatMessage[] = [
   { role: 'system', content: 'You are helpful.' },
   { role: 'user', content: 'What is 6*7?' },
   { role: 'assistant', content: 'Compute.', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'python', arguments: '{"code":"print(6*7)"}' } }] },
@@ -57,11 +57,16 @@ describe('episode model and chat messages', () => {
     assert.equal(trajectory.turns[0]!.response!.status, 'timeout');
   });
 
+  test('tool calls without an id get call_<turn> on export, as the format requires', () => {
+    const messages = toChatMessages({ id: 'x', prompt: 'q', turns: [{ action: { text: '', toolCall: { name: 'search', arguments: '{}' } } }] });
+    assert.equal(messages[1]!.tool_calls![0]!.id, 'call_0');
+  });
+
   test('bad chat messages name the message', () => {
     assert.throws(() => fromChatMessages([{ role: 'assistant', content: 'a' }], { id: 'x' }), /messages\[0\]/);
     assert.throws(() => fromChatMessages([{ role: 'user', content: 'q' }, { role: 'tool', content: 'a' }], { id: 'x' }), /messages\[1\]\.role/);
     const two = { role: 'assistant' as const, content: '', tool_calls: [
-      { type: 'function' as const, function: { name: 'a', arguments: '' } }, { type: 'function' as const, function: { name: 'b', arguments: '' } }] };
+      { id: 'a', type: 'function' as const, function: { name: 'a', arguments: '' } }, { id: 'b', type: 'function' as const, function: { name: 'b', arguments: '' } }] };
     assert.throws(() => fromChatMessages([{ role: 'user', content: 'q' }, two], { id: 'x' }), RangeError);
   });
 
