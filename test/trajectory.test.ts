@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { feedbackMask } from '../lib/kernels/index.js';
 import {
@@ -262,5 +264,18 @@ describe('round trip: chat -> trajectory -> JSONL -> batch', async () => {
     assert.ok(decode(batch.turnStarts[0]!, batch.turnActionEnds[0]!).includes('"name":"python"'));
     assert.equal(decode(0, batch.turnStarts[0]!), '<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nWhat is 6*7?<|im_end|>\n<|im_start|>assistant\n');
     assert.deepEqual(toChatMessages(batch.trajectories[0]!), chat);
+  });
+});
+
+describe('example', () => {
+  test('examples/trajectories/train_step runs: filter report and a finite loss', () => {
+    const script = fileURLToPath(new URL('../examples/trajectories/train_step.js', import.meta.url));
+    const run = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /void-turn +flagged 1 +removed 1 trajectories/);
+    assert.match(run.stdout, /equal-reward-group +flagged 2 +removed 2 trajectories/);
+    assert.match(run.stdout, /kept 6\/10 trajectories/);
+    const loss = /ppoLoss: loss (\S+)/.exec(run.stdout);
+    assert.ok(loss !== null && Number.isFinite(Number(loss[1])));
   });
 });
