@@ -244,6 +244,7 @@ describe('template and packing', () => {
 
   test('bad packing options name the option', () => {
     assert.throws(() => packTrajectories([episode], { tokenizer: charTokenizer, maxLength: 0 }), /options\.maxLength/);
+    assert.throws(() => packTrajectories([episode], {} as never), /Expected a Tokenizer for options\.tokenizer/);
     assert.throws(() => packTrajectories([episode], { tokenizer: charTokenizer, padding: -1 }), /options\.padding/);
     assert.throws(() => packTrajectories([{ ...episode, turns: [{ action: { text: '', tokenIds: [1], logprobs: [0, 0] } }] }], { tokenizer: charTokenizer }), /trajectories\[0\]/);
   });
