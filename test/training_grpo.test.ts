@@ -12,9 +12,8 @@ import { before, describe, it } from 'node:test';
 import * as tf from '@tensorflow/tfjs';
 
 import { Role } from '../lib/index.js';
-import { isVoidTurn } from '../lib/sdk.js';
+import { isVoidTurn, type TokenBatch } from '../lib/sdk.js';
 import {
-  type Episode,
   GRPOTrainer,
   type GRPOTrainerOptions,
   type Policy,
@@ -68,37 +67,55 @@ describe('GRPOTrainer', () => {
 
   it('trains only on action tokens of episodes the filters keep', async () => {
     const policy = new RecordingPolicy(bigram());
-    let seen: { episodes: readonly Episode<Product>[]; keep: Uint8Array } | undefined;
-    const trainer = new GRPOTrainer(
-      trainerOptions(policy, { onEpisodes: (episodes, keep) => void (seen = { episodes, keep }) }),
-    );
+    let seen: { batch: TokenBatch; keep: Uint8Array } | undefined;
+    const trainer = new GRPOTrainer(trainerOptions(policy, { onBatch: (batch, keep) => void (seen = { batch, keep }) }));
     const [metrics] = await trainer.train(1);
     assert.ok(seen);
-    const { episodes, keep } = seen;
-    const voided = episodes.map((e) => e.turns.some((t) => isVoidTurn(t.action)));
+    const { batch, keep } = seen;
+    const actionTokens = (i: number) => batch.roles.subarray(batch.seqOffsets[i], batch.seqOffsets[i + 1]).filter((r) => r === Role.action).length;
+    const voided = batch.trajectories.map((t) => t.turns.some((turn) => isVoidTurn(turn.action.text)));
     assert.ok(voided.some((v) => v) && voided.some((v) => !v), 'the batch should mix void and clean episodes');
     assert.deepEqual([...keep], voided.map((v) => (v ? 0 : 1)));
-    assert.deepEqual(metrics.filtered.voidTurn, {
-      trajectories: voided.filter((v) => v).length,
-      tokens: episodes.reduce((sum, e, i) => sum + (voided[i] ? e.roles.filter((r) => r === Role.action).length : 0), 0),
-    });
+    const voidTokens = voided.reduce((sum, v, i) => sum + (v ? actionTokens(i) : 0), 0);
+    const voidCount = voided.filter((v) => v).length;
+    assert.deepEqual(metrics.filtered['void-turn'], { trajectories: voidCount, removed: voidCount, tokens: voidTokens });
     assert.equal(metrics.keptTrajectories, voided.filter((v) => !v).length);
 
-    // One micro-batch holds the whole batch, episodes in order.
+    // One micro-batch holds the whole batch, episodes first and in order.
     assert.equal(policy.gradients.length, 1);
-    const { batch, gradient } = policy.gradients[0];
+    const { batch: trained, gradient } = policy.gradients[0];
     let trainedNonZero = 0;
-    episodes.forEach((episode, i) => {
+    for (let i = 0; i < batch.size; i++) {
       const start = batch.seqOffsets[i];
-      assert.deepEqual(batch.tokens.subarray(start, batch.seqOffsets[i + 1]), episode.tokens);
-      for (let t = 0; t < episode.tokens.length; t++) {
-        const g = gradient.gradLogp[start + t];
-        if (episode.roles[t] !== Role.action || keep[i] === 0) assert.equal(g, 0, `episode ${i} token ${t} (role ${episode.roles[t]})`);
+      const end = batch.seqOffsets[i + 1];
+      assert.deepEqual(trained.tokens.subarray(trained.seqOffsets[i], trained.seqOffsets[i + 1]), batch.tokens.subarray(start, end));
+      for (let t = start; t < end; t++) {
+        const g = gradient.gradLogp[trained.seqOffsets[i] + t - start];
+        if (batch.roles[t] !== Role.action || keep[i] === 0) assert.equal(g, 0, `episode ${i} token ${t - start} (role ${batch.roles[t]})`);
         else if (g !== 0) trainedNonZero += 1;
       }
-    });
+    }
     assert.ok(trainedNonZero > 0, 'kept action tokens get gradient');
-    assert.equal(metrics.trainedTokens, episodes.reduce((s, e, i) => s + (keep[i] ? e.roles.filter((r) => r === Role.action).length : 0), 0));
+    assert.equal(metrics.trainedTokens, batch.actionTokenCounts.reduce((s, c, i) => s + (keep[i] ? c : 0), 0));
+  });
+
+  it('hands the SDK complete trajectories: tool feedback, rewards, groups', async () => {
+    let seen: TokenBatch | undefined;
+    const trainer = new GRPOTrainer(trainerOptions(bigram(), { onBatch: (batch) => void (seen = batch) }));
+    await trainer.train(1);
+    assert.ok(seen);
+    assert.equal(new Set(seen.trajectories.map((t) => t.id)).size, seen.size);
+    assert.equal(seen.groupKeys.length, 3);
+    seen.trajectories.forEach((trajectory, i) => {
+      assert.equal(trajectory.reward, seen!.rewards[i]);
+      assert.equal(trajectory.groupId, seen!.groupKeys[seen!.groupIds[i]]);
+      assert.match(trajectory.prompt, /^Compute \d+ \* \d+/);
+      for (const [k, turn] of trajectory.turns.entries()) {
+        const start = seen!.turnStarts[seen!.turnOffsets[i] + k];
+        assert.deepEqual(turn.action.tokenIds, [...seen!.tokens.subarray(start, seen!.turnActionEnds[seen!.turnOffsets[i] + k])]);
+        if (turn.action.text.includes('```python')) assert.equal(turn.response?.toolName, 'python');
+      }
+    });
   });
 
   it('counts void episodes without removing them when the filter is off', async () => {
@@ -115,7 +132,7 @@ describe('GRPOTrainer', () => {
       const policy = new RecordingPolicy(bigram());
       let episodes = 0;
       const trainer = new GRPOTrainer(
-        trainerOptions(policy, { stepLevel: { samples: 3, coef }, onEpisodes: (e) => void (episodes = e.length) }),
+        trainerOptions(policy, { stepLevel: { samples: 3, coef }, onBatch: (batch) => void (episodes = batch.size) }),
       );
       const [metrics] = await trainer.train(1);
       stepMetrics = metrics.stepLevel;

@@ -34,7 +34,7 @@ const trainer = new GRPOTrainer({
   seed: Number(values.seed),
   ...(values.log ? { logFile: values.log } : {}),
   onStep: (m) => {
-    const voided = m.filtered.voidTurn?.trajectories ?? 0;
+    const voided = m.filtered['void-turn']?.trajectories ?? 0;
     console.log(
       `step ${String(m.step).padStart(3)}  success ${m.successRate.toFixed(2)}  reward ${m.reward.toFixed(2)}  ` +
         `void ${String(voided).padStart(2)}/${m.episodes}  clip ${m.clipFraction.toFixed(3)}  ` +

@@ -7,40 +7,14 @@ import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
 import { feedbackMask, groupAdvantages, ppoLoss, Role } from '../kernels/index.js';
-import { isVoidTurn } from '../sdk.js';
+import { applyFilters, type FilterReport, type TokenBatch, type TrajectoryFilter, voidTurnFilter } from '../sdk.js';
 import { latestCheckpoint, writeCheckpoint } from './checkpoint.js';
 import type { Environment } from './environment.js';
 import type { Policy, PolicyBatch, PolicyLogprobs, PolicyOutputGradient } from './policy.js';
 import { SeededRandom } from './random.js';
-import { type Episode, packSequences, replayStep, rollout } from './rollout.js';
+import { type Episode, packSequences, replayStep, rollout, toTokenBatch } from './rollout.js';
 
 type PpoOptions = Parameters<typeof ppoLoss>[0];
-
-/** Removes episodes from the policy loss. Filters mask; the episodes stay in the metrics. */
-export interface EpisodeFilter {
-  /** Key of this filter's counts in {@link GRPOStepMetrics.filtered}. */
-  name: string;
-  /** Whether to remove `episode`; `group` holds all episodes of its prompt, itself included. */
-  removes(episode: Episode<unknown>, group: readonly Episode<unknown>[]): boolean;
-}
-
-/**
- * SimpleTIR's void-turn filter: removes an episode when any of its actions holds neither a
- * complete code block nor a final answer (`isVoidTurn` from the trajectory SDK).
- */
-export function voidTurnFilter(options?: Parameters<typeof isVoidTurn>[1]): EpisodeFilter {
-  return { name: 'voidTurn', removes: (episode) => episode.turns.some((turn) => isVoidTurn(turn.action, options)) };
-}
-
-/** Removes episodes cut short by the turn or token limit. */
-export function truncatedFilter(): EpisodeFilter {
-  return { name: 'truncated', removes: (episode) => episode.truncated };
-}
-
-/** DAPO's dynamic-sampling rule: removes groups whose rewards are all equal (no signal). */
-export function equalRewardGroupFilter(): EpisodeFilter {
-  return { name: 'equalRewardGroup', removes: (episode, group) => group.every((e) => e.reward === episode.reward) };
-}
 
 /** THOR's step-level option: learning from alternatives at failed tool calls. */
 export interface StepLevelOptions {
@@ -75,8 +49,11 @@ export interface GRPOTrainerOptions<Problem> {
   maxTokens?: number;
   /** Divide advantages by the group's std (GRPO); false is Dr.GRPO. Default true. */
   scaleByStd?: boolean;
-  /** Filters removing episodes from the loss. Default `[voidTurnFilter()]`; `[]` turns them off. */
-  filters?: readonly EpisodeFilter[];
+  /**
+   * The trajectory SDK's filters removing episodes from the loss, applied in order with its
+   * `applyFilters`. Default `[voidTurnFilter()]` (SimpleTIR); `[]` turns filtering off.
+   */
+  filters?: readonly TrajectoryFilter[];
   /** Passes over each batch, reusing its old log-probs. Default 1. */
   ppoEpochs?: number;
   /** Optimizer steps per epoch: the batch's sequences are shuffled and split this many ways. Default 1. */
@@ -109,8 +86,12 @@ export interface GRPOTrainerOptions<Problem> {
   seed?: number;
   /** JSONL file receiving one line of {@link GRPOStepMetrics} per step. */
   logFile?: string;
-  /** Called with each step's episodes and their keep flags (1 = in the loss), after the filters. */
-  onEpisodes?: (episodes: readonly Episode<Problem>[], keep: Uint8Array) => void | Promise<void>;
+  /**
+   * Called with each step's episodes after the filters: as the SDK's `TokenBatch` (its
+   * `trajectories` ready for `writeTrajectories`), the keep flags (1 = in the loss) and
+   * the filter report.
+   */
+  onBatch?: (batch: TokenBatch, keep: Uint8Array, report: FilterReport) => void | Promise<void>;
   /** Called after each step with its metrics. */
   onStep?: (metrics: GRPOStepMetrics) => void | Promise<void>;
   /** Directory of checkpoints; when set, a checkpoint is written every `checkpointEvery` steps and `train` resumes from the latest. */
@@ -119,11 +100,13 @@ export interface GRPOTrainerOptions<Problem> {
   checkpointEvery?: number;
 }
 
-/** What one removed-episode count holds. */
+/** What one filter did in a step. */
 export interface FilterCount {
-  /** Episodes the filter flagged. */
+  /** Episodes the filter flagged, whether or not an earlier filter had removed them. */
   trajectories: number;
-  /** Action tokens of those episodes. */
+  /** Episodes it removed that no earlier filter had. */
+  removed: number;
+  /** Action tokens of the episodes it removed. */
   tokens: number;
 }
 
@@ -136,7 +119,7 @@ export interface GRPOStepMetrics {
   /** Fraction of episodes the environment reported solved. */
   successRate: number;
   episodes: number;
-  /** Per filter, the episodes (and their action tokens) it flagged; an episode may be flagged by several. */
+  /** Per filter (by the SDK filter's name, e.g. 'void-turn'), what it flagged and removed. */
   filtered: Record<string, FilterCount>;
   /** Episodes left in the loss. */
   keptTrajectories: number;
@@ -255,8 +238,13 @@ export class GRPOTrainer<Problem> {
       scaleByStd: options.scaleByStd ?? true,
     });
 
-    const { keep, filtered } = this.applyFilters(episodes, groupSize);
-    await options.onEpisodes?.(episodes, keep);
+    const batch = toTokenBatch(episodes, `step${this.stepCount + 1}`);
+    const { keep, report } = applyFilters(batch, options.filters ?? [voidTurnFilter()]);
+    const filtered: Record<string, FilterCount> = {};
+    for (const f of report.filters) {
+      filtered[f.name] = { trajectories: f.flaggedTrajectories, removed: f.removedTrajectories, tokens: f.removedTokens };
+    }
+    await options.onBatch?.(batch, keep, report);
     const sequences: TrainingSequence[] = episodes.map((e, i) => ({
       tokens: e.tokens,
       roles: e.roles,
@@ -358,23 +346,6 @@ export class GRPOTrainer<Problem> {
   private environmentsFor(count: number): Environment<Problem>[] {
     while (this.environments.length < count) this.environments.push(this.options.createEnvironment());
     return this.environments.slice(0, count);
-  }
-
-  private applyFilters(episodes: Episode<Problem>[], groupSize: number) {
-    const keep = new Uint8Array(episodes.length).fill(1);
-    const filtered: Record<string, FilterCount> = {};
-    for (const filter of this.options.filters ?? [voidTurnFilter()]) {
-      const count: FilterCount = { trajectories: 0, tokens: 0 };
-      episodes.forEach((episode, i) => {
-        const start = Math.floor(i / groupSize) * groupSize;
-        if (!filter.removes(episode, episodes.slice(start, start + groupSize))) return;
-        keep[i] = 0;
-        count.trajectories += 1;
-        count.tokens += episode.roles.reduce((sum, role) => sum + (role === Role.action ? 1 : 0), 0);
-      });
-      filtered[filter.name] = count;
-    }
-    return { keep, filtered };
   }
 
   /**

@@ -5,15 +5,11 @@
 export { DPOTrainer, type DPOStepMetrics, type DPOTrainerOptions, type TokenPreferencePair } from './dpo.js';
 export type { Environment, StepResult } from './environment.js';
 export {
-  equalRewardGroupFilter,
-  type EpisodeFilter,
   type FilterCount,
   GRPOTrainer,
   type GRPOStepMetrics,
   type GRPOTrainerOptions,
   type StepLevelOptions,
-  truncatedFilter,
-  voidTurnFilter,
 } from './grpo.js';
 export type {
   ObservationRole,
@@ -25,4 +21,4 @@ export type {
   SampleOptions,
 } from './policy.js';
 export { SeededRandom } from './random.js';
-export { type Episode, type EpisodeTurn, rollout, type RolloutLimits } from './rollout.js';
+export { type Episode, type EpisodeTurn, rollout, type RolloutLimits, toTokenBatch } from './rollout.js';

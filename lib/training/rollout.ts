@@ -3,6 +3,7 @@
  * of every token (prompt, action, feedback) and the behaviour log-probs of the actions.
  */
 import { Role } from '../kernels/index.js';
+import { type TokenBatch, type Trajectory, type Turn, USER_FEEDBACK_TOOL } from '../sdk.js';
 import type { ToolStatus } from '../tools/types.js';
 import type { Environment } from './environment.js';
 import type { Policy, PolicyBatch } from './policy.js';
@@ -26,6 +27,8 @@ export interface EpisodeTurn {
 /** A whole episode: its tokens with roles, its turns, and its outcome. */
 export interface Episode<Problem> {
   problem: Problem;
+  /** The prompt text the environment posed. */
+  prompt: string;
   /** Index of the prompt group the episode belongs to (episodes of one problem share it). */
   group: number;
   /** All tokens: prompt, then each action and its feedback. */
@@ -66,6 +69,8 @@ class EpisodeBuilder<Problem> {
   done = false;
   truncated = false;
 
+  prompt = '';
+
   constructor(
     readonly problem: Problem,
     readonly group: number,
@@ -98,6 +103,7 @@ class EpisodeBuilder<Problem> {
   finish(): Episode<Problem> {
     return {
       problem: this.problem,
+      prompt: this.prompt,
       group: this.group,
       tokens: Int32Array.from(this.tokens),
       roles: Uint8Array.from(this.roles),
@@ -126,6 +132,7 @@ export async function rollout<Problem>(
   const episodes = problems.map((problem, i) => new EpisodeBuilder(problem, groups[i]));
   const prompts = await Promise.all(problems.map((problem, i) => environments[i].reset(problem)));
   prompts.forEach((prompt, i) => {
+    episodes[i].prompt = prompt;
     episodes[i].append(policy.encode(prompt, 'prompt'), Role.prompt);
     episodes[i].clip(limits.maxTokens);
   });
@@ -181,4 +188,77 @@ export function packSequences(sequences: readonly Int32Array[]): PolicyBatch {
   const tokens = new Int32Array(seqOffsets[sequences.length]);
   sequences.forEach((s, i) => tokens.set(s, seqOffsets[i]));
   return { tokens, seqOffsets };
+}
+
+/**
+ * The episodes as the trajectory SDK's ragged `TokenBatch`, with the policy's own tokens
+ * (nothing is re-tokenized) and each episode as a `Trajectory` (ids `<idPrefix>/<index>`,
+ * groups `<idPrefix>/g<group>`), so the SDK's filters, credit and JSONL writers apply.
+ */
+export function toTokenBatch(episodes: readonly Episode<unknown>[], idPrefix: string): TokenBatch {
+  const { tokens, seqOffsets } = packSequences(episodes.map((e) => e.tokens));
+  const size = episodes.length;
+  const roles = new Uint8Array(tokens.length);
+  const behaviourLogprobs = new Float32Array(tokens.length);
+  const lengths = new Int32Array(size);
+  const actionTokenCounts = new Int32Array(size);
+  const turnOffsets = new Int32Array(size + 1);
+  episodes.forEach((e, i) => {
+    roles.set(e.roles, seqOffsets[i]);
+    behaviourLogprobs.set(e.behaviourLogp, seqOffsets[i]);
+    lengths[i] = e.tokens.length;
+    actionTokenCounts[i] = e.roles.reduce((count, role) => count + (role === Role.action ? 1 : 0), 0);
+    turnOffsets[i + 1] = turnOffsets[i] + e.turns.length;
+  });
+  const turnStarts = new Int32Array(turnOffsets[size]);
+  const turnActionEnds = new Int32Array(turnOffsets[size]);
+  const turnEnds = new Int32Array(turnOffsets[size]);
+  episodes.forEach((e, i) => {
+    e.turns.forEach((turn, k) => {
+      const index = turnOffsets[i] + k;
+      turnStarts[index] = seqOffsets[i] + turn.actionStart;
+      turnActionEnds[index] = seqOffsets[i] + turn.actionEnd;
+      turnEnds[index] = seqOffsets[i] + (e.turns[k + 1]?.actionStart ?? e.tokens.length);
+    });
+  });
+  const groups = [...new Set(episodes.map((e) => e.group))].sort((a, b) => a - b);
+  const groupKeys = groups.map((g) => `${idPrefix}/g${g}`);
+  return {
+    size,
+    tokens,
+    roles,
+    behaviourLogprobs,
+    seqOffsets,
+    lengths,
+    fullLengths: lengths.slice(),
+    // Nothing is cut while packing; episodes cut by the rollout's limits say so in their trajectory.
+    truncated: new Uint8Array(size),
+    actionTokenCounts,
+    turnOffsets,
+    turnStarts,
+    turnActionEnds,
+    turnEnds,
+    rewards: Float32Array.from(episodes, (e) => e.reward),
+    groupIds: Int32Array.from(episodes, (e) => groups.indexOf(e.group)),
+    groupKeys,
+    trajectories: episodes.map((e, i) => toTrajectory(e, `${idPrefix}/${i}`, `${idPrefix}/g${e.group}`)),
+    paddedLength: null,
+  };
+}
+
+/** An episode in the SDK's trajectory model; environment text without a tool answers as the user. */
+function toTrajectory(episode: Episode<unknown>, id: string, groupId: string): Trajectory {
+  const turns = episode.turns.map((turn): Turn => {
+    const result: Turn = {
+      action: {
+        text: turn.action,
+        tokenIds: Array.from(episode.tokens.subarray(turn.actionStart, turn.actionEnd)),
+        logprobs: Array.from(episode.behaviourLogp.subarray(turn.actionStart, turn.actionEnd)),
+      },
+    };
+    if (turn.tool) result.response = { toolName: turn.tool.name, status: turn.tool.status, text: turn.feedback };
+    else if (turn.feedback !== '') result.response = { toolName: USER_FEEDBACK_TOOL, status: 'success', text: turn.feedback };
+    return result;
+  });
+  return { id, prompt: episode.prompt, turns, reward: episode.reward, groupId, truncated: episode.truncated };
 }
