@@ -8,7 +8,8 @@ import { before, describe, it } from 'node:test';
 import * as tf from '@tensorflow/tfjs';
 
 import { Role } from '../lib/index.js';
-import { DPOTrainer, type Policy, type TokenPreferencePair } from '../lib/training/index.js';
+import { type ChatTemplate, packPreferencePairs, type PreferencePair, type Tokenizer } from '../lib/sdk.js';
+import { DPOTrainer, type PairSource, type Policy, type TokenPreferencePair } from '../lib/training/index.js';
 import { Token } from '../examples/training/arithmetic.js';
 import { assertClose } from './support.js';
 import { bigram, RecordingPolicy, table } from './training_support.js';
@@ -113,5 +114,46 @@ describe('DPOTrainer', () => {
     const [first] = await trainer.train();
     // Δ̄ = 0 at the start: (0 - 1/(2β))² = 1.
     assertClose(first.loss, 1, { rtol: 1e-6, label: 'first IPO loss' });
+  });
+
+  it("trains on the SDK's packPreferencePairs batches as on the same token pairs", async () => {
+    // A word-level tokenizer over the example's vocabulary and a template with no markup.
+    const words = ['Q', 'code', 'answer', 'broken', 'think', 'guess', 'ok', 'error'];
+    const tokenizer: Tokenizer = {
+      name: 'words',
+      vocabSize: words.length,
+      specialTokens: {},
+      encode: (text) => text.split(' ').filter(Boolean).map((w) => words.indexOf(w)),
+      decode: (ids) => ids.map((id) => words[id]).join(' '),
+      specialTokenId: (text) => {
+        throw new RangeError(`no special token ${text}`);
+      },
+    };
+    const template: ChatTemplate = {
+      name: 'plain',
+      prompt: (_system, prompt) => [{ text: prompt }],
+      action: (action) => [{ text: ` ${action.text}` }],
+      response: (response) => [{ text: ` ${response.text}` }],
+      nextTurn: () => [],
+    };
+    const textPairs: PreferencePair[] = [
+      { questionId: 'q1', kind: 'final', prompt: 'Q', chosen: 'code', rejected: 'think', chosenScore: 1, rejectedScore: 0 },
+      { questionId: 'q2', kind: 'final', prompt: 'Q', chosen: 'code answer', rejected: 'guess', chosenScore: 1, rejectedScore: 0 },
+    ];
+    const tokenPairs: TokenPreferencePair[] = [
+      { prompt: Int32Array.of(Token.prompt), chosen: Int32Array.of(Token.code), rejected: Int32Array.of(Token.think) },
+      { prompt: Int32Array.of(Token.prompt), chosen: Int32Array.of(Token.code, Token.answer), rejected: Int32Array.of(Token.guess) },
+    ];
+    const run = async (source: () => PairSource) => {
+      const policy = bigram('adam');
+      const trainer = new DPOTrainer({ policy, pairs: source, epochsPerRound: 3, beta: 0.5, seed: 2 });
+      const metrics = await trainer.train();
+      return { metrics: metrics.map(({ seconds: _, ...m }) => m), weights: table(policy) };
+    };
+    const packed = await run(() => packPreferencePairs(textPairs, { tokenizer, template }));
+    const tokens = await run(() => tokenPairs);
+    assert.deepEqual(packed.metrics, tokens.metrics);
+    assert.deepEqual(packed.weights, tokens.weights);
+    assert.ok(packed.metrics[2].loss < packed.metrics[0].loss);
   });
 });

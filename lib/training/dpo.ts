@@ -7,6 +7,7 @@ import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
 import { dpoLoss, feedbackMask, Role, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
+import type { TokenBatch } from '../sdk.js';
 import { latestCheckpoint, writeCheckpoint } from './checkpoint.js';
 import type { Policy, PolicyBatch } from './policy.js';
 import { SeededRandom } from './random.js';
@@ -30,15 +31,28 @@ export interface TokenPreferencePair {
   rejectedRoles?: Uint8Array;
 }
 
+/** Preference pairs as {@link DPOTrainerOptions.pairs} may give them. */
+export type PairSource = readonly TokenPreferencePair[] | TokenBatch;
+
+/** A pair as two whole sequences (prompt and completion) with their token roles. */
+interface SequencePair {
+  chosen: Int32Array;
+  chosenRoles: Uint8Array;
+  rejected: Int32Array;
+  rejectedRoles: Uint8Array;
+}
+
 /** Options of {@link DPOTrainer}. */
 export interface DPOTrainerOptions {
   /** The policy to train. */
   policy: Policy;
   /**
    * The pairs of a round, generated with the current policy (round 0 may return a fixed
-   * dataset). Called once at the start of each round.
+   * dataset). Called once at the start of each round. Either token pairs, or the SDK's
+   * `packPreferencePairs` batch (sequences chosen, rejected, chosen, ...; completions as
+   * action tokens) of its AceSearcher pairs.
    */
-  pairs: (round: number, policy: Policy, random: SeededRandom) => Promise<readonly TokenPreferencePair[]> | readonly TokenPreferencePair[];
+  pairs: (round: number, policy: Policy, random: SeededRandom) => Promise<PairSource> | PairSource;
   /** Rounds of regenerate → train → refresh the reference. Default 1. */
   rounds?: number;
   /** Passes over each round's pairs. Default 1. */
@@ -108,7 +122,7 @@ export class DPOTrainer {
   readonly random: SeededRandom;
   private readonly options: DPOTrainerOptions;
   private reference: Policy | undefined;
-  private pairs: readonly TokenPreferencePair[] | undefined;
+  private pairs: readonly SequencePair[] | undefined;
   private referenceLogp: { chosen: Float32Array; rejected: Float32Array } | undefined;
   private progress: DPOProgress = { round: 0, epoch: 0, stepInEpoch: 0, order: [] };
 
@@ -165,7 +179,12 @@ export class DPOTrainer {
       step: this.stepCount,
       randomState: this.random.state,
       progress: this.progress,
-      pairs: this.pairs?.map(pairToJson),
+      pairs: this.pairs?.map((pair) => ({
+        chosen: [...pair.chosen],
+        chosenRoles: [...pair.chosenRoles],
+        rejected: [...pair.rejected],
+        rejectedRoles: [...pair.rejectedRoles],
+      })),
       metrics: this.metrics,
     };
     await writeFile(join(dir, 'trainer.json'), JSON.stringify(state));
@@ -182,7 +201,12 @@ export class DPOTrainer {
     if (state.pairs) {
       this.reference = await this.options.policy.frozenCopy();
       await this.reference.loadState(join(dir, 'reference'));
-      this.pairs = (state.pairs as PairJson[]).map(pairFromJson);
+      this.pairs = (state.pairs as Record<keyof SequencePair, number[]>[]).map((pair) => ({
+        chosen: Int32Array.from(pair.chosen),
+        chosenRoles: Uint8Array.from(pair.chosenRoles),
+        rejected: Int32Array.from(pair.rejected),
+        rejectedRoles: Uint8Array.from(pair.rejectedRoles),
+      }));
       this.referenceLogp = await this.scorePairs(this.reference, this.pairs);
     }
     this.stepCount = state.step;
@@ -198,7 +222,7 @@ export class DPOTrainer {
   /** Freezes the current policy as the reference and generates the round's pairs with it. */
   private async startRound(): Promise<void> {
     this.reference = await this.options.policy.frozenCopy();
-    this.pairs = await this.options.pairs(this.progress.round, this.options.policy, this.random);
+    this.pairs = sequencePairs(await this.options.pairs(this.progress.round, this.options.policy, this.random));
     this.referenceLogp = await this.scorePairs(this.reference, this.pairs);
   }
 
@@ -261,7 +285,7 @@ export class DPOTrainer {
   }
 
   /** Summed (or, for IPO, averaged) completion log-probs of every pair under `policy`. */
-  private async scorePairs(policy: Policy, pairs: readonly TokenPreferencePair[]) {
+  private async scorePairs(policy: Policy, pairs: readonly SequencePair[]) {
     const chosen = new Float32Array(pairs.length);
     const rejected = new Float32Array(pairs.length);
     const size = this.options.microBatchSize ?? this.options.pairsPerStep ?? pairs.length;
@@ -279,56 +303,48 @@ export class DPOTrainer {
 }
 
 /** Pairs as sequences chosen_0, rejected_0, chosen_1, ...; the mask covers trained completion tokens. */
-function pairBatch(pairs: readonly TokenPreferencePair[]): PairBatch {
-  const sequences: Int32Array[] = [];
-  const roles: Uint8Array[] = [];
-  for (const pair of pairs) {
-    for (const [completion, completionRoles] of [
-      [pair.chosen, pair.chosenRoles],
-      [pair.rejected, pair.rejectedRoles],
-    ] as const) {
-      const tokens = new Int32Array(pair.prompt.length + completion.length);
-      tokens.set(pair.prompt);
-      tokens.set(completion, pair.prompt.length);
-      const r = new Uint8Array(tokens.length).fill(Role.action);
-      r.fill(Role.prompt, 0, pair.prompt.length);
-      if (completionRoles) r.set(completionRoles, pair.prompt.length);
-      sequences.push(tokens);
-      roles.push(r);
-    }
+function pairBatch(pairs: readonly SequencePair[]): PairBatch {
+  const batch = packSequences(pairs.flatMap((pair) => [pair.chosen, pair.rejected]));
+  const roles = new Uint8Array(batch.tokens.length);
+  pairs.forEach((pair, k) => {
+    roles.set(pair.chosenRoles, batch.seqOffsets[2 * k]);
+    roles.set(pair.rejectedRoles, batch.seqOffsets[2 * k + 1]);
+  });
+  return { batch, mask: feedbackMask({ roles, seqOffsets: batch.seqOffsets }).mask };
+}
+
+/** Whole sequences with roles, from token pairs or from a `packPreferencePairs` batch. */
+function sequencePairs(source: PairSource): SequencePair[] {
+  if (Array.isArray(source)) return (source as readonly TokenPreferencePair[]).map(fromTokenPair);
+  const batch = source as TokenBatch;
+  if (batch.size % 2 !== 0) {
+    throw new RangeError(`DPOTrainer: Expected a packPreferencePairs batch (an even number of sequences) for pairs but received ${batch.size} sequences`);
   }
-  const batch = packSequences(sequences);
-  const allRoles = new Uint8Array(batch.tokens.length);
-  roles.forEach((r, i) => allRoles.set(r, batch.seqOffsets[i]));
-  return { batch, mask: feedbackMask({ roles: allRoles, seqOffsets: batch.seqOffsets }).mask };
-}
-
-interface PairJson {
-  prompt: number[];
-  chosen: number[];
-  rejected: number[];
-  chosenRoles?: number[];
-  rejectedRoles?: number[];
-}
-
-function pairToJson(pair: TokenPreferencePair): PairJson {
-  return {
-    prompt: [...pair.prompt],
-    chosen: [...pair.chosen],
-    rejected: [...pair.rejected],
-    ...(pair.chosenRoles ? { chosenRoles: [...pair.chosenRoles] } : {}),
-    ...(pair.rejectedRoles ? { rejectedRoles: [...pair.rejectedRoles] } : {}),
+  const sequence = (i: number) => {
+    // Padding (a padded batch) is not part of the sequence.
+    const end = batch.seqOffsets[i] + batch.lengths[i];
+    return { tokens: batch.tokens.slice(batch.seqOffsets[i], end), roles: batch.roles.slice(batch.seqOffsets[i], end) };
   };
+  return Array.from({ length: batch.size / 2 }, (_, k) => {
+    const chosen = sequence(2 * k);
+    const rejected = sequence(2 * k + 1);
+    return { chosen: chosen.tokens, chosenRoles: chosen.roles, rejected: rejected.tokens, rejectedRoles: rejected.roles };
+  });
 }
 
-function pairFromJson(json: PairJson): TokenPreferencePair {
-  return {
-    prompt: Int32Array.from(json.prompt),
-    chosen: Int32Array.from(json.chosen),
-    rejected: Int32Array.from(json.rejected),
-    ...(json.chosenRoles ? { chosenRoles: Uint8Array.from(json.chosenRoles) } : {}),
-    ...(json.rejectedRoles ? { rejectedRoles: Uint8Array.from(json.rejectedRoles) } : {}),
+function fromTokenPair(pair: TokenPreferencePair): SequencePair {
+  const whole = (completion: Int32Array, completionRoles: Uint8Array | undefined) => {
+    const tokens = new Int32Array(pair.prompt.length + completion.length);
+    tokens.set(pair.prompt);
+    tokens.set(completion, pair.prompt.length);
+    const roles = new Uint8Array(tokens.length).fill(Role.action);
+    roles.fill(Role.prompt, 0, pair.prompt.length);
+    if (completionRoles) roles.set(completionRoles, pair.prompt.length);
+    return { tokens, roles };
   };
+  const chosen = whole(pair.chosen, pair.chosenRoles);
+  const rejected = whole(pair.rejected, pair.rejectedRoles);
+  return { chosen: chosen.tokens, chosenRoles: chosen.roles, rejected: rejected.tokens, rejectedRoles: rejected.roles };
 }
 
 function evens(values: Float32Array): Float32Array {

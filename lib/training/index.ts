@@ -2,7 +2,7 @@
  * Training loops and the interfaces they drive. No tfjs here: its adapter and
  * `TfjsPolicy` live in `tirl/tfjs`.
  */
-export { DPOTrainer, type DPOStepMetrics, type DPOTrainerOptions, type TokenPreferencePair } from './dpo.js';
+export { DPOTrainer, type DPOStepMetrics, type DPOTrainerOptions, type PairSource, type TokenPreferencePair } from './dpo.js';
 export type { Environment, StepResult } from './environment.js';
 export {
   type FilterCount,
