@@ -147,7 +147,8 @@ class TirlTorchTest(unittest.TestCase):
 
     def test_cuda_tensors(self):
         if "cuda" not in self.devices:
-            reason = "no CUDA device" if not torch.cuda.is_available() else "libtirl reports CUDA unavailable"
+            reason = ("PyTorch sees no CUDA device" if not torch.cuda.is_available()
+                      else f"libtirl cannot use CUDA: {tirl_torch.cuda_status()}")
             self.skipTest(reason)
         logits = torch.randn(8, 32, device="cuda")
         logp = tirl_torch.token_logprobs(logits, torch.zeros(8, dtype=torch.int32, device="cuda"))

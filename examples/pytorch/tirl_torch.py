@@ -109,8 +109,16 @@ def cuda_available():
     """Whether libtirl can run kernels on CUDA tensors (its CUDA library loaded and found a GPU)."""
     if not hasattr(_lib, "tirl_cuda_available"):
         return False
-    _lib.tirl_cuda_available.restype = ctypes.c_int
+    _lib.tirl_cuda_available.restype = ctypes.c_int32
     return bool(_lib.tirl_cuda_available())
+
+
+def cuda_status():
+    """Why libtirl cannot use CUDA ("" when it can)."""
+    if not hasattr(_lib, "tirl_cuda_status"):
+        return "this libtirl has no CUDA support (no tirl_cuda_status)"
+    _lib.tirl_cuda_status.restype = ctypes.c_char_p
+    return _lib.tirl_cuda_status().decode()
 
 
 def _check(status, op):
