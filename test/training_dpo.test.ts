@@ -7,11 +7,12 @@ import { before, describe, it } from 'node:test';
 
 import * as tf from '@tensorflow/tfjs';
 
-import { Role } from '../lib/index.js';
-import { type ChatTemplate, packPreferencePairs, type PreferencePair, type Tokenizer } from '../lib/sdk.js';
-import { DPOTrainer, type PairSource, type Policy, type TokenPreferencePair } from '../lib/training/index.js';
+import { Role } from '../lib/kernels/index.js';
+import { packPreferencePairs, type PreferencePair } from '../lib/preferences/index.js';
+import type { ChatTemplate, Tokenizer } from '../lib/trajectory/index.js';
+import { DPOTrainer, type DPOTrainerOptions, type PairSource, type Policy, type TokenPreferencePair } from '../lib/training/index.js';
 import { Token } from '../examples/training/arithmetic.js';
-import { assertClose } from './support.js';
+import { assertClose, checkBadInputs } from './support.js';
 import { bigram, RecordingPolicy, table } from './training_support.js';
 
 const pairs: TokenPreferencePair[] = [
@@ -155,5 +156,32 @@ describe('DPOTrainer', () => {
     assert.deepEqual(packed.metrics, tokens.metrics);
     assert.deepEqual(packed.weights, tokens.weights);
     assert.ok(packed.metrics[2].loss < packed.metrics[0].loss);
+  });
+});
+
+describe('DPOTrainer options', () => {
+  it('rejects malformed options, naming them', () => {
+    const policy = bigram();
+    const make = (extra: Record<string, unknown>) => () => new DPOTrainer({ policy, pairs: () => pairs, ...extra } as DPOTrainerOptions);
+    checkBadInputs([
+      { name: 'pairs missing', call: make({ pairs: undefined }), error: TypeError, message: 'options.pairs' },
+      { name: 'pairs array', call: make({ pairs: [] }), error: TypeError, message: 'options.pairs' },
+      { name: 'rounds 0', call: make({ rounds: 0 }), error: RangeError, message: 'options.rounds' },
+      { name: 'epochsPerRound 1.5', call: make({ epochsPerRound: 1.5 }), error: RangeError, message: 'options.epochsPerRound' },
+      { name: 'pairsPerStep string', call: make({ pairsPerStep: '2' }), error: TypeError, message: 'options.pairsPerStep' },
+      { name: 'microBatchSize 0', call: make({ microBatchSize: 0 }), error: RangeError, message: 'options.microBatchSize' },
+      { name: 'beta 0', call: make({ beta: 0 }), error: RangeError, message: 'options.beta' },
+      { name: 'beta NaN', call: make({ beta: NaN }), error: RangeError, message: 'options.beta' },
+      { name: 'labelSmoothing 0.5', call: make({ labelSmoothing: 0.5 }), error: RangeError, message: 'options.labelSmoothing' },
+      { name: 'maxGradNorm -1', call: make({ maxGradNorm: -1 }), error: RangeError, message: 'options.maxGradNorm' },
+      { name: 'seed 1.5', call: make({ seed: 1.5 }), error: RangeError, message: 'options.seed' },
+      { name: 'options null', call: () => new DPOTrainer(null as unknown as DPOTrainerOptions), error: TypeError, message: 'options' },
+    ]);
+  });
+
+  it('rejects a packed batch with an odd number of sequences when the round starts', async () => {
+    const batch = { size: 3 } as unknown as PairSource;
+    const trainer = new DPOTrainer({ policy: bigram(), pairs: () => batch });
+    await assert.rejects(trainer.train(), { name: 'RangeError', message: /pairs/ });
   });
 });

@@ -11,8 +11,9 @@ import { before, describe, it } from 'node:test';
 
 import * as tf from '@tensorflow/tfjs';
 
-import { Role } from '../lib/index.js';
-import { isVoidTurn, type TokenBatch } from '../lib/sdk.js';
+import { Role } from '../lib/kernels/index.js';
+import { isVoidTurn } from '../lib/filters/index.js';
+import type { TokenBatch } from '../lib/trajectory/index.js';
 import {
   GRPOTrainer,
   type GRPOTrainerOptions,
@@ -21,7 +22,7 @@ import {
   type PolicyOutputGradient,
 } from '../lib/training/index.js';
 import { type Product, ProductEnvironment, products, VOCAB_SIZE } from '../examples/training/arithmetic.js';
-import { assertClose } from './support.js';
+import { assertClose, checkBadInputs } from './support.js';
 import { bigram, RecordingPolicy, table } from './training_support.js';
 
 function trainerOptions(policy: Policy, extra: Partial<GRPOTrainerOptions<Product>> = {}): GRPOTrainerOptions<Product> {
@@ -197,5 +198,38 @@ describe('GRPOTrainer', () => {
     const late = metrics.slice(-3).reduce((s, m) => s + m.successRate, 0) / 3;
     assert.ok(early < 0.35, `early success ${early}`);
     assert.ok(late > 0.7, `late success ${late}`);
+  });
+});
+
+describe('GRPOTrainer options', () => {
+  it('rejects malformed options, naming them', () => {
+    const base = trainerOptions(bigram());
+    const make = (extra: Record<string, unknown>) => () => new GRPOTrainer({ ...base, ...extra } as GRPOTrainerOptions<Product>);
+    checkBadInputs([
+      { name: 'groupSize 0', call: make({ groupSize: 0 }), error: RangeError, message: 'options.groupSize' },
+      { name: 'groupSize 1.5', call: make({ groupSize: 1.5 }), error: RangeError, message: 'options.groupSize' },
+      { name: 'groupSize string', call: make({ groupSize: '8' }), error: TypeError, message: 'options.groupSize' },
+      { name: 'promptsPerStep -1', call: make({ promptsPerStep: -1 }), error: RangeError, message: 'options.promptsPerStep' },
+      { name: 'maxTurns 0', call: make({ maxTurns: 0 }), error: RangeError, message: 'options.maxTurns' },
+      { name: 'maxTurnTokens NaN', call: make({ maxTurnTokens: NaN }), error: RangeError, message: 'options.maxTurnTokens' },
+      { name: 'maxTokens Infinity', call: make({ maxTokens: Infinity }), error: RangeError, message: 'options.maxTokens' },
+      { name: 'ppoEpochs 0', call: make({ ppoEpochs: 0 }), error: RangeError, message: 'options.ppoEpochs' },
+      { name: 'miniBatches 0', call: make({ miniBatches: 0 }), error: RangeError, message: 'options.miniBatches' },
+      { name: 'microBatchSize 0', call: make({ microBatchSize: 0 }), error: RangeError, message: 'options.microBatchSize' },
+      { name: 'clipLow 1', call: make({ clipLow: 1 }), error: RangeError, message: 'options.clipLow' },
+      { name: 'clipLow -0.1', call: make({ clipLow: -0.1 }), error: RangeError, message: 'options.clipLow' },
+      { name: 'clipHigh -1', call: make({ clipHigh: -1 }), error: RangeError, message: 'options.clipHigh' },
+      { name: 'klCoef -1', call: make({ klCoef: -1 }), error: RangeError, message: 'options.klCoef' },
+      { name: 'entropyCoef NaN', call: make({ entropyCoef: NaN }), error: RangeError, message: 'options.entropyCoef' },
+      { name: 'maxGradNorm 0', call: make({ maxGradNorm: 0 }), error: RangeError, message: 'options.maxGradNorm' },
+      { name: 'seed -1', call: make({ seed: -1 }), error: RangeError, message: 'options.seed' },
+      { name: 'checkpointEvery 0', call: make({ checkpointEvery: 0 }), error: RangeError, message: 'options.checkpointEvery' },
+      { name: 'problems empty', call: make({ problems: [] }), error: TypeError, message: 'options.problems' },
+      { name: 'problems string', call: make({ problems: 'abc' }), error: TypeError, message: 'options.problems' },
+      { name: 'stepLevel null', call: make({ stepLevel: null }), error: TypeError, message: 'options.stepLevel' },
+      { name: 'stepLevel.samples 0', call: make({ stepLevel: { samples: 0 } }), error: RangeError, message: 'options.stepLevel.samples' },
+      { name: 'stepLevel.coef -1', call: make({ stepLevel: { coef: -1 } }), error: RangeError, message: 'options.stepLevel.coef' },
+      { name: 'options null', call: () => new GRPOTrainer(null as unknown as GRPOTrainerOptions<Product>), error: TypeError, message: 'options' },
+    ]);
   });
 });

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { Role } from '../lib/index.js';
+import { Role } from '../lib/kernels/index.js';
 import { type Policy, rollout, SeededRandom } from '../lib/training/index.js';
 import { type Product, ProductEnvironment, Token, tokenizer } from '../examples/training/arithmetic.js';
 

@@ -7,7 +7,8 @@ import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
 import { dpoLoss, feedbackMask, Role, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
-import type { TokenBatch } from '../sdk.js';
+import type { TokenBatch } from '../trajectory/index.js';
+import { checkInteger, checkNumber, checkObject, expectedMessage } from '../tools/check.js';
 import { latestCheckpoint, writeCheckpoint } from './checkpoint.js';
 import type { Policy, PolicyBatch } from './policy.js';
 import { SeededRandom } from './random.js';
@@ -126,7 +127,9 @@ export class DPOTrainer {
   private referenceLogp: { chosen: Float32Array; rejected: Float32Array } | undefined;
   private progress: DPOProgress = { round: 0, epoch: 0, stepInEpoch: 0, order: [] };
 
+  /** @throws TypeError or RangeError naming an option of the wrong type or out of range. */
   constructor(options: DPOTrainerOptions) {
+    checkOptions(options);
     this.options = options;
     this.random = new SeededRandom(options.seed ?? 0);
   }
@@ -299,6 +302,23 @@ export class DPOTrainer {
       });
     }
     return { chosen, rejected };
+  }
+}
+
+function checkOptions(options: DPOTrainerOptions): void {
+  checkObject(options, 'options');
+  if (typeof options.pairs !== 'function') throw new TypeError(expectedMessage('a function', 'options.pairs', options.pairs));
+  for (const name of ['rounds', 'epochsPerRound', 'pairsPerStep', 'microBatchSize'] as const) {
+    checkInteger(options[name], `options.${name}`, 1, 1, Number.MAX_SAFE_INTEGER);
+  }
+  checkInteger(options.seed, 'options.seed', 0, 0, 2 ** 32 - 1);
+  const beta = checkNumber(options.beta, 'options.beta', 0.1, 0, Infinity);
+  if (beta === 0) throw new RangeError(expectedMessage('a number > 0', 'options.beta', beta));
+  const labelSmoothing = checkNumber(options.labelSmoothing, 'options.labelSmoothing', 0, 0, 0.5);
+  if (labelSmoothing === 0.5) throw new RangeError(expectedMessage('a number in [0, 0.5)', 'options.labelSmoothing', labelSmoothing));
+  const maxGradNorm = options.maxGradNorm ?? 1;
+  if (typeof maxGradNorm !== 'number' || !(maxGradNorm > 0)) {
+    throw new RangeError(expectedMessage('a number > 0 (Infinity: no clipping)', 'options.maxGradNorm', maxGradNorm));
   }
 }
 

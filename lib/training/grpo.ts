@@ -7,7 +7,9 @@ import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
 import { feedbackMask, groupAdvantages, ppoLoss, Role } from '../kernels/index.js';
-import { applyFilters, type FilterReport, type TokenBatch, type TrajectoryFilter, voidTurnFilter } from '../sdk.js';
+import { checkInteger, checkNumber, checkObject, expectedMessage } from '../tools/check.js';
+import { applyFilters, type FilterReport, type TrajectoryFilter, voidTurnFilter } from '../filters/index.js';
+import type { TokenBatch } from '../trajectory/index.js';
 import { latestCheckpoint, writeCheckpoint } from './checkpoint.js';
 import type { Environment } from './environment.js';
 import type { Policy, PolicyBatch, PolicyLogprobs, PolicyOutputGradient } from './policy.js';
@@ -175,6 +177,66 @@ interface UpdateBatch {
 
 const CHECKPOINT_FORMAT = 'tirl-grpo-checkpoint';
 
+/** Options with every default filled in; checked once, at construction. */
+type Settings<Problem> = GRPOTrainerOptions<Problem> &
+  Required<
+    Pick<
+      GRPOTrainerOptions<Problem>,
+      | 'promptsPerStep' | 'groupSize' | 'maxTurns' | 'maxTurnTokens' | 'maxTokens' | 'scaleByStd' | 'filters'
+      | 'ppoEpochs' | 'miniBatches' | 'clipLow' | 'clipHigh' | 'aggregation' | 'klCoef' | 'klEstimator'
+      | 'entropyCoef' | 'maxGradNorm' | 'oldLogprobs' | 'seed' | 'checkpointEvery'
+    >
+  > & { stepLevel?: Required<StepLevelOptions> };
+
+function settings<Problem>(options: GRPOTrainerOptions<Problem>): Settings<Problem> {
+  checkObject(options, 'options');
+  const max = Number.MAX_SAFE_INTEGER;
+  const integer = (name: keyof GRPOTrainerOptions<Problem>, fallback: number) =>
+    checkInteger(options[name], `options.${name}`, fallback, 1, max);
+  const clipLow = checkNumber(options.clipLow, 'options.clipLow', 0.2, 0, 1);
+  if (clipLow === 1) throw new RangeError(expectedMessage('a number in [0, 1)', 'options.clipLow', clipLow));
+  const maxGradNorm = options.maxGradNorm ?? 1;
+  if (typeof maxGradNorm !== 'number' || !(maxGradNorm > 0)) {
+    throw new RangeError(expectedMessage('a number > 0 (Infinity: no clipping)', 'options.maxGradNorm', maxGradNorm));
+  }
+  if (typeof options.problems !== 'function' && (!Array.isArray(options.problems) || options.problems.length === 0)) {
+    throw new TypeError(expectedMessage('a non-empty array or a function', 'options.problems', options.problems));
+  }
+  let stepLevel: Required<StepLevelOptions> | undefined;
+  if (options.stepLevel !== undefined) {
+    checkObject(options.stepLevel, 'options.stepLevel');
+    stepLevel = {
+      samples: checkInteger(options.stepLevel.samples, 'options.stepLevel.samples', 4, 1, max),
+      coef: checkNumber(options.stepLevel.coef, 'options.stepLevel.coef', 0.5, 0, Infinity),
+      maxFailuresPerEpisode: checkInteger(options.stepLevel.maxFailuresPerEpisode, 'options.stepLevel.maxFailuresPerEpisode', 1, 1, max),
+    };
+  }
+  return {
+    ...options,
+    promptsPerStep: integer('promptsPerStep', 4),
+    groupSize: integer('groupSize', 8),
+    maxTurns: integer('maxTurns', 4),
+    maxTurnTokens: integer('maxTurnTokens', 64),
+    maxTokens: integer('maxTokens', 1024),
+    scaleByStd: options.scaleByStd ?? true,
+    filters: options.filters ?? [voidTurnFilter()],
+    ppoEpochs: integer('ppoEpochs', 1),
+    miniBatches: integer('miniBatches', 1),
+    ...(options.microBatchSize !== undefined ? { microBatchSize: integer('microBatchSize', 1) } : {}),
+    clipLow,
+    clipHigh: checkNumber(options.clipHigh, 'options.clipHigh', clipLow, 0, Infinity),
+    aggregation: options.aggregation ?? 'token-mean',
+    klCoef: checkNumber(options.klCoef, 'options.klCoef', 0, 0, Infinity),
+    klEstimator: options.klEstimator ?? 'k3',
+    entropyCoef: checkNumber(options.entropyCoef, 'options.entropyCoef', 0, -Infinity, Infinity),
+    maxGradNorm,
+    oldLogprobs: options.oldLogprobs ?? 'recompute',
+    seed: checkInteger(options.seed, 'options.seed', 0, 0, 2 ** 32 - 1),
+    checkpointEvery: integer('checkpointEvery', 1),
+    stepLevel,
+  };
+}
+
 /**
  * The GRPO trainer. `await trainer.train(steps)` runs until `steps` steps are done in
  * total, resuming from `checkpointDir` when it holds a checkpoint.
@@ -185,14 +247,15 @@ export class GRPOTrainer<Problem> {
   /** Metrics of every completed step. */
   readonly metrics: GRPOStepMetrics[] = [];
   readonly random: SeededRandom;
-  private readonly options: GRPOTrainerOptions<Problem>;
+  private readonly options: Settings<Problem>;
   private readonly environments: Environment<Problem>[] = [];
   private reference: Policy | undefined;
   private resumed = false;
 
+  /** @throws TypeError or RangeError naming an option of the wrong type or out of range. */
   constructor(options: GRPOTrainerOptions<Problem>) {
-    this.options = options;
-    this.random = new SeededRandom(options.seed ?? 0);
+    this.options = settings(options);
+    this.random = new SeededRandom(this.options.seed);
     this.reference = options.reference;
   }
 
@@ -206,8 +269,7 @@ export class GRPOTrainer<Problem> {
     const ran: GRPOStepMetrics[] = [];
     while (this.stepCount < steps) {
       ran.push(await this.step());
-      const every = this.options.checkpointEvery ?? 1;
-      if (this.options.checkpointDir && (this.stepCount % every === 0 || this.stepCount === steps)) {
+      if (this.options.checkpointDir && (this.stepCount % this.options.checkpointEvery === 0 || this.stepCount === steps)) {
         await writeCheckpoint(this.options.checkpointDir, this.stepCount, (dir) => this.save(dir));
       }
     }
@@ -218,28 +280,23 @@ export class GRPOTrainer<Problem> {
   async step(): Promise<GRPOStepMetrics> {
     const started = performance.now();
     const options = this.options;
-    const groupSize = options.groupSize ?? 8;
+    const groupSize = options.groupSize;
     const policy = options.policy;
-    if ((options.klCoef ?? 0) > 0 && !this.reference) this.reference = await policy.frozenCopy();
+    if (options.klCoef > 0 && !this.reference) this.reference = await policy.frozenCopy();
 
     const prompts = this.nextProblems();
     const problems = prompts.flatMap((p) => Array<Problem>(groupSize).fill(p));
     const groups = problems.map((_, i) => Math.floor(i / groupSize));
     const environments = this.environmentsFor(problems.length);
-    const limits = {
-      maxTurns: options.maxTurns ?? 4,
-      maxTurnTokens: options.maxTurnTokens ?? 64,
-      maxTokens: options.maxTokens ?? 1024,
-    };
-    const episodes = await rollout(policy, environments, problems, groups, limits, this.random);
+    const episodes = await rollout(policy, environments, problems, groups, options, this.random);
     const advantages = groupAdvantages({
       rewards: Float32Array.from(episodes, (e) => e.reward),
       groupSize,
-      scaleByStd: options.scaleByStd ?? true,
+      scaleByStd: options.scaleByStd,
     });
 
     const batch = toTokenBatch(episodes, `step${this.stepCount + 1}`);
-    const { keep, report } = applyFilters(batch, options.filters ?? [voidTurnFilter()]);
+    const { keep, report } = applyFilters(batch, options.filters);
     const filtered: Record<string, FilterCount> = {};
     for (const f of report.filters) {
       filtered[f.name] = { trajectories: f.flaggedTrajectories, removed: f.removedTrajectories, tokens: f.removedTokens };
@@ -316,7 +373,7 @@ export class GRPOTrainer<Problem> {
     };
     if (state.format !== CHECKPOINT_FORMAT) throw new Error(`GRPOTrainer: ${dir} is not a GRPO checkpoint`);
     await this.options.policy.loadState(join(dir, 'policy'));
-    if ((this.options.klCoef ?? 0) > 0 && !this.options.reference) {
+    if (this.options.klCoef > 0 && !this.options.reference) {
       this.reference ??= await this.options.policy.frozenCopy();
       await this.reference.loadState(join(dir, 'reference'));
     }
@@ -339,8 +396,7 @@ export class GRPOTrainer<Problem> {
   private nextProblems(): readonly Problem[] {
     const source = this.options.problems;
     if (typeof source === 'function') return source(this.stepCount);
-    const count = this.options.promptsPerStep ?? 4;
-    return Array.from({ length: count }, () => source[this.random.below(source.length)]);
+    return Array.from({ length: this.options.promptsPerStep }, () => source[this.random.below(source.length)]);
   }
 
   private environmentsFor(count: number): Environment<Problem>[] {
@@ -354,20 +410,20 @@ export class GRPOTrainer<Problem> {
    * their tool call succeeds, and compares them with the failed action as one group. Their
    * shared prefix becomes prompt, so only the continuations are trained on.
    */
-  private async stepLevelSequences(episodes: Episode<Problem>[], stepLevel: StepLevelOptions) {
-    const samples = stepLevel.samples ?? 4;
+  private async stepLevelSequences(episodes: Episode<Problem>[], stepLevel: Required<StepLevelOptions>) {
+    const samples = stepLevel.samples;
     const failures = episodes.flatMap((episode) =>
       episode.turns
         .map((turn, index) => ({ episode, turn, index }))
         .filter(({ turn }) => turn.tool !== undefined && turn.tool.status !== 'success')
-        .slice(0, stepLevel.maxFailuresPerEpisode ?? 1),
+        .slice(0, stepLevel.maxFailuresPerEpisode),
     );
     const contexts = failures.flatMap(({ episode, turn }) =>
       Array<Int32Array>(samples).fill(episode.tokens.subarray(0, turn.actionStart)),
     );
     const continuations = contexts.length
       ? await this.options.policy.sampleTurns(contexts, {
-          maxTokens: this.options.maxTurnTokens ?? 64,
+          maxTokens: this.options.maxTurnTokens,
           random: () => this.random.next(),
         })
       : [];
@@ -415,7 +471,7 @@ export class GRPOTrainer<Problem> {
       const advantages = groupAdvantages({
         rewards: Float32Array.from(rewards),
         groupIds: Int32Array.from(groupIds),
-        scaleByStd: this.options.scaleByStd ?? true,
+        scaleByStd: this.options.scaleByStd,
       });
       sequences.forEach((s, i) => (s.advantage = advantages[i]));
     }
@@ -451,10 +507,10 @@ export class GRPOTrainer<Problem> {
       for (let t = batch.seqOffsets[i]; t < batch.seqOffsets[i + 1]; t++) target[t] = mask[t];
     });
     const oldLogp =
-      (this.options.oldLogprobs ?? 'recompute') === 'recompute'
+      this.options.oldLogprobs === 'recompute'
         ? await this.score(this.options.policy, batch)
         : behaviourLogp;
-    const refLogp = this.reference && (this.options.klCoef ?? 0) > 0 ? await this.score(this.reference, batch) : undefined;
+    const refLogp = this.reference && this.options.klCoef > 0 ? await this.score(this.reference, batch) : undefined;
     return { sequences, batch, mask, episodeMask, stepMask, advantages, oldLogp, ...(refLogp ? { refLogp } : {}) };
   }
 
@@ -475,8 +531,8 @@ export class GRPOTrainer<Problem> {
     const o = this.options;
     const count = update.sequences.length;
     const stats = new UpdateStats();
-    const miniBatches = Math.max(1, Math.min(o.miniBatches ?? 1, count));
-    for (let epoch = 0; epoch < (o.ppoEpochs ?? 1); epoch++) {
+    const miniBatches = Math.min(o.miniBatches, count);
+    for (let epoch = 0; epoch < o.ppoEpochs; epoch++) {
       const order = miniBatches > 1 ? this.random.shuffled(range(count)) : range(count);
       for (const mini of split(order, miniBatches)) {
         const normalizers = this.normalizers(update, mini);
@@ -489,7 +545,7 @@ export class GRPOTrainer<Problem> {
           );
         }
         const { gradNorm } = await o.policy.applyGradients(
-          o.maxGradNorm === Infinity ? {} : { maxGradNorm: o.maxGradNorm ?? 1 },
+          o.maxGradNorm === Infinity ? {} : { maxGradNorm: o.maxGradNorm },
         );
         stats.optimizerStep(gradNorm);
       }
@@ -518,16 +574,16 @@ export class GRPOTrainer<Problem> {
       oldLogp: take(update.oldLogp),
       advantages: take(update.advantages),
       seqOffsets: sub.batch.seqOffsets,
-      clipLow: o.clipLow ?? 0.2,
-      clipHigh: o.clipHigh ?? o.clipLow ?? 0.2,
-      ...(update.refLogp ? { refLogp: take(update.refLogp), klCoef: o.klCoef ?? 0, klEstimator: o.klEstimator ?? 'k3' } : {}),
+      clipLow: o.clipLow,
+      clipHigh: o.clipHigh,
+      ...(update.refLogp ? { refLogp: take(update.refLogp), klCoef: o.klCoef, klEstimator: o.klEstimator } : {}),
     };
     const gradLogp = new Float32Array(sub.batch.tokens.length);
     if (normalizers.episodeTokens > 0) {
       const result = ppoLoss({
         ...common,
         mask: episodeMask,
-        aggregation: o.aggregation ?? 'token-mean',
+        aggregation: o.aggregation,
         ...(o.dualClip !== undefined ? { dualClip: o.dualClip } : {}),
         tokenNormalizer: normalizers.episodeTokens,
         seqNormalizer: normalizers.episodeSequences,
@@ -537,14 +593,14 @@ export class GRPOTrainer<Problem> {
       stats.episodeLoss(result, sum(episodeMask));
     }
     if (normalizers.stepTokens > 0) {
-      const coef = o.stepLevel?.coef ?? 0.5;
+      const coef = o.stepLevel!.coef;
       const result = ppoLoss({ ...common, mask: take(update.stepMask), aggregation: 'token-mean', tokenNormalizer: normalizers.stepTokens });
       for (let t = 0; t < gradLogp.length; t++) gradLogp[t] += coef * result.grad[t];
       stats.stepLoss(result, coef);
     }
     if (!outputs.entropy) return { gradLogp };
     if (measureEntropy) stats.entropy(outputs.entropy, episodeMask);
-    const entropyCoef = o.entropyCoef ?? 0;
+    const entropyCoef = o.entropyCoef;
     if (entropyCoef === 0 || normalizers.episodeTokens === 0) return { gradLogp };
     const gradEntropy = Float32Array.from(episodeMask, (m) => (-entropyCoef * m) / normalizers.episodeTokens);
     return { gradLogp, gradEntropy };

@@ -3,7 +3,7 @@
  * of every token (prompt, action, feedback) and the behaviour log-probs of the actions.
  */
 import { Role } from '../kernels/index.js';
-import { type TokenBatch, type Trajectory, type Turn, USER_FEEDBACK_TOOL } from '../sdk.js';
+import { type TokenBatch, type Trajectory, type Turn, USER_FEEDBACK_TOOL } from '../trajectory/index.js';
 import type { ToolStatus } from '../tools/types.js';
 import type { Environment } from './environment.js';
 import type { Policy, PolicyBatch } from './policy.js';
