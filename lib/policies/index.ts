@@ -1,0 +1,15 @@
+export {
+  OpenAIChatClient,
+  PolicyRequestError,
+  type ChatCompletion,
+  type ChatDelta,
+  type ChatMessage,
+  type ChatPolicy,
+  type ChatRequest,
+  type OpenAIChatClientOptions,
+  type PolicyErrorKind,
+  type TokenCandidate,
+  type TokenLogprob,
+  type ToolCall,
+  type ToolChoice,
+} from './openai.js';
