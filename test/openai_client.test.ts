@@ -283,5 +283,7 @@ describe('OpenAIChatClient, failures', () => {
     await assert.rejects(client.chat({ messages: [{ role: 'robot', content: 'x' }] as never }), { name: 'TypeError', message: /request\.messages\[0\]\.role/ });
     await assert.rejects(client.chat({ messages, temperature: -1 }), { name: 'RangeError', message: /request\.temperature/ });
     await assert.rejects(client.chat({ messages, topLogprobs: 21 }), { name: 'RangeError', message: /request\.topLogprobs/ });
+    await assert.rejects(client.chat({ messages, stop: 5 as never }), { name: 'TypeError', message: /request\.stop/ });
+    await assert.rejects(client.chat({ messages, toolChoice: 'always' as never }), { name: 'TypeError', message: /request\.toolChoice/ });
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { JavaScriptSandbox, PythonSandbox, SandboxUnavailableError, type CodeSandbox } from '../lib/tools/sandbox.js';
 
@@ -156,10 +156,13 @@ describe('PythonSandbox', () => {
   });
 
   test('runs do not share state: globals, files and processes are fresh', async () => {
-    await sandbox.run('import builtins, os\nbuiltins.leak = 1\nopen("note.txt", "w").write("x")\n' +
-      'os.makedirs("locked/inner")\nos.chmod("locked/inner", 0)\nos.chmod("locked", 0)');
+    const pidsBefore = sandbox.workerPids();
+    const first = await sandbox.run('import builtins, os\nbuiltins.leak = 1\nopen("note.txt", "w").write("x")\n' +
+      'os.makedirs("locked/inner")\nos.chmod("locked/inner", 0)\nos.chmod("locked", 0)\nos.chmod("/tmp", 0)');
     const response = await sandbox.run('import os\nprint(hasattr(__builtins__, "leak"), os.listdir("."), os.getcwd())');
+    assert.equal(first.status, 'success');
     assert.equal(response.result, "False [] /tmp\n");
+    assert.deepEqual(sandbox.workerPids(), pidsBefore, 'the worker was replaced');
   });
 
   test('an infinite loop times out and the next call is unaffected', async () => {
@@ -361,6 +364,32 @@ describe('PythonSandbox', () => {
     assert.throws(() => new PythonSandbox({ readOnlyPaths: ['relative'] }), { name: 'TypeError', message: /readOnlyPaths\[0\]/ });
   });
 
+  test('readOnlyPaths are readable and not writable; unreadable ones are a clear error', async () => {
+    // Not under /tmp: the sandbox has its own /tmp, and refuses binds there.
+    const shared = mkdtempSync('/var/tmp/tirl-sandbox-ro-');
+    chmodSync(shared, 0o755);
+    writeFileSync(join(shared, 'data.txt'), 'shared data');
+    chmodSync(join(shared, 'data.txt'), 0o644);
+    const reader = new PythonSandbox({ concurrency: 1, readOnlyPaths: [shared] });
+    try {
+      const read = await reader.run(`print(open(${JSON.stringify(join(shared, 'data.txt'))}).read())`);
+      assert.equal(read.result, 'shared data\n');
+      const written = await reader.run(`open(${JSON.stringify(join(shared, 'new.txt'))}, "w")`);
+      assert.match(written.error!, /Read-only file system/);
+    } finally {
+      await reader.close();
+      rmSync(shared, { recursive: true, force: true });
+    }
+    assert.throws(() => new PythonSandbox({ readOnlyPaths: ['/tmp/data'] }), { name: 'RangeError', message: /readOnlyPaths\[0\]/ });
+    const missing = new PythonSandbox({ concurrency: 1, readOnlyPaths: ['/nonexistent/tirl'] });
+    try {
+      await assert.rejects(missing.run('print(1)'), (error: unknown) =>
+        error instanceof SandboxUnavailableError && /did not start .*Can't find source path \/nonexistent\/tirl/.test(error.message));
+    } finally {
+      await missing.close();
+    }
+  });
+
   test('a missing bubblewrap or interpreter is a clear error, not a hang', () => {
     assert.throws(() => new PythonSandbox({ bwrapPath: '/nonexistent/bwrap' }), (error: unknown) =>
       error instanceof SandboxUnavailableError && /bubblewrap \(bwrap\) not found .*apt-get install bubblewrap/.test(error.message));
@@ -485,6 +514,17 @@ describe('JavaScriptSandbox', () => {
     assert.equal(response.status, 'success');
     assert.equal(response.tool, 'javascript');
     assert.equal(response.result, '2,4,6\n');
+  });
+
+  test('runs ES modules with top-level await when asked', async () => {
+    const modules = new JavaScriptSandbox({ concurrency: 1, moduleType: 'module' });
+    try {
+      const response = await modules.run('import { setTimeout } from "node:timers/promises";\nconsole.log(await setTimeout(10, "awaited"));');
+      assert.equal(response.result, 'awaited\n');
+    } finally {
+      await modules.close();
+    }
+    assert.throws(() => new JavaScriptSandbox({ moduleType: 'esm' as never }), { name: 'TypeError', message: /options\.moduleType/ });
   });
 
   test('an uncaught exception is an error with its stack', async () => {

@@ -291,11 +291,23 @@ export class OpenAIChatClient implements ChatPolicy {
       if (!Array.isArray(request.tools)) throw new TypeError(expectedMessage('an array of tools', 'request.tools', request.tools));
       if (request.tools.length > 0) body.tools = request.tools;
     }
-    if (request.toolChoice !== undefined) body.tool_choice = request.toolChoice;
+    if (request.toolChoice !== undefined) {
+      const choice: unknown = request.toolChoice;
+      if (choice !== 'auto' && choice !== 'none' && choice !== 'required' && (typeof choice !== 'object' || choice === null)) {
+        throw new TypeError(expectedMessage("'auto', 'none', 'required' or { type: 'function', function: { name } }", 'request.toolChoice', choice));
+      }
+      body.tool_choice = choice;
+    }
     if (request.temperature !== undefined) body.temperature = checkNumber(request.temperature, 'request.temperature', 1, 0, 100);
     if (request.topP !== undefined) body.top_p = checkNumber(request.topP, 'request.topP', 1, 0, 1);
     if (request.maxTokens !== undefined) body.max_tokens = checkInteger(request.maxTokens, 'request.maxTokens', 1, 1, 1 << 30);
-    if (request.stop !== undefined) body.stop = request.stop;
+    if (request.stop !== undefined) {
+      const stop: unknown = request.stop;
+      if (typeof stop !== 'string' && !(Array.isArray(stop) && stop.every((item) => typeof item === 'string'))) {
+        throw new TypeError(expectedMessage('a string or an array of strings', 'request.stop', stop));
+      }
+      body.stop = stop;
+    }
     if (request.seed !== undefined) body.seed = checkInteger(request.seed, 'request.seed', 0, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
     if (request.logprobs === true || request.topLogprobs !== undefined) body.logprobs = true;
     if (request.topLogprobs !== undefined) body.top_logprobs = checkInteger(request.topLogprobs, 'request.topLogprobs', 0, 0, 20);

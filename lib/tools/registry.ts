@@ -1,5 +1,5 @@
 import { checkNonEmptyString, checkObject, checkString, expectedMessage } from './check.js';
-import type { CodeSandbox } from './sandbox.js';
+import { JavaScriptSandbox, type CodeSandbox } from './sandbox.js';
 import type { JsonSchema, Tool, ToolOutcome, ToolResponse } from './types.js';
 
 /** A tool as listed in an OpenAI chat-completions request's `tools` array. */
@@ -144,7 +144,9 @@ export function codeExecutionTool(
   options: { name?: string; description?: string } = {},
 ): Tool<{ code: string }> {
   checkObject(options, 'options');
-  const language = sandbox.language === 'python' ? 'Python 3' : 'JavaScript (Node.js, CommonJS)';
+  const language = sandbox instanceof JavaScriptSandbox
+    ? `JavaScript (Node.js, ${sandbox.moduleType === 'module' ? 'ES module' : 'CommonJS'})`
+    : 'Python 3';
   const name = options.name === undefined ? sandbox.language : checkNonEmptyString(options.name, 'options.name');
   const description = options.description === undefined
     ? `Runs a ${language} program in a sandbox without network access and returns what it prints. ` +

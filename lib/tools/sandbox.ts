@@ -40,7 +40,9 @@ export interface SandboxOptions {
   /** Most open file descriptors per process (default 256). */
   maxOpenFiles?: number;
   /** Extra host paths bound read-only at the same place in the sandbox, e.g. the prefix of
-   * an interpreter installed outside /usr (default none). */
+   * an interpreter installed outside /usr, or data the programs may read (default none).
+   * Not under /tmp, /dev, /proc or /sandbox, which the sandbox mounts itself; when the host
+   * process is root they must be readable by uid 65534. */
   readOnlyPaths?: string[];
   /** Path of the bubblewrap executable (default: `bwrap` found on PATH). */
   bwrapPath?: string;
@@ -65,6 +67,9 @@ export interface JavaScriptSandboxOptions extends SandboxOptions {
   /** Python interpreter that runs the supervisor inside the sandbox (default
    * `/usr/bin/python3`). */
   pythonPath?: string;
+  /** How programs are loaded: 'commonjs' (default; `require`, no top-level await) or
+   * 'module' (ES module: `import`, top-level await). */
+  moduleType?: 'commonjs' | 'module';
 }
 
 /** A {@link ToolResponse} with how the sandboxed program ended. */
@@ -91,6 +96,7 @@ export const MAX_CODE_BYTES = 1 << 20;
 const SANDBOX_WORKDIR = '/tmp';
 const SANDBOX_SHM = '/dev/shm';
 const SANDBOX_CODE_DIR = '/sandbox';
+const SANDBOX_MOUNTS = [SANDBOX_WORKDIR, '/dev', '/proc', SANDBOX_CODE_DIR];
 const SHM_BYTES = 16 << 20;
 const CODE_DIR_BYTES = 2 * MAX_CODE_BYTES + (1 << 20);
 /** V8 reserves about 700 MiB of address space before running anything. */
@@ -447,7 +453,7 @@ export class CodeSandbox {
   protected static resolveOptions(
     raw: SandboxOptions | undefined,
     language: SandboxLanguage,
-    interpreter: { pythonPath: string; nodePath?: string; preloadModules: string[] },
+    interpreter: { pythonPath: string; nodePath?: string; moduleType?: 'commonjs' | 'module'; preloadModules: string[] },
   ): ResolvedOptions {
     const options = checkOptions(raw, 'options');
     const timeoutMs = checkInteger(options.timeoutMs, 'options.timeoutMs', 10_000, 1, 3_600_000);
@@ -462,6 +468,10 @@ export class CodeSandbox {
     const readOnlyPaths = checkStringArray(options.readOnlyPaths, 'options.readOnlyPaths', []);
     for (const [index, path] of readOnlyPaths.entries()) {
       if (!path.startsWith('/')) throw new TypeError(expectedMessage('an absolute path', `options.readOnlyPaths[${index}]`, path));
+      // The sandbox mounts its own file systems there, which would hide or break the bind.
+      if (path === '/' || SANDBOX_MOUNTS.some((mount) => isUnder(path, mount))) {
+        throw new RangeError(expectedMessage(`a path outside / itself and ${SANDBOX_MOUNTS.join(', ')}`, `options.readOnlyPaths[${index}]`, path));
+      }
     }
     const bwrapPath = options.bwrapPath === undefined
       ? findOnPath('bwrap')
@@ -519,7 +529,7 @@ export class CodeSandbox {
     const config: SupervisorConfig = {
       language,
       command,
-      codePath: `${SANDBOX_CODE_DIR}/main.js`,
+      codePath: `${SANDBOX_CODE_DIR}/${interpreter.moduleType === 'module' ? 'main.mjs' : 'main.cjs'}`,
       workdir: SANDBOX_WORKDIR,
       writableDirs,
       timeoutMs,
@@ -570,7 +580,7 @@ export class PythonSandbox extends CodeSandbox {
   }
 }
 
-/** Runs model-written JavaScript (CommonJS, Node.js) in a pool of bubblewrap sandboxes;
+/** Runs model-written JavaScript (Node.js; CommonJS or ES modules) in a pool of bubblewrap sandboxes;
  * see {@link CodeSandbox} for what is isolated and what is not. Each run starts a fresh
  * `node` inside an already running sandbox: about 40 ms. */
 export class JavaScriptSandbox extends CodeSandbox {
@@ -582,8 +592,16 @@ export class JavaScriptSandbox extends CodeSandbox {
     const checked = checkOptions(options, 'options');
     const pythonPath = checked.pythonPath === undefined ? '/usr/bin/python3' : checkNonEmptyString(checked.pythonPath, 'options.pythonPath');
     const nodePath = checked.nodePath === undefined ? process.execPath : checkNonEmptyString(checked.nodePath, 'options.nodePath');
-    super('javascript', 'javascript', CodeSandbox.resolveOptions(options, 'javascript', { pythonPath, nodePath, preloadModules: [] }));
+    const moduleType = checked.moduleType ?? 'commonjs';
+    if (moduleType !== 'commonjs' && moduleType !== 'module') {
+      throw new TypeError(expectedMessage("'commonjs' or 'module'", 'options.moduleType', moduleType));
+    }
+    super('javascript', 'javascript', CodeSandbox.resolveOptions(options, 'javascript', { pythonPath, nodePath, moduleType, preloadModules: [] }));
+    this.moduleType = moduleType;
   }
+
+  /** How programs are loaded: 'commonjs' or 'module'. */
+  readonly moduleType: 'commonjs' | 'module';
 }
 
 class WorkerTimeoutError extends Error {}
@@ -651,10 +669,13 @@ class SandboxWorker {
       await worker.kill();
       const reason = error instanceof Error ? error.message : String(error);
       if (error instanceof SandboxUnavailableError) throw error;
-      throw new SandboxUnavailableError(
-        `The sandbox worker did not start (${reason}). bubblewrap needs unprivileged user namespaces ` +
-        '(sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)',
-      );
+      let hint = '';
+      if (/namespace|Operation not permitted|No permissions/i.test(reason)) {
+        hint = '. bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)';
+      } else if (/Can't find source path/.test(reason) && options.spawnIds !== undefined) {
+        hint = `. Running as root, the sandbox runs as uid ${options.spawnIds.uid}: every path bound into it must be readable by that user`;
+      }
+      throw new SandboxUnavailableError(`The sandbox worker did not start (${reason})${hint}`);
     }
     return worker;
   }

@@ -35,6 +35,9 @@ signal.signal(signal.SIGINT, signal.SIG_DFL)
 # Not dumpable: processes of the same uid cannot ptrace the supervisor or open /proc/1/fd.
 LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
+# A program may change the modes of its writable directories; each run starts with these.
+WRITABLE_DIR_MODES = {path: os.stat(path).st_mode & 0o7777 for path in CONFIG['writableDirs']}
+
 for _module in CONFIG['preloadModules']:
     __import__(_module)
 
@@ -234,7 +237,8 @@ def run(source):
     os.close(child_exit)
     os.close(stdout_read)
     os.close(stderr_read)
-    for path in CONFIG['writableDirs']:
+    for path, mode in WRITABLE_DIR_MODES.items():
+        os.chmod(path, mode)
         empty_directory(path)
     reply = {
         'outcome': outcome,
