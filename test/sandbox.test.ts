@@ -351,6 +351,19 @@ describe('PythonSandbox', () => {
     assert.notDeepEqual(sandbox.workerPids(), [pid]);
   });
 
+  test('a supervisor that stops answering is replaced after the host\'s backstop', async () => {
+    const [pid] = quick.workerPids();
+    const [supervisor] = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').map(Number);
+    process.kill(supervisor!, 'SIGSTOP');
+    const started = performance.now();
+    const response = await quick.run('print("never answered")');
+    assert.equal(response.status, 'timeout');
+    assert.equal(response.error, 'Timed out after 1500 ms; the sandbox worker was stopped');
+    assert.ok(performance.now() - started >= 6400, 'the backstop is timeoutMs + 5 s');
+    await quickHealthy();
+    assert.notDeepEqual(quick.workerPids(), [pid]);
+  });
+
   test('oversized programs and bad arguments are refused', async () => {
     const huge = await sandbox.run(`# ${'x'.repeat(1 << 20)}`);
     assert.equal(huge.status, 'error');

@@ -1,15 +1,12 @@
-export {
-  OpenAIChatClient,
-  PolicyRequestError,
-  type ChatCompletion,
-  type ChatDelta,
-  type ChatMessage,
-  type ChatPolicy,
-  type ChatRequest,
-  type OpenAIChatClientOptions,
-  type PolicyErrorKind,
-  type TokenCandidate,
-  type TokenLogprob,
-  type ToolCall,
-  type ToolChoice,
-} from './openai.js';
+export type {
+  ChatCompletion,
+  ChatDelta,
+  ChatMessage,
+  ChatPolicy,
+  ChatRequest,
+  TokenCandidate,
+  TokenLogprob,
+  ToolCall,
+  ToolChoice,
+} from './types.js';
+export { OpenAIChatClient, PolicyRequestError, type OpenAIChatClientOptions, type PolicyErrorKind } from './openai.js';

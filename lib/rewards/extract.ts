@@ -5,14 +5,18 @@
 
 /** Longest answer text returned; a "final answer" longer than this is model garbage. */
 const MAX_ANSWER_CHARS = 10_000;
+/** Unclosed `\boxed{` / `final_answer(` tried from the end before giving up (bounds work on garbage). */
+const MAX_ATTEMPTS = 8;
 
 /**
  * Content of the balanced `{…}` group that starts at `open` (which must be `{`), or null if
- * it never closes. `\{` and `\}` count as braces too: in LaTeX sets they come in pairs.
+ * it does not close within `maxLength` characters. `\{` and `\}` count as braces too: in
+ * LaTeX sets they come in pairs.
  */
-export function balancedGroup(text: string, open: number, openChar = '{', closeChar = '}'): string | null {
+export function balancedGroup(text: string, open: number, openChar = '{', closeChar = '}', maxLength = Infinity): string | null {
   let depth = 0;
-  for (let i = open; i < text.length; i++) {
+  const end = Math.min(text.length, open + maxLength + 2);
+  for (let i = open; i < end; i++) {
     const c = text[i];
     if (c === openChar) depth++;
     else if (c === closeChar && --depth === 0) return text.slice(open + 1, i);
@@ -23,7 +27,7 @@ export function balancedGroup(text: string, open: number, openChar = '{', closeC
 function boxedAt(text: string, at: number, command: string): string | null {
   let i = at + command.length;
   while (i < text.length && (text[i] === ' ' || text[i] === '\t')) i++;
-  if (text[i] === '{') return balancedGroup(text, i);
+  if (text[i] === '{') return balancedGroup(text, i, '{', '}', MAX_ANSWER_CHARS);
   // `\boxed 5`: the answer runs to the next space, `$` or line end.
   if (i === at + command.length) return null;
   let end = i;
@@ -34,7 +38,7 @@ function boxedAt(text: string, at: number, command: string): string | null {
 /** Last `\boxed{…}` or `\fbox{…}` content with nested braces, skipping unclosed ones. */
 function lastBoxed(text: string): string | null {
   let before = text.length;
-  while (before > 0) {
+  for (let attempt = 0; attempt < MAX_ATTEMPTS && before > 0; attempt++) {
     const boxed = text.lastIndexOf('\\boxed', before - 1);
     const fbox = text.lastIndexOf('\\fbox', before - 1);
     const at = Math.max(boxed, fbox);
@@ -49,10 +53,10 @@ function lastBoxed(text: string): string | null {
 /** Last `final_answer(…)` argument; a quoted string argument is unquoted. */
 function lastFinalAnswerCall(text: string): string | null {
   let before = text.length;
-  while (before > 0) {
+  for (let attempt = 0; attempt < MAX_ATTEMPTS && before > 0; attempt++) {
     const at = text.lastIndexOf('final_answer(', before - 1);
     if (at < 0) return null;
-    const content = balancedGroup(text, at + 'final_answer'.length, '(', ')');
+    const content = balancedGroup(text, at + 'final_answer'.length, '(', ')', MAX_ANSWER_CHARS);
     if (content !== null) {
       const inner = content.trim();
       const quote = inner[0];
