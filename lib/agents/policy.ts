@@ -3,7 +3,7 @@
  * so an OpenAI-compatible server, a scripted list of answers in a test, or a tiny local
  * model can all stand behind it.
  */
-import type { ChatCompletion, ChatMessage as WireMessage, ChatPolicy, ChatRequest } from '../policies/openai.js';
+import type { ChatCompletion, ChatMessage as WireMessage, ChatPolicy, ChatRequest } from '../policies/index.js';
 import type { OpenAIToolSpec } from '../tools/registry.js';
 import type { ChatMessage } from '../trajectory/chat.js';
 import { checkArray, checkObject, rangeError, typeError } from '../trajectory/check.js';
