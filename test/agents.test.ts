@@ -268,6 +268,15 @@ describe('MultiTurnReasoner', () => {
     assert.equal(trajectory.reward, 0.5);
   });
 
+  test('with reasoningTurns false, a reply without a tool call is the answer', async () => {
+    const policy = new ScriptedPolicy([{ text: '', toolCall: { name: 'add', arguments: '{"a":1,"b":1}' } }, '  2\n']);
+    const reasoner = new MultiTurnReasoner({ policy, tools: registry(addTool as Tool<never>), reasoningTurns: false });
+    const trajectory = await reasoner.run({ prompt: '1+1?', gold: '2' });
+    assert.equal(trajectory.turns.length, 2);
+    assert.equal(trajectory.metadata!.answer, '2');
+    assert.equal(trajectory.reward, 1);
+  });
+
   test('bad options and tasks name the argument', async () => {
     const policy = new ScriptedPolicy([]);
     const cases: Array<[unknown, ErrorConstructor, RegExp]> = [
@@ -280,6 +289,7 @@ describe('MultiTurnReasoner', () => {
       [{ policy, codeFence: 'py thon' }, RangeError, /options\.codeFence/],
       [{ policy, system: 3 }, TypeError, /options\.system/],
       [{ policy, reward: 'x' }, TypeError, /options\.reward/],
+      [{ policy, reasoningTurns: 1 }, TypeError, /options\.reasoningTurns/],
     ];
     for (const [options, kind, name] of cases) {
       assert.throws(() => new MultiTurnReasoner(options as never), (error: Error) => error instanceof kind && name.test(error.message), String(name));

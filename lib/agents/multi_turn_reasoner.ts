@@ -5,7 +5,7 @@
  */
 import { extractAnswer } from '../rewards/extract.js';
 import { toChatMessages } from '../trajectory/chat.js';
-import { checkObject } from '../trajectory/check.js';
+import { checkObject, typeError } from '../trajectory/check.js';
 import type { Trajectory } from '../trajectory/model.js';
 import {
   checkTask, executeAction, finishTrajectory, functionOption, mathReward, positiveOption, startTrajectory, stringOption, toolUse,
@@ -25,15 +25,22 @@ export interface MultiTurnReasonerOptions extends ToolUseOptions {
   maxTurns?: number;
   /** System prompt. Default {@link REASONER_SYSTEM_PROMPT}. */
   system?: string;
-  /** Reward of an episode whose task has a gold answer. Default {@link mathReward}. */
+  /** Reward of an episode whose task has a gold answer. Default `mathReward`. */
   reward?: RewardFunction;
+  /**
+   * Whether a turn that calls no tool and holds no final answer is reasoning the model goes
+   * on with (default true). With false, any turn that calls no tool ends the episode, as
+   * with chat models that call tools through a tool-call channel and then just reply; its
+   * answer is the extracted final answer, else its whole text, trimmed.
+   */
+  reasoningTurns?: boolean;
 }
 
 /**
  * Runs AlphaApollo-style episodes. A turn is one of: a tool call (structured, or an inline
  * code block run by the code tool) whose response the model reads next turn; an answer (the
  * text holds a final answer, e.g. `\boxed{…}`), which ends the episode; or plain reasoning,
- * which the model continues in its next turn. The model sees exactly the trajectory so far.
+ * which the model continues in its next turn (see `reasoningTurns`). The model sees exactly the trajectory so far.
  * An episode that reaches `maxTurns` without an answer, or whose turn was cut off by the
  * policy's length limit, is marked `truncated`.
  */
@@ -43,6 +50,7 @@ export class MultiTurnReasoner {
   readonly #system: string;
   readonly #reward: RewardFunction;
   readonly #use: ToolUse;
+  readonly #reasoningTurns: boolean;
 
   /** @throws TypeError/RangeError naming the bad option. */
   constructor(options: MultiTurnReasonerOptions) {
@@ -52,6 +60,10 @@ export class MultiTurnReasoner {
     this.#system = stringOption('options.system', options.system) ?? REASONER_SYSTEM_PROMPT;
     this.#reward = functionOption<RewardFunction>('options.reward', options.reward) ?? mathReward;
     this.#use = toolUse(options);
+    if (options.reasoningTurns !== undefined && typeof options.reasoningTurns !== 'boolean') {
+      throw typeError('options.reasoningTurns', 'a boolean', options.reasoningTurns);
+    }
+    this.#reasoningTurns = options.reasoningTurns ?? true;
   }
 
   /**
@@ -74,7 +86,7 @@ export class MultiTurnReasoner {
         turn.response = response;
         continue;
       }
-      answer = extractAnswer(action.text);
+      answer = extractAnswer(action.text) ?? (this.#reasoningTurns ? null : action.text.trim());
       finished = answer !== null;
     }
     if (!finished) trajectory.truncated = true;
