@@ -6,11 +6,12 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import {
-  BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, ChatCompletionPolicy, DecomposerSolver, MultiTurnReasoner,
+  BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, ChatCompletionPolicy, DecomposerSolver, MultiTurnReasoner, decomposerPreferenceQuestion,
   ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, parseSubquestions,
   resolveReferences, splitDocumentBudget, toolVerifier, type Generation, type StepAttempt, type Verifier,
 } from '../lib/agents/index.js';
 import { OpenAIChatClient, type ChatCompletion, type ChatPolicy, type ChatRequest } from '../lib/policies/index.js';
+import { buildPreferencePairs } from '../lib/preferences/index.js';
 import { PythonSandbox } from '../lib/tools/sandbox.js';
 import { ToolRegistry, codeExecutionTool } from '../lib/tools/registry.js';
 import type { Tool } from '../lib/tools/types.js';
@@ -586,6 +587,45 @@ describe('DecomposerSolver', () => {
     assert.equal(capped.metadata!.droppedSubquestions, 1);
     assert.deepEqual(capped.metadata!.documentIds, [[], []]);
     assert.match(capped.turns[0]!.response!.text, /No documents\./);
+  });
+
+  test('m decompositions × m′ solutions become AceSearcher preference pairs', async () => {
+    const question = 'In which country was the author of The Glass Orchard born?';
+    const good = { text: '### Who wrote The Glass Orchard?\n### Where was #1 born?', tokenIds: [1, 2], logprobs: [-0.1, -0.2] };
+    const bad = '### Where is the orchard?';
+    const retriever = new Bm25Retriever(BUILTIN_CORPUS);
+    const episodes: Trajectory[] = [];
+    const scripts = [
+      [good, '\\boxed{Ilsa Marrow}', '\\boxed{Quillmoor}', '\\boxed{Valdoria}'],
+      [good, '\\boxed{Sabine Roe}', '\\boxed{Dravenholm}', '\\boxed{Ostrand}'],
+      [bad, '\\boxed{Dravenholm}', '\\boxed{Ostrand}'],
+      [bad, '\\boxed{Lunport}', '\\boxed{Valdoria}'],
+    ];
+    for (const [decomposition, ...rest] of scripts) {
+      const agent = new DecomposerSolver({ policy: new ScriptedPolicy(rest as string[]), retriever });
+      const given = typeof decomposition === 'string' ? { text: decomposition } : decomposition!;
+      episodes.push(await agent.run({ prompt: question, gold: 'Valdoria' }, { decomposition: given as Generation }));
+    }
+    assert.deepEqual(episodes[0]!.turns[0]!.action, good);
+    assert.deepEqual(episodes.map((episode) => episode.reward), [1, 0, 0, 1]);
+    const preference = decomposerPreferenceQuestion('q01', episodes);
+    assert.deepEqual(preference.decompositions.map((d) => [d.text, d.solutions.length, d.subQuestions]), [
+      [good.text, 2, ['Who wrote The Glass Orchard?', 'Where was #1 born?']], [bad, 2, ['Where is the orchard?']],
+    ]);
+    assert.deepEqual(preference.decompositions[0]!.solutions[1], { text: '\\boxed{Ostrand}', intermediateAnswers: ['Sabine Roe', 'Dravenholm'], reward: 0 });
+    const pairs = buildPreferencePairs(preference);
+    // Equal mean rewards (0.5 and 0.5): no decomposition pair; within the first, two intermediate pairs and a final one.
+    assert.deepEqual(pairs.map((pair) => [pair.kind, pair.step, pair.chosen, pair.rejected]), [
+      ['intermediate', 0, 'Ilsa Marrow', 'Sabine Roe'],
+      ['intermediate', 1, 'Quillmoor', 'Dravenholm'],
+      ['final', undefined, '\\boxed{Valdoria}', '\\boxed{Ostrand}'],
+    ]);
+    assert.throws(() => decomposerPreferenceQuestion('q', []), RangeError);
+    assert.throws(() => decomposerPreferenceQuestion('q', [{ ...episodes[0]!, reward: undefined }]), /trajectories\[0\]\.reward/);
+    assert.throws(() => decomposerPreferenceQuestion('q', [episodes[0]!, { ...episodes[1]!, metadata: { ...episodes[1]!.metadata, question: 'other' } }]), /trajectories\[1\]\.metadata\.question/);
+    const other = await new MultiTurnReasoner({ policy: new ScriptedPolicy(['\\boxed{1}']) }).run({ prompt: 'p', gold: '1' });
+    assert.throws(() => decomposerPreferenceQuestion('q', [other]), (error: Error) => error instanceof TypeError && /trajectories\[0\]/.test(error.message));
+    await assert.rejects(new DecomposerSolver({ policy: new ScriptedPolicy([]), retriever }).run({ prompt: 'q' }, { decomposition: {} as never }), /options\.decomposition\.text/);
   });
 
   test('a cut-off turn ends the episode', async () => {

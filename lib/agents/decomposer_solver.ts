@@ -6,8 +6,9 @@
 import { extractAnswer } from '../rewards/extract.js';
 import { qaExactMatch } from '../rewards/qa.js';
 import { toChatMessages, USER_FEEDBACK_TOOL } from '../trajectory/chat.js';
-import { checkArray, checkNonNegativeInteger, checkObject, checkString, typeError } from '../trajectory/check.js';
-import type { Trajectory, Turn } from '../trajectory/model.js';
+import { checkArray, checkNonNegativeInteger, checkObject, checkString, rangeError, typeError } from '../trajectory/check.js';
+import type { Action, Trajectory, Turn } from '../trajectory/model.js';
+import type { Decomposition, PreferenceQuestion } from '../preferences/pairs.js';
 import {
   checkTask, finishTrajectory, functionOption, positiveOption, startTrajectory, stringOption, type AgentTask, type RewardFunction,
 } from './common.js';
@@ -156,16 +157,29 @@ export class DecomposerSolver {
     this.#reward = functionOption<RewardFunction>('options.reward', options.reward) ?? qaReward;
   }
 
-  /** Answers one question; see the class description for what the trajectory holds. */
-  async run(task: AgentTask): Promise<Trajectory> {
+  /**
+   * Answers one question; see the class description for what the trajectory holds.
+   * @param options.decomposition a decomposition sampled earlier (its text, and its token ids
+   * and log-probs when known), used as turn 0 instead of generating one: AceSearcher samples
+   * several solutions under each decomposition (see {@link decomposerPreferenceQuestion}).
+   */
+  async run(task: AgentTask, options: { decomposition?: Action } = {}): Promise<Trajectory> {
     checkTask(task);
+    checkObject('options', options);
     const question = task.prompt;
     const trajectory = startTrajectory(task, 'decomposer-solver', this.#system);
     trajectory.prompt = checkString('prompts.decompose(question)', this.#prompts.decompose(question));
     const metadata = trajectory.metadata!;
     metadata.question = question;
-    let last = await this.#turn(trajectory);
-    if (last === undefined) return finishTrajectory(trajectory, task, null, this.#reward);
+    let last: Turn | undefined;
+    if (options.decomposition === undefined) {
+      last = await this.#turn(trajectory);
+      if (last === undefined) return finishTrajectory(trajectory, task, null, this.#reward);
+    } else {
+      checkString('options.decomposition.text', checkObject('options.decomposition', options.decomposition).text);
+      last = { action: structuredClone(options.decomposition) };
+      trajectory.turns.push(last);
+    }
     const written = parseSubquestions(last.action.text);
     const subquestions = (written.length === 0 ? [question] : written).slice(0, this.#maxSubquestions);
     const allocation = splitDocumentBudget(this.#documentBudget, subquestions.length);
@@ -205,4 +219,47 @@ export class DecomposerSolver {
     trajectory.truncated = true;
     return undefined;
   }
+}
+
+/**
+ * Gathers decomposer–solver episodes of one question into the SDK's `PreferenceQuestion`,
+ * ready for `buildPreferencePairs` (AceSearcher's decomposition, intermediate and final
+ * pairs). Episodes are grouped by their decomposition (the text of turn 0), in order of first
+ * appearance; each episode is one solution of its group: its last turn's text, its
+ * intermediate answers and its reward. Sub-questions are those written in the decomposition.
+ * @param id the question's id in the pairs.
+ * @throws TypeError naming the episode that is not a decomposer–solver episode of the same
+ * question, or that has no reward; RangeError for an empty list.
+ */
+export function decomposerPreferenceQuestion(id: string, trajectories: readonly Trajectory[]): PreferenceQuestion {
+  checkString('id', id);
+  checkArray('trajectories', trajectories);
+  if (trajectories.length === 0) throw rangeError('trajectories', 'at least one episode', trajectories);
+  const groups = new Map<string, Decomposition>();
+  let question: string | undefined;
+  trajectories.forEach((trajectory, i) => {
+    const name = `trajectories[${i}]`;
+    checkObject(name, trajectory);
+    const metadata = trajectory.metadata;
+    if (metadata?.agent !== 'decomposer-solver' || typeof metadata.question !== 'string' || trajectory.turns.length === 0) {
+      throw typeError(name, 'an episode of DecomposerSolver', trajectory);
+    }
+    question ??= metadata.question;
+    if (metadata.question !== question) throw typeError(`${name}.metadata.question`, JSON.stringify(question), metadata.question);
+    if (typeof trajectory.reward !== 'number') throw typeError(`${name}.reward`, 'a reward (run the task with a gold answer)', trajectory.reward);
+    const text = trajectory.turns[0]!.action.text;
+    let group = groups.get(text);
+    if (group === undefined) {
+      const written = parseSubquestions(text);
+      group = { text, subQuestions: written.length === 0 ? [question] : written, solutions: [] };
+      groups.set(text, group);
+    }
+    const answers = metadata.intermediateAnswers;
+    group.solutions.push({
+      text: trajectory.turns.at(-1)!.action.text,
+      intermediateAnswers: Array.isArray(answers) ? answers.map(String) : [],
+      reward: trajectory.reward,
+    });
+  });
+  return { id, question: question!, decompositions: [...groups.values()] };
 }

@@ -20,7 +20,7 @@ export {
   type ToolVerifierOptions, type Verdict, type Verifier,
 } from './propose_judge_update.js';
 export {
-  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, parseSubquestions, qaReward, resolveReferences, splitDocumentBudget,
+  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, decomposerPreferenceQuestion, parseSubquestions, qaReward, resolveReferences, splitDocumentBudget,
   type DecomposerPrompts, type DecomposerSolverOptions,
 } from './decomposer_solver.js';
 export {
