@@ -6,7 +6,7 @@
 import { extractAnswer } from '../rewards/extract.js';
 import { qaExactMatch } from '../rewards/qa.js';
 import { toChatMessages, USER_FEEDBACK_TOOL } from '../trajectory/chat.js';
-import { checkArray, checkNonNegativeInteger, checkObject, checkString, rangeError, typeError } from '../trajectory/check.js';
+import { checkArray, checkNonNegativeInteger, checkObject, checkPositiveInteger, checkString, rangeError, typeError } from '../trajectory/check.js';
 import type { Action, Trajectory, Turn } from '../trajectory/model.js';
 import type { Decomposition, PreferenceQuestion } from '../preferences/pairs.js';
 import {
@@ -48,7 +48,7 @@ export function resolveReferences(subquestion: string, answers: readonly string[
  */
 export function splitDocumentBudget(budget: number, count: number): number[] {
   checkNonNegativeInteger('budget', budget);
-  positiveOption('count', count, 1);
+  checkPositiveInteger('count', count);
   const base = Math.floor(budget / count);
   const extra = budget % count;
   return Array.from({ length: count }, (_, k) => base + (k < extra ? 1 : 0));
