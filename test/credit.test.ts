@@ -76,12 +76,12 @@ describe('outcome advantages', () => {
     return tokens[firstAction]!;
   });
 
-  test('GRPO per-token advantages follow (s - mean) / (unbiased std + eps), group of one gets 0', () => {
+  test('GRPO per-token advantages follow (s - mean) / (unbiased std + eps); a group of one has mean 0, std 1', () => {
     const tokens = grpoTokenAdvantages(batch, mask);
     const std = Math.sqrt(((2 / 3) ** 2 + 2 * (1 / 3) ** 2) / 2);
-    close(perSequence(tokens), [(2 / 3) / (std + 1e-6), (-1 / 3) / (std + 1e-6), (-1 / 3) / (std + 1e-6), 0], 1e-5);
+    close(perSequence(tokens), [(2 / 3) / (std + 1e-6), (-1 / 3) / (std + 1e-6), (-1 / 3) / (std + 1e-6), 2 / (1 + 1e-6)], 1e-5);
     for (let t = 0; t < tokens.length; t++) if (mask[t] === 0) assert.equal(tokens[t], 0);
-    close(perSequence(grpoTokenAdvantages(batch, mask, { scaleByStd: false })), [2 / 3, -1 / 3, -1 / 3, 0]);
+    close(perSequence(grpoTokenAdvantages(batch, mask, { scaleByStd: false })), [2 / 3, -1 / 3, -1 / 3, 2]);
   });
 
   test('RLOO per-token advantages', () => {

@@ -2,12 +2,14 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { feedbackMask } from '../lib/kernels/index.js';
 import {
   fromChatMessages, loadTiktokenTokenizer, packTrajectories, parseTrajectory, readTrajectories, renderTrajectory,
-  toChatMessages, writeTrajectories, type ChatMessage, type Tokenizer, type Trajectory,
+  toChatMessages, writeTrajectories, type TrajectoryChatMessage, type Tokenizer, type Trajectory,
 } from '../lib/sdk.js';
 
 /** One token per UTF-16 unit (its code), specials at 1000+: roles can be counted by hand. */
@@ -24,7 +26,7 @@ const charTokenizer: Tokenizer = {
   },
 };
 
-const chat: ChatMessage[] = [
+const chat: TrajectoryChatMessage[] = [
   { role: 'system', content: 'You are helpful.' },
   { role: 'user', content: 'What is 6*7?' },
   { role: 'assistant', content: 'Compute.', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'python', arguments: '{"code":"print(6*7)"}' } }] },
@@ -57,11 +59,16 @@ describe('episode model and chat messages', () => {
     assert.equal(trajectory.turns[0]!.response!.status, 'timeout');
   });
 
+  test('tool calls without an id get call_<turn> on export, as the format requires', () => {
+    const messages = toChatMessages({ id: 'x', prompt: 'q', turns: [{ action: { text: '', toolCall: { name: 'search', arguments: '{}' } } }] });
+    assert.equal(messages[1]!.tool_calls![0]!.id, 'call_0');
+  });
+
   test('bad chat messages name the message', () => {
     assert.throws(() => fromChatMessages([{ role: 'assistant', content: 'a' }], { id: 'x' }), /messages\[0\]/);
     assert.throws(() => fromChatMessages([{ role: 'user', content: 'q' }, { role: 'tool', content: 'a' }], { id: 'x' }), /messages\[1\]\.role/);
     const two = { role: 'assistant' as const, content: '', tool_calls: [
-      { type: 'function' as const, function: { name: 'a', arguments: '' } }, { type: 'function' as const, function: { name: 'b', arguments: '' } }] };
+      { id: 'a', type: 'function' as const, function: { name: 'a', arguments: '' } }, { id: 'b', type: 'function' as const, function: { name: 'b', arguments: '' } }] };
     assert.throws(() => fromChatMessages([{ role: 'user', content: 'q' }, two], { id: 'x' }), RangeError);
   });
 
@@ -257,5 +264,18 @@ describe('round trip: chat -> trajectory -> JSONL -> batch', async () => {
     assert.ok(decode(batch.turnStarts[0]!, batch.turnActionEnds[0]!).includes('"name":"python"'));
     assert.equal(decode(0, batch.turnStarts[0]!), '<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nWhat is 6*7?<|im_end|>\n<|im_start|>assistant\n');
     assert.deepEqual(toChatMessages(batch.trajectories[0]!), chat);
+  });
+});
+
+describe('example', () => {
+  test('examples/trajectories/train_step runs: filter report and a finite loss', () => {
+    const script = fileURLToPath(new URL('../examples/trajectories/train_step.js', import.meta.url));
+    const run = spawnSync(process.execPath, [script], { encoding: 'utf8', timeout: 60_000 });
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /void-turn +flagged 1 +removed 1 trajectories/);
+    assert.match(run.stdout, /equal-reward-group +flagged 2 +removed 2 trajectories/);
+    assert.match(run.stdout, /kept 6\/10 trajectories/);
+    const loss = /ppoLoss: loss (\S+)/.exec(run.stdout);
+    assert.ok(loss !== null && Number.isFinite(Number(loss[1])));
   });
 });

@@ -2,26 +2,17 @@
  * Import and export of OpenAI-style chat messages with tool calls, the format agent
  * frameworks and vLLM/TRL datasets use.
  */
+import type { ChatMessage } from '../policies/types.js';
+import type { ToolStatus } from '../tools/types.js';
 import { checkArray, checkObject, checkString, rangeError, typeError } from './check.js';
-import { parseTrajectory, type ToolStatus, type Trajectory, type Turn } from './model.js';
-
-/** An OpenAI-style tool call inside an assistant message. */
-export interface ChatToolCall {
-  id?: string;
-  type: 'function';
-  function: { name: string; arguments: string };
-}
+import { parseTrajectory, type Trajectory, type Turn } from './model.js';
 
 /**
- * An OpenAI-style chat message. `status` on tool (and feedback user) messages is a tirl
- * extension carrying the tool's execution status; readers that do not know it ignore it.
+ * An OpenAI-style chat message (the policies' `ChatMessage`) with one tirl extension:
+ * `status` on tool (and feedback user) messages carries the tool's execution status;
+ * readers that do not know it ignore it.
  */
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
-  content: string | null;
-  tool_calls?: ChatToolCall[];
-  tool_call_id?: string;
-  name?: string;
+export interface TrajectoryChatMessage extends ChatMessage {
   status?: ToolStatus;
 }
 
@@ -46,12 +37,12 @@ export const USER_FEEDBACK_TOOL = 'user';
  * response). An assistant message may carry at most one tool call.
  * @throws TypeError/RangeError naming the offending message, e.g. `messages[3].tool_calls`.
  */
-export function fromChatMessages(messages: readonly ChatMessage[], options: FromChatOptions): Trajectory {
+export function fromChatMessages(messages: readonly TrajectoryChatMessage[], options: FromChatOptions): Trajectory {
   checkArray('messages', messages);
   checkObject('options', options);
   const defaultStatus = options.defaultStatus ?? 'success';
   let index = 0;
-  const message = (i: number) => checkObject(`messages[${i}]`, messages[i]) as unknown as ChatMessage;
+  const message = (i: number) => checkObject(`messages[${i}]`, messages[i]) as unknown as TrajectoryChatMessage;
   const content = (i: number) => {
     const value = message(i).content;
     return value === null || value === undefined ? '' : checkString(`messages[${i}].content`, value);
@@ -103,27 +94,27 @@ export function fromChatMessages(messages: readonly ChatMessage[], options: From
 
 /**
  * Exports a trajectory as chat messages; the inverse of `fromChatMessages`. Token ids,
- * log-probs and episode fields (id, reward, group) are not part of the chat format.
+ * log-probs and episode fields (id, reward, group) are not part of the chat format. The
+ * format requires tool-call ids: a call without one gets `call_<turn index>`.
  */
-export function toChatMessages(trajectory: Trajectory): ChatMessage[] {
+export function toChatMessages(trajectory: Trajectory): TrajectoryChatMessage[] {
   checkObject('trajectory', trajectory);
-  const messages: ChatMessage[] = [];
+  const messages: TrajectoryChatMessage[] = [];
   if (trajectory.system !== undefined) messages.push({ role: 'system', content: trajectory.system });
   messages.push({ role: 'user', content: trajectory.prompt });
-  for (const { action, response } of trajectory.turns) {
-    const assistant: ChatMessage = { role: 'assistant', content: action.text };
+  trajectory.turns.forEach(({ action, response }, t) => {
+    const assistant: TrajectoryChatMessage = { role: 'assistant', content: action.text };
     if (action.toolCall !== undefined) {
-      const call: ChatToolCall = { type: 'function', function: { name: action.toolCall.name, arguments: action.toolCall.arguments } };
-      if (action.toolCall.id !== undefined) call.id = action.toolCall.id;
-      assistant.tool_calls = [call];
+      const { id = `call_${t}`, name, arguments: args } = action.toolCall;
+      assistant.tool_calls = [{ id, type: 'function', function: { name, arguments: args } }];
     }
     messages.push(assistant);
-    if (response === undefined) continue;
-    const reply: ChatMessage = response.toolName === USER_FEEDBACK_TOOL
+    if (response === undefined) return;
+    const reply: TrajectoryChatMessage = response.toolName === USER_FEEDBACK_TOOL
       ? { role: 'user', content: response.text, status: response.status }
       : { role: 'tool', content: response.text, name: response.toolName, status: response.status };
     if (response.toolCallId !== undefined) reply.tool_call_id = response.toolCallId;
     messages.push(reply);
-  }
+  });
   return messages;
 }

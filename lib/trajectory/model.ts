@@ -3,15 +3,13 @@
  * model's action from the tool's response (AlphaApollo's split), so credit, masks and
  * filters can address either side. Everything here is plain JSON.
  */
+import type { ToolStatus } from '../tools/types.js';
 import {
   checkArray, checkFiniteNumber, checkObject, checkString, rangeError, typeError,
 } from './check.js';
 
-/** Outcome of executing a tool call. */
-export type ToolStatus = 'success' | 'error' | 'timeout';
-
-/** A structured tool call, as OpenAI-style chat messages carry it. */
-export interface ToolCall {
+/** A structured tool call made by an action, as OpenAI-style chat messages carry it. */
+export interface ActionToolCall {
   /** Call id that links the call to its response; optional. */
   id?: string;
   /** Tool (function) name. */
@@ -25,15 +23,15 @@ export interface Action {
   /** Visible text of the turn: reasoning, and inline code or a final answer when the model writes them as text. */
   text: string;
   /** Structured tool call, when the model made one through a tool-call channel. */
-  toolCall?: ToolCall;
+  toolCall?: ActionToolCall;
   /** Token ids the policy sampled for this turn, including its end-of-turn token; when given they are used verbatim. */
   tokenIds?: number[];
   /** Behaviour-policy log-probabilities (natural log) of `tokenIds`, one per id. */
   logprobs?: number[];
 }
 
-/** What the tool or environment answered to a turn's action. */
-export interface ToolResponse {
+/** What the tool or environment answered to a turn's action: the text the model reads next. */
+export interface ToolFeedback {
   /** Name of the tool that answered (for inline code, the interpreter, e.g. "python"). */
   toolName: string;
   /** Whether the call ran ('success'), failed ('error') or ran out of time ('timeout'). */
@@ -47,7 +45,7 @@ export interface ToolResponse {
 /** One model action and, when there was one, the response to it. */
 export interface Turn {
   action: Action;
-  response?: ToolResponse;
+  response?: ToolFeedback;
 }
 
 /** One episode of a tool-using agent. */
@@ -111,13 +109,13 @@ function parseAction(name: string, value: unknown): Action {
   return action;
 }
 
-function parseResponse(name: string, value: unknown): ToolResponse {
+function parseResponse(name: string, value: unknown): ToolFeedback {
   const raw = checkObject(name, value);
   const status = raw.status;
   if (!TOOL_STATUSES.includes(status as ToolStatus)) {
     throw typeError(`${name}.status`, "'success', 'error' or 'timeout'", status);
   }
-  const response: ToolResponse = {
+  const response: ToolFeedback = {
     toolName: checkString(`${name}.toolName`, raw.toolName),
     status: status as ToolStatus,
     text: checkString(`${name}.text`, raw.text),

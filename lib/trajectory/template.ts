@@ -5,7 +5,7 @@
  */
 import { Role } from '../kernels/index.js';
 import { checkObject, rangeError, typeError } from './check.js';
-import type { Action, ToolResponse, Trajectory } from './model.js';
+import type { Action, ToolFeedback, Trajectory } from './model.js';
 import type { Tokenizer } from './tokenizer.js';
 
 /** A token role code (see `Role`). */
@@ -22,7 +22,7 @@ export interface ChatTemplate {
   /** The model's action when its sampled token ids are unknown, ending with its end-of-turn token. */
   action(action: Action): TemplatePart[];
   /** The tool's response, as the model reads it after its turn ends. */
-  response(response: ToolResponse): TemplatePart[];
+  response(response: ToolFeedback): TemplatePart[];
   /** Glue between the end of a turn (and its response) and the next action: the next generation prompt. */
   nextTurn(): TemplatePart[];
 }
@@ -54,7 +54,7 @@ export const chatmlTemplate: ChatTemplate = Object.freeze({
     }
     return [{ text }, { special: '<|im_end|>' }];
   },
-  response(response: ToolResponse): TemplatePart[] {
+  response(response: ToolFeedback): TemplatePart[] {
     return [
       { text: '\n' }, { special: '<|im_start|>' },
       { text: `user\n<tool_response>\n${response.text}\n</tool_response>` }, { special: '<|im_end|>' },
