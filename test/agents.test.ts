@@ -15,7 +15,7 @@ import { buildPreferencePairs } from '../lib/preferences/index.js';
 import { PythonSandbox } from '../lib/tools/sandbox.js';
 import { ToolRegistry, codeExecutionTool } from '../lib/tools/registry.js';
 import type { Tool } from '../lib/tools/types.js';
-import { readTrajectories, toChatMessages, type ChatMessage, type Trajectory } from '../lib/trajectory/index.js';
+import { readTrajectories, toChatMessages, type TrajectoryChatMessage as ChatMessage, type Trajectory } from '../lib/trajectory/index.js';
 
 const py = (code: string): string => '```python\n' + code + '\n```';
 
@@ -134,7 +134,7 @@ describe('ChatCompletionPolicy', () => {
     const generation = await policy.generate([
       { role: 'system', content: 'sys' },
       { role: 'user', content: 'q' },
-      { role: 'assistant', content: 'call', tool_calls: [{ type: 'function', function: { name: 'add', arguments: '{}' } }] },
+      { role: 'assistant', content: 'call', tool_calls: [{ id: 'c0', type: 'function', function: { name: 'add', arguments: '{}' } }] },
       { role: 'tool', content: '3', name: 'add', status: 'success' },
       { role: 'assistant', content: py('print(1)') },
       { role: 'tool', content: '1', name: 'python', status: 'success' },
@@ -152,8 +152,8 @@ describe('ChatCompletionPolicy', () => {
     assert.deepEqual(request!.messages, [
       { role: 'system', content: 'sys' },
       { role: 'user', content: 'q' },
-      { role: 'assistant', content: 'call', tool_calls: [{ id: 'call_2_0', type: 'function', function: { name: 'add', arguments: '{}' } }] },
-      { role: 'tool', content: '3', tool_call_id: 'call_2_0', name: 'add' },
+      { role: 'assistant', content: 'call', tool_calls: [{ id: 'c0', type: 'function', function: { name: 'add', arguments: '{}' } }] },
+      { role: 'tool', content: '3', tool_call_id: 'c0', name: 'add' },
       { role: 'assistant', content: py('print(1)') },
       // Output of inline code answers no tool call: servers only accept it as a user message.
       { role: 'user', content: '1' },

@@ -10,13 +10,13 @@
 import {
   BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, DecomposerSolver, ScriptedPolicy, type MultiHopQuestion,
 } from '../../lib/agents/index.js';
-import type { ChatMessage } from '../../lib/trajectory/index.js';
+import type { TrajectoryChatMessage } from '../../lib/trajectory/index.js';
 
 const documentBudget = Number(process.argv[2] ?? 6);
 
 /** A scripted reader for one question: the reference plan, then answers found in the given documents. */
 function readerFor(question: MultiHopQuestion): ScriptedPolicy {
-  return new ScriptedPolicy((messages: readonly ChatMessage[], call: number) => {
+  return new ScriptedPolicy((messages: readonly TrajectoryChatMessage[], call: number) => {
     if (call === 0) return question.steps.map((step, k) => `### Q${k + 1}: ${step.question}`).join('\n');
     const last = messages.at(-1)!.content ?? '';
     const step = question.steps[call - 1];

@@ -8,7 +8,7 @@ import { answersMatch } from '../rewards/math.js';
 import { ToolRegistry } from '../tools/registry.js';
 import type { ToolResponse as ToolCallResult } from '../tools/types.js';
 import { checkFiniteNumber, checkObject, checkPositiveInteger, checkString, rangeError, typeError } from '../trajectory/check.js';
-import type { Action, ToolResponse, Trajectory } from '../trajectory/model.js';
+import type { Action, ToolFeedback, Trajectory } from '../trajectory/model.js';
 
 /** One problem for an agent. */
 export interface AgentTask {
@@ -173,10 +173,10 @@ export function toolUse(options: ToolUseOptions, prefix = 'options'): ToolUse {
  * action asked for nothing (a reasoning or answer turn). Tool failures are responses with
  * status 'error' or 'timeout', never exceptions.
  */
-export async function executeAction(action: Action, use: ToolUse): Promise<ToolResponse | undefined> {
+export async function executeAction(action: Action, use: ToolUse): Promise<ToolFeedback | undefined> {
   if (action.toolCall !== undefined) {
     const result = await use.tools.call(action.toolCall.name, action.toolCall.arguments);
-    const response: ToolResponse = { toolName: action.toolCall.name, status: result.status, text: responseText(result) };
+    const response: ToolFeedback = { toolName: action.toolCall.name, status: result.status, text: responseText(result) };
     if (action.toolCall.id !== undefined) response.toolCallId = action.toolCall.id;
     return response;
   }

@@ -5,7 +5,7 @@
  */
 import type { ChatCompletion, ChatMessage as WireMessage, ChatPolicy, ChatRequest } from '../policies/index.js';
 import type { OpenAIToolSpec } from '../tools/registry.js';
-import type { ChatMessage } from '../trajectory/chat.js';
+import type { TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
 import { checkArray, checkObject, rangeError, typeError } from '../trajectory/check.js';
 import type { Action } from '../trajectory/model.js';
 
@@ -114,24 +114,20 @@ export class ScriptedPolicy implements AgentPolicy {
 export type ChatCompletionDefaults = Omit<ChatRequest, 'messages' | 'tools'>;
 
 /**
- * Turns SDK chat messages into the wire format: tool calls get ids where they lack one, and
- * a tool message that answers no tool call (output of code the model wrote inline) is sent
- * as a user message, since servers reject tool messages without a matching call.
+ * Turns trajectory chat messages into the wire format: the tirl `status` field is left out,
+ * and a tool message that answers no tool call (output of code the model wrote inline) is
+ * sent as a user message, since servers reject tool messages without a matching call.
  */
 function toWireMessages(messages: readonly ChatMessage[]): WireMessage[] {
-  const wire: WireMessage[] = [];
   let openCallIds: string[] = [];
-  messages.forEach((message, index) => {
+  return messages.map((message, index) => {
     checkObject(`messages[${index}]`, message);
     const out: WireMessage = { role: message.role, content: message.content };
     if (message.role === 'assistant') {
       openCallIds = [];
       if (message.tool_calls !== undefined && message.tool_calls.length > 0) {
-        out.tool_calls = message.tool_calls.map((call, k) => {
-          const id = call.id ?? `call_${index}_${k}`;
-          openCallIds.push(id);
-          return { id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } };
-        });
+        out.tool_calls = message.tool_calls.map((call) => structuredClone(call));
+        openCallIds = message.tool_calls.map((call) => call.id);
       }
     } else if (message.role === 'tool') {
       const answered = message.tool_call_id ?? openCallIds[0];
@@ -142,10 +138,11 @@ function toWireMessages(messages: readonly ChatMessage[]): WireMessage[] {
         if (message.name !== undefined) out.name = message.name;
         openCallIds = openCallIds.filter((id) => id !== answered);
       }
+    } else if (message.name !== undefined) {
+      out.name = message.name;
     }
-    wire.push(out);
+    return out;
   });
-  return wire;
 }
 
 /**

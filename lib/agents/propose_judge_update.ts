@@ -4,9 +4,10 @@
  * memory of earlier attempts, for a number of rounds; the best candidate is kept.
  */
 import { extractAnswer } from '../rewards/extract.js';
-import type { ChatMessage } from '../trajectory/chat.js';
+import type { TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
 import { checkFiniteNumber, checkObject, checkString, rangeError, typeError } from '../trajectory/check.js';
-import type { ToolStatus, Trajectory } from '../trajectory/model.js';
+import type { ToolStatus } from '../tools/types.js';
+import type { Trajectory } from '../trajectory/model.js';
 import {
   checkTask, finishTrajectory, functionOption, lastCodeBlock, mathReward, nonNegativeOption, positiveOption, responseText,
   startTrajectory, stringOption, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions,

@@ -3,9 +3,9 @@
  * written again with the error in view, up to a backtrack depth; every attempt is kept.
  */
 import { extractAnswer } from '../rewards/extract.js';
-import { toChatMessages, type ChatMessage } from '../trajectory/chat.js';
+import { toChatMessages, type TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
 import { checkObject, checkString } from '../trajectory/check.js';
-import type { Action, ToolResponse, Trajectory, Turn } from '../trajectory/model.js';
+import type { Action, ToolFeedback, Trajectory, Turn } from '../trajectory/model.js';
 import {
   checkTask, executeAction, finishTrajectory, functionOption, mathReward, nonNegativeOption, positiveOption,
   startTrajectory, stringOption, toolUse, type AgentTask, type RewardFunction, type ToolUse, type ToolUseOptions,
@@ -18,10 +18,10 @@ export const SELF_CORRECTING_SYSTEM_PROMPT =
   'Give the final answer as \\boxed{answer}.';
 
 /** Writes the message that asks for a failed step again, given that step and its error. */
-export type CorrectionPrompt = (failed: Action, response: ToolResponse) => string;
+export type CorrectionPrompt = (failed: Action, response: ToolFeedback) => string;
 
 /** Default {@link CorrectionPrompt}: shows the failed step and its error, and asks for the step again. */
-export function defaultCorrectionPrompt(failed: Action, response: ToolResponse): string {
+export function defaultCorrectionPrompt(failed: Action, response: ToolFeedback): string {
   const outcome = response.status === 'timeout' ? 'timed out' : 'failed';
   return `Your previous attempt at the next step ${outcome} when it ran:\n\n${failed.text}\n\n` +
     `Error:\n${response.text}\n\nWrite that step again so that its code runs correctly.`;
@@ -35,7 +35,7 @@ export interface StepAttempt {
   attempt: number;
   action: Action;
   /** The execution's response; absent when the attempt ran nothing. */
-  response?: ToolResponse;
+  response?: ToolFeedback;
   /** The correction message the attempt was generated with (absent for a first try). */
   correction?: string;
   /** Whether the attempt failed and was taken back (it is not in the final trajectory). */

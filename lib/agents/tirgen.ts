@@ -6,7 +6,7 @@
  */
 import type { Writable } from 'node:stream';
 import { extractAnswer } from '../rewards/extract.js';
-import { toChatMessages, type ChatMessage } from '../trajectory/chat.js';
+import { toChatMessages, type TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
 import { checkObject, checkString, rangeError, typeError } from '../trajectory/check.js';
 import { writeTrajectories } from '../trajectory/jsonl.js';
 import type { Trajectory } from '../trajectory/model.js';
