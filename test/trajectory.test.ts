@@ -226,6 +226,12 @@ describe('template and packing', () => {
     assert.equal(padded.tokens[2 * total - 1], 999);
     assert.equal(padded.turnStarts[2], total + promptLength);
 
+    const fixed = packTrajectories([episode, short], { tokenizer: charTokenizer, padding: 30 });
+    assert.deepEqual(Array.from(fixed.seqOffsets), [0, 30, 60]);
+    assert.deepEqual(Array.from(fixed.truncated), [1, 0]);
+    assert.equal(fixed.paddedLength, 30);
+    assert.deepEqual(Array.from(fixed.roles.subarray(30 + promptLength + 2)), new Array(30 - promptLength - 2).fill(3));
+
     const cut = packTrajectories([episode, short], { tokenizer: charTokenizer, maxLength: 22 });
     assert.deepEqual(Array.from(cut.truncated), [1, 0]);
     assert.deepEqual(Array.from(cut.lengths), [22, promptLength + 2]);
@@ -244,6 +250,7 @@ describe('template and packing', () => {
 
   test('bad packing options name the option', () => {
     assert.throws(() => packTrajectories([episode], { tokenizer: charTokenizer, maxLength: 0 }), /options\.maxLength/);
+    assert.throws(() => packTrajectories([episode], {} as never), /Expected a Tokenizer for options\.tokenizer/);
     assert.throws(() => packTrajectories([episode], { tokenizer: charTokenizer, padding: -1 }), /options\.padding/);
     assert.throws(() => packTrajectories([{ ...episode, turns: [{ action: { text: '', tokenIds: [1], logprobs: [0, 0] } }] }], { tokenizer: charTokenizer }), /trajectories\[0\]/);
   });
@@ -251,6 +258,19 @@ describe('template and packing', () => {
 
 describe('round trip: chat -> trajectory -> JSONL -> batch', async () => {
   const tokenizer = await loadTiktokenTokenizer();
+  test('megabyte outputs, unclosed fences and empty turns pack without throwing; the cut is flagged', () => {
+    const garbage: Trajectory = { id: 'g', prompt: '', reward: 0, turns: [
+      { action: { text: '' } },
+      { action: { text: '```python\n' + 'x = 1\n'.repeat(200_000) }, response: { toolName: 'python', status: 'timeout', text: '' } },
+      { action: { text: 'é'.repeat(1 << 19) + '\uD800' } },
+    ] };
+    const batch = packTrajectories([garbage], { tokenizer, maxLength: 4096 });
+    assert.equal(batch.truncated[0], 1);
+    assert.equal(batch.lengths[0], 4096);
+    assert.ok(batch.fullLengths[0]! > 4096);
+    assert.equal(batch.turnStarts[2], batch.turnEnds[2]); // the third turn lies wholly past the cut
+  });
+
   test('the batch decodes back to the episode', async () => {
     const path = join(scratch, 'chain.jsonl');
     await writeTrajectories(path, [fromChatMessages(chat, { id: 'e1', reward: 1 })]);

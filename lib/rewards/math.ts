@@ -130,6 +130,12 @@ function parseAnswer(raw: string, depth = 0): Answer {
       .map((row) => row.split('&').map((cell) => parseAnswer(cell, depth + 1)));
     return { kind: 'matrix', rows };
   }
+  // a ± b is the pair of answers {a + b, a − b}.
+  const pm = text.search(/\\pm(?![a-zA-Z])/);
+  if (pm >= 0 && text.slice(pm + 3).search(/\\pm(?![a-zA-Z])/) < 0) {
+    const [before, after] = [text.slice(0, pm), text.slice(pm + 3)];
+    return { kind: 'list', open: '', close: '', items: [parseAnswer(`${before}+${after}`, depth + 1), parseAnswer(`${before}-${after}`, depth + 1)], ordered: false };
+  }
   if (text.includes('\\cup')) {
     return { kind: 'list', open: '', close: '', items: text.split('\\cup').map((part) => parseAnswer(part, depth + 1)), ordered: false };
   }
@@ -168,7 +174,7 @@ const FUNCTIONS: Record<string, string> = {
 };
 const SYMBOLS: Record<string, string> = {
   '\\cdot': '*', '\\times': '*', '\\ast': '*', '\\div': '/', '\\pi': 'pi', '\\infty': 'Infinity', '\\infin': 'Infinity',
-  '\\le': '<=', '\\leq': '<=', '\\ge': '>=', '\\geq': '>=', '\\neq': '!=', '\\pm': '+',
+  '\\le': '<=', '\\leq': '<=', '\\ge': '>=', '\\geq': '>=', '\\neq': '!=',
 };
 const ALLOWED_FUNCTIONS = new Set(['sqrt', 'nthRoot', 'sin', 'cos', 'tan', 'cot', 'sec', 'csc', 'asin', 'acos', 'atan', 'log', 'exp', 'abs', 'combinations']);
 const CONSTANTS = new Set(['pi', 'e', 'Infinity', 'i']);

@@ -75,6 +75,10 @@ export interface PackOptions {
 export function packTrajectories(trajectories: readonly Trajectory[], options: PackOptions): TokenBatch {
   checkArray('trajectories', trajectories);
   checkObject('options', options);
+  const tokenizer = options.tokenizer as Tokenizer | undefined;
+  if (tokenizer === null || typeof tokenizer !== 'object' || typeof tokenizer.encode !== 'function' || typeof tokenizer.specialTokenId !== 'function') {
+    throw typeError('options.tokenizer', 'a Tokenizer', tokenizer);
+  }
   const template = options.template ?? chatmlTemplate;
   const padding = options.padding ?? 'ragged';
   if (padding !== 'ragged' && padding !== 'longest') checkPositiveInteger('options.padding', padding);

@@ -1,28 +1,18 @@
 /**
- * Argument checks shared by the SDK: one message shape,
+ * Argument checks of the SDK modules, on the shared message shape of `lib/tools/check.ts`:
  * "Expected <what> for <name> but received <value> of type <type>".
+ * @internal
  */
-
-/** Describes a value briefly (bounded length) for an error message. */
-export function describeValue(value: unknown): string {
-  let text: string;
-  if (typeof value === 'string') text = JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value);
-  else if (Array.isArray(value)) text = `array of length ${value.length}`;
-  else if (ArrayBuffer.isView(value)) text = `${value.constructor.name} of length ${(value as unknown as ArrayLike<unknown>).length}`;
-  else if (value !== null && typeof value === 'object') text = 'object';
-  else text = String(value);
-  const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
-  return `${text} of type ${type}`;
-}
+import { expectedMessage } from '../tools/check.js';
 
 /** A TypeError in the shared message shape. */
 export function typeError(name: string, expected: string, value: unknown): TypeError {
-  return new TypeError(`Expected ${expected} for ${name} but received ${describeValue(value)}`);
+  return new TypeError(expectedMessage(expected, name, value));
 }
 
 /** A RangeError in the shared message shape. */
 export function rangeError(name: string, expected: string, value: unknown): RangeError {
-  return new RangeError(`Expected ${expected} for ${name} but received ${describeValue(value)}`);
+  return new RangeError(expectedMessage(expected, name, value));
 }
 
 export function checkString(name: string, value: unknown): string {
