@@ -75,6 +75,7 @@ describe('checkFormat', () => {
     assert.equal(checkFormat('```python\nx \\boxed{1}'), false);
     assert.equal(checkFormat('</think><think> \\boxed{1}'), false);
     assert.equal(checkFormat('The answer is 4', { answer: 'boxed' }), false);
+    assert.equal(checkFormat('\\boxed{4 final_answer(4)', { answer: 'boxed' }), false);
     assert.equal(checkFormat('The answer is 4'), true);
     assert.equal(checkFormat('nothing'), false);
   });

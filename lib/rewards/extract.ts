@@ -46,8 +46,8 @@ function boxedAt(text: string, at: number, command: string): string | null {
   return end > i ? text.slice(i, end) : null;
 }
 
-/** Last `\boxed{…}` or `\fbox{…}` content with nested braces, skipping unclosed ones. */
-function lastBoxed(text: string): string | null {
+/** Last `\boxed{…}` or `\fbox{…}` content with nested braces, skipping unclosed ones. @internal */
+export function lastBoxed(text: string): string | null {
   let before = text.length;
   for (let attempt = 0; attempt < MAX_ATTEMPTS && before > 0; attempt++) {
     const boxed = text.lastIndexOf('\\boxed', before - 1);
