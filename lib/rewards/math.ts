@@ -5,8 +5,21 @@
  * call arbitrary functions. Modelled on sympy-based checkers (Math-Verify, the MATH and
  * DeepScaleR graders): same cases, same leniencies.
  */
-import { parse, type MathNode } from 'mathjs';
+import { createRequire } from 'node:module';
+import type { MathNode } from 'mathjs';
 import { balancedGroup, extractAnswer, trimEndChars } from './extract.js';
+
+type MathjsParse = typeof import('mathjs').parse;
+let mathjsParse: MathjsParse | undefined;
+
+/**
+ * mathjs takes about a second to load, so it is required (synchronously) on the first
+ * comparison that needs it rather than when the package is imported.
+ */
+function parse(expression: string): MathNode {
+  mathjsParse ??= (createRequire(import.meta.url)('mathjs') as typeof import('mathjs')).parse;
+  return mathjsParse(expression);
+}
 
 /** Longer answers are compared as normalised text only (bounded work on garbage). */
 const MAX_MATH_CHARS = 400;
