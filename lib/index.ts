@@ -6,4 +6,6 @@ export * from './info.js';
 export * from './kernels/index.js';
 export * from './tools/index.js';
 export * from './policies/index.js';
+export * from './sdk.js';
+export * from './agents/index.js';
 export * from './training/index.js';

@@ -75,6 +75,7 @@ describe('checkFormat', () => {
     assert.equal(checkFormat('```python\nx \\boxed{1}'), false);
     assert.equal(checkFormat('</think><think> \\boxed{1}'), false);
     assert.equal(checkFormat('The answer is 4', { answer: 'boxed' }), false);
+    assert.equal(checkFormat('\\boxed{4 final_answer(4)', { answer: 'boxed' }), false);
     assert.equal(checkFormat('The answer is 4'), true);
     assert.equal(checkFormat('nothing'), false);
   });
@@ -90,6 +91,9 @@ describe('hostile inputs never throw and stay fast', () => {
     'final_answer('.repeat(50_000), '```python\n'.repeat(50_000), '\\begin{pmatrix}' + '1&'.repeat(10_000),
     '\\boxed{' + 'a'.repeat(100_000) + '}', 'The answer is ' + '1,'.repeat(100_000),
     '\\boxed{x = ' + 'y = '.repeat(10_000) + '}', `\\boxed{${'\\{'.repeat(1000)}}}`,
+    // Shapes that make backtracking regexes blow up.
+    `\\boxed{1 ${'a'.repeat(300)}!}`, `\\boxed{1 ${'ab '.repeat(120)}!}`, `The answer is ${';'.repeat(20_000)}x`,
+    `${'.'.repeat(1 << 20)}x`, `\\boxed{${'2'.repeat(390)}\\frac{1}{2}}`, `\\boxed{${'1 '.repeat(190)}}`,
   ];
   for (const [index, text] of hostile.entries()) {
     test(`hostile #${index} (${text.length} chars)`, () => {

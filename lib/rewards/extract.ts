@@ -24,6 +24,17 @@ export function balancedGroup(text: string, open: number, openChar = '{', closeC
   return null;
 }
 
+/**
+ * `text` without trailing characters from `chars`. A loop, not `/[…]+$/`: that regex
+ * backtracks quadratically over a long run of those characters followed by something else.
+ * @internal
+ */
+export function trimEndChars(text: string, chars: string): string {
+  let end = text.length;
+  while (end > 0 && chars.includes(text[end - 1]!)) end--;
+  return text.slice(0, end);
+}
+
 function boxedAt(text: string, at: number, command: string): string | null {
   let i = at + command.length;
   while (i < text.length && (text[i] === ' ' || text[i] === '\t')) i++;
@@ -35,8 +46,8 @@ function boxedAt(text: string, at: number, command: string): string | null {
   return end > i ? text.slice(i, end) : null;
 }
 
-/** Last `\boxed{…}` or `\fbox{…}` content with nested braces, skipping unclosed ones. */
-function lastBoxed(text: string): string | null {
+/** Last `\boxed{…}` or `\fbox{…}` content with nested braces, skipping unclosed ones. @internal */
+export function lastBoxed(text: string): string | null {
   let before = text.length;
   for (let attempt = 0; attempt < MAX_ATTEMPTS && before > 0; attempt++) {
     const boxed = text.lastIndexOf('\\boxed', before - 1);
@@ -102,7 +113,7 @@ function lastAnswerPhrase(text: string): string | null {
       break;
     }
   }
-  rest = rest.replace(/^[:\s]+/, '').replace(/[\s.;,!]+$/, '');
+  rest = trimEndChars(rest.replace(/^[:\s]+/, ''), ' \t\r\n.;,!');
   if (rest.startsWith('\\boxed')) return lastBoxed(rest) ?? rest;
   return rest === '' ? null : rest;
 }

@@ -1,5 +1,5 @@
 /** Format checks: does an output have the shape a reward expects, before its content is judged. */
-import { extractAnswer } from './extract.js';
+import { extractAnswer, lastBoxed } from './extract.js';
 
 /** Options for `checkFormat`. */
 export interface FormatOptions {
@@ -28,6 +28,6 @@ export function checkFormat(text: string, options: FormatOptions = {}): boolean 
   if (opens !== closes || opens > 1 || (options.requireThink === true && opens === 0)) return false;
   const afterThink = opens === 1 ? text.slice(text.indexOf('</think>') + '</think>'.length) : text;
   if (opens === 1 && text.indexOf('<think>') > text.indexOf('</think>')) return false;
-  if (options.answer === 'boxed') return afterThink.includes('\\boxed') && extractAnswer(afterThink) !== null;
+  if (options.answer === 'boxed') return lastBoxed(afterThink) !== null;
   return extractAnswer(afterThink) !== null;
 }

@@ -5,8 +5,21 @@
  * call arbitrary functions. Modelled on sympy-based checkers (Math-Verify, the MATH and
  * DeepScaleR graders): same cases, same leniencies.
  */
-import { parse, type MathNode } from 'mathjs';
-import { balancedGroup, extractAnswer } from './extract.js';
+import { createRequire } from 'node:module';
+import type { MathNode } from 'mathjs';
+import { balancedGroup, extractAnswer, trimEndChars } from './extract.js';
+
+type MathjsParse = typeof import('mathjs').parse;
+let mathjsParse: MathjsParse | undefined;
+
+/**
+ * mathjs takes about a second to load, so it is required (synchronously) on the first
+ * comparison that needs it rather than when the package is imported.
+ */
+function parse(expression: string): MathNode {
+  mathjsParse ??= (createRequire(import.meta.url)('mathjs') as typeof import('mathjs')).parse;
+  return mathjsParse(expression);
+}
 
 /** Longer answers are compared as normalised text only (bounded work on garbage). */
 const MAX_MATH_CHARS = 400;
@@ -61,17 +74,19 @@ function normalizeAnswer(raw: string): string {
   text = text.replace(/(^|[^\d.])(\d+)\s*\\frac\{(\d+)\}\{(\d+)\}/g, '$1($2+\\frac{$3}{$4})');
   text = text.replace(/_\{(\w+)\}/g, '_$1');
   text = text.replace(/\s+/g, ' ').trim();
-  text = text.replace(/^(?:the answer is|answer:?)\s*/i, '').replace(/[.。]+$/, '').trim();
+  text = trimEndChars(text.replace(/^(?:the answer is|answer:?)\s*/i, ''), '.。').trim();
   return text;
 }
 
 /** Removes a unit after a numeric value: "5 cm" → "5", "\$12" → "12". */
 function stripUnits(text: string): string {
   text = text.replace(/^\\?\$\s*/, '').replace(/\\\$/g, '');
-  const match = /^(.*?[0-9}%)])\s*((?:[a-zA-Z/]+\s*(?:\^?\s*[23])?\s*)+)$/.exec(text);
+  // Words are separated by required spaces, so a run of letters splits one way only (no
+  // exponential backtracking on "1 aaaa…!").
+  const match = /^(.*?[0-9}%)])\s*([a-zA-Z/]+(?:\s*\^?[23])?(?:\s+[a-zA-Z/]+(?:\s*\^?[23])?)*)$/.exec(text);
   if (match === null) return text;
-  const words = match[2]!.trim().toLowerCase().split(/\s+/);
-  return words.every((word) => UNIT_WORDS.has(word.replace(/\^?[23]$/, ''))) ? match[1]!.trim() : text;
+  const words = match[2]!.replace(/\s*\^?[23]/g, '').trim().toLowerCase().split(/\s+/);
+  return words.every((word) => UNIT_WORDS.has(word)) ? match[1]!.trim() : text;
 }
 
 /** A parsed answer. */
@@ -162,7 +177,7 @@ function parseAnswer(raw: string, depth = 0): Answer {
 
 /** Normalised text key for non-mathematical answers: "(C)" ≡ "C", "Yes." ≡ "yes". */
 function textKey(text: string): string {
-  let key = text.toLowerCase().replace(/\s+/g, '').replace(/[.。]+$/, '');
+  let key = trimEndChars(text.toLowerCase().replace(/\s+/g, ''), '.。');
   const choice = /^\(([a-z])\)$/.exec(key);
   if (choice !== null) key = choice[1]!;
   return key;
