@@ -13,7 +13,7 @@ import * as tf from '@tensorflow/tfjs';
 
 import { Role } from '../lib/kernels/index.js';
 import { isVoidTurn } from '../lib/filters/index.js';
-import type { TokenBatch } from '../lib/trajectory/index.js';
+import { readTrajectories, type TokenBatch, type Trajectory } from '../lib/trajectory/index.js';
 import {
   GRPOTrainer,
   type GRPOTrainerOptions,
@@ -38,6 +38,12 @@ function trainerOptions(policy: Policy, extra: Partial<GRPOTrainerOptions<Produc
     maxGradNorm: Infinity,
     ...extra,
   };
+}
+
+async function readAll(source: AsyncIterable<Trajectory>): Promise<Trajectory[]> {
+  const out: Trajectory[] = [];
+  for await (const item of source) out.push(item);
+  return out;
 }
 
 describe('GRPOTrainer', () => {
@@ -172,10 +178,24 @@ describe('GRPOTrainer', () => {
     const dir = await mkdtemp(join(tmpdir(), 'tirl-grpo-'));
     try {
       const seen: number[] = [];
+      const trajectoryLogFile = join(dir, 'log', 'trajectories.jsonl');
       const trainer = new GRPOTrainer(
-        trainerOptions(bigram('adam'), { logFile: join(dir, 'log', 'metrics.jsonl'), onStep: (m) => void seen.push(m.step), ppoEpochs: 2, miniBatches: 2 }),
+        trainerOptions(bigram('adam'), {
+          logFile: join(dir, 'log', 'metrics.jsonl'),
+          trajectoryLogFile,
+          onStep: (m) => void seen.push(m.step),
+          ppoEpochs: 2,
+          miniBatches: 2,
+        }),
       );
-      await trainer.train(2);
+      const metrics = await trainer.train(2);
+      const trajectories = await readAll(readTrajectories(trajectoryLogFile));
+      assert.equal(trajectories.length, 2 * 18, 'every episode of every step, filtered ones included');
+      for (const [k, m] of metrics.entries()) {
+        const ofStep = trajectories.filter((t) => t.metadata?.step === k + 1);
+        assert.equal(ofStep.length, 18);
+        assert.equal(ofStep.filter((t) => t.metadata?.filteredBy === 'void-turn').length, m.filtered['void-turn'].removed);
+      }
       const lines = (await readFile(join(dir, 'log', 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
       assert.deepEqual(seen, [1, 2]);
       assert.deepEqual(lines.map((l) => l.step), [1, 2]);

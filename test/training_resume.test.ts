@@ -52,6 +52,7 @@ async function child(dir: string): Promise<void> {
     seed: 9,
     checkpointDir: join(dir, 'checkpoints'),
     logFile: join(dir, 'metrics.jsonl'),
+    trajectoryLogFile: join(dir, 'trajectories.jsonl'),
     onStep: (m) => void process.stdout.write(`step ${m.step}\n`),
   });
   await trainer.train(0);
@@ -118,6 +119,9 @@ if (process.env.TIRL_RESUME_CHILD) {
         assert.deepEqual(b.weights, a.weights, 'same final weights');
         assert.deepEqual(withoutTiming(b.metrics), withoutTiming(a.metrics), 'same metrics, step by step');
         assert.deepEqual(await logSteps(killed), Array.from({ length: STEPS }, (_, i) => i + 1), 'the log holds each step once');
+        const trajectorySteps = async (dir: string) =>
+          (await readFile(join(dir, 'trajectories.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l).metadata.step);
+        assert.deepEqual(await trajectorySteps(killed), await trajectorySteps(straight), 'the trajectory log holds each step once');
       } finally {
         await rm(root, { recursive: true, force: true });
       }

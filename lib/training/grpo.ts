@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 
 import { feedbackMask, groupAdvantages, ppoLoss, Role } from '../kernels/index.js';
 import { checkInteger, checkNumber, checkObject, expectedMessage } from '../tools/check.js';
-import { applyFilters, type FilterReport, type TrajectoryFilter, voidTurnFilter } from '../filters/index.js';
+import { annotateFiltered, applyFilters, type FilterReport, type TrajectoryFilter, voidTurnFilter } from '../filters/index.js';
 import type { TokenBatch } from '../trajectory/index.js';
 import { latestCheckpoint, writeCheckpoint } from './checkpoint.js';
 import type { Environment } from './environment.js';
@@ -88,6 +88,12 @@ export interface GRPOTrainerOptions<Problem> {
   seed?: number;
   /** JSONL file receiving one line of {@link GRPOStepMetrics} per step. */
   logFile?: string;
+  /**
+   * JSONL file receiving every episode of every step as the SDK's `Trajectory` (readable
+   * with `readTrajectories`), filtered ones included, with `metadata.step` and
+   * `metadata.filteredBy` (the filter that removed it, or null).
+   */
+  trajectoryLogFile?: string;
   /**
    * Called with each step's episodes after the filters: as the SDK's `TokenBatch` (its
    * `trajectories` ready for `writeTrajectories`), the keep flags (1 = in the loss) and
@@ -302,6 +308,7 @@ export class GRPOTrainer<Problem> {
       filtered[f.name] = { trajectories: f.flaggedTrajectories, removed: f.removedTrajectories, tokens: f.removedTokens };
     }
     await options.onBatch?.(batch, keep, report);
+    if (options.trajectoryLogFile) await this.logTrajectories(options.trajectoryLogFile, batch, report);
     const sequences: TrainingSequence[] = episodes.map((e, i) => ({
       tokens: e.tokens,
       roles: e.roles,
@@ -384,6 +391,32 @@ export class GRPOTrainer<Problem> {
       await mkdir(dirname(this.options.logFile), { recursive: true });
       await writeFile(this.options.logFile, state.metrics.map((m) => JSON.stringify(m) + '\n').join(''));
     }
+    if (this.options.trajectoryLogFile) await this.truncateTrajectoryLog(this.options.trajectoryLogFile, state.step);
+  }
+
+  /** Appends the step's episodes to the trajectory log, each marked with its step and filter. */
+  private async logTrajectories(file: string, batch: TokenBatch, report: FilterReport): Promise<void> {
+    const step = this.stepCount + 1;
+    const lines = annotateFiltered(batch, report).map((t) => JSON.stringify({ ...t, metadata: { ...t.metadata, step } }) + '\n');
+    await mkdir(dirname(file), { recursive: true });
+    await appendFile(file, lines.join(''));
+  }
+
+  /** Drops the trajectory log's lines of steps after `step` (those of a step lost in flight). */
+  private async truncateTrajectoryLog(file: string, step: number): Promise<void> {
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw error;
+    }
+    const kept = text.split('\n').filter((line) => {
+      if (!line.endsWith('}')) return false;
+      const lineStep = (JSON.parse(line) as { metadata?: { step?: number } }).metadata?.step;
+      return lineStep !== undefined && lineStep <= step;
+    });
+    await writeFile(file, kept.map((line) => line + '\n').join(''));
   }
 
   /** Closes the environments (and the reference policy the trainer made). */
