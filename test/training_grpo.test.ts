@@ -132,6 +132,24 @@ describe('GRPOTrainer', () => {
     assert.equal(metrics.keptTrajectories, metrics.episodes);
   });
 
+  it('takes no optimizer step when the filters remove every episode', async () => {
+    const policy = bigram('adam');
+    let before = table(policy);
+    // Step 1 trains (Adam gathers momentum); step 2 filters everything out.
+    const everythingAfterStep1 = {
+      name: 'everything',
+      flag: (batch: TokenBatch): Uint8Array => new Uint8Array(batch.size).fill(trainer.stepCount >= 1 ? 1 : 0),
+    };
+    const trainer: GRPOTrainer<Product> = new GRPOTrainer(trainerOptions(policy, { filters: [everythingAfterStep1] }));
+    const [first] = await trainer.train(1);
+    assert.ok(first.gradNorm > 0);
+    assert.notDeepEqual(table(policy), before);
+    before = table(policy);
+    const [second] = await trainer.train(2);
+    assert.deepEqual([second.keptTrajectories, second.trainedTokens, second.gradNorm], [0, 0, 0]);
+    assert.deepEqual(table(policy), before, 'momentum alone did not move the policy');
+  });
+
   it('THOR step level: masks the shared prefix and weights the continuation loss by its coefficient', async () => {
     const recorded: { episodes: number; gradient: PolicyOutputGradient; batch: PolicyBatch }[] = [];
     let stepMetrics: { failures: number; samples: number; successRate: number } | undefined;

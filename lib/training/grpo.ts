@@ -569,6 +569,9 @@ export class GRPOTrainer<Problem> {
       const order = miniBatches > 1 ? this.random.shuffled(range(count)) : range(count);
       for (const mini of split(order, miniBatches)) {
         const normalizers = this.normalizers(update, mini);
+        // Nothing to learn from (e.g. every episode filtered): no optimizer step, so that
+        // momentum alone does not move the policy.
+        if (normalizers.episodeTokens + normalizers.stepTokens === 0) continue;
         for (const micro of chunk(mini, o.microBatchSize ?? mini.length)) {
           const sub = gatherSequences(update.batch, micro);
           await o.policy.accumulateGradients(
