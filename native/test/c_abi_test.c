@@ -1,5 +1,6 @@
 /* A plain C99 program linking libtirl: proves the C ABI stands on its own, without
- * Node.js or C++. It checks feedbackMask on a hand-worked batch and the error path. */
+ * Node.js or C++. It checks every op on hand-worked batches, and the error paths. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,6 +38,38 @@ static void test_feedback_mask(void) {
   CHECK(counts[0] == 2 && counts[1] == 0, "kept counts %d %d", counts[0], counts[1]);
 }
 
+static void test_ppo_loss(void) {
+  /* The hand-worked case of test/ppo_loss.test.ts: d = [0.1, -0.5, 0], A = [1, -1, 2];
+   * token 1 is clipped at 0.8, so loss = (-e^0.1 + 0.8 - 2) / 3. */
+  const float logp[3] = {-1.0f, -2.0f, -0.5f};
+  const float old_logp[3] = {-1.1f, -1.5f, -0.5f};
+  const float advantages[3] = {1.0f, -1.0f, 2.0f};
+  const uint8_t mask[3] = {1, 1, 1};
+  float grad[3];
+  tirl_ppo_result result;
+  tirl_ppo_options options = tirl_ppo_options_default();
+  const double e = exp(0.1);
+  tirl_status s = tirl_ppo_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options,
+                                grad, &result, tirl_cpu());
+  CHECK(s == TIRL_OK, "ppo_loss status %d: %s", (int)s, tirl_last_error());
+  CHECK(fabs(result.loss - (-e + 0.8 - 2.0) / 3.0) < 1e-6, "ppo loss %.9g", result.loss);
+  CHECK(fabs(grad[0] + e / 3.0) < 1e-6 && grad[1] == 0.0f && fabs(grad[2] + 2.0 / 3.0) < 1e-6,
+        "ppo grad %g %g %g", grad[0], grad[1], grad[2]);
+  CHECK(result.masked_tokens == 3 && result.non_finite == 0, "ppo counts");
+
+  options.clip_low = 1.5;
+  s = tirl_ppo_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                    &result, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "clip_low 1.5 accepted");
+  CHECK(strstr(tirl_last_error(), "clip_low") != NULL, "message: %s", tirl_last_error());
+  options = tirl_ppo_options_default();
+  options.aggregation = TIRL_AGG_SEQ_MEAN_TOKEN_MEAN;
+  s = tirl_ppo_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                    &result, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "seq aggregation without offsets accepted");
+  CHECK(strstr(tirl_last_error(), "seq_offsets") != NULL, "message: %s", tirl_last_error());
+}
+
 static void test_errors(void) {
   const uint8_t roles[3] = {0, 7, 1};
   const int32_t offsets[2] = {0, 3};
@@ -49,6 +82,30 @@ static void test_errors(void) {
   CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "bad offsets accepted");
   CHECK(strstr(tirl_last_error(), "seqOffsets") != NULL, "message: %s", tirl_last_error());
   CHECK(tirl_set_num_threads(0) == TIRL_ERROR_INVALID_ARGUMENT, "0 threads accepted");
+}
+
+static void test_token_logprobs(void) {
+  /* Two equal logits: p = 1/2 each, so lp = -ln 2, H = ln 2 and dL/dlogits = (1/2, -1/2). */
+  const float logits[4] = {0.0f, 0.0f, 1.0f, 1.0f};
+  const uint16_t logits_bf16[4] = {0, 0, 0x3f80, 0x3f80}; /* 0, 0, 1, 1 */
+  const int32_t labels[2] = {0, 1};
+  const int32_t bad_labels[2] = {0, 2};
+  const float grad_logp[2] = {1.0f, 1.0f};
+  float logp[2], entropy[2], grad[4];
+  tirl_status s = tirl_token_logprobs(logits, TIRL_DTYPE_F32, 2, 2, labels, 1.0, logp, entropy,
+                                      tirl_cpu());
+  CHECK(s == TIRL_OK, "token_logprobs: %s", tirl_last_error());
+  CHECK(fabsf(logp[0] + 0.6931472f) < 1e-6f && fabsf(entropy[1] - 0.6931472f) < 1e-6f,
+        "token_logprobs values %g %g", logp[0], entropy[1]);
+  s = tirl_token_logprobs(logits_bf16, TIRL_DTYPE_BF16, 2, 2, labels, 1.0, logp, NULL, tirl_cpu());
+  CHECK(s == TIRL_OK && fabsf(logp[1] + 0.6931472f) < 1e-6f, "token_logprobs bf16 %g", logp[1]);
+  s = tirl_token_logprobs_backward(logits, TIRL_DTYPE_F32, 2, 2, labels, 1.0, grad_logp, NULL,
+                                   grad, tirl_cpu());
+  CHECK(s == TIRL_OK && fabsf(grad[0] - 0.5f) < 1e-6f && fabsf(grad[3] - 0.5f) < 1e-6f,
+        "token_logprobs_backward %g %g", grad[0], grad[3]);
+  s = tirl_token_logprobs(logits, TIRL_DTYPE_F32, 2, 2, bad_labels, 1.0, logp, NULL, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "labels[1] = 2") != NULL,
+        "bad label: %s", tirl_last_error());
 }
 
 static void test_threads_deterministic(void) {
@@ -65,11 +122,65 @@ static void test_threads_deterministic(void) {
         "results differ between 1 and 4 threads");
 }
 
+static void test_group_advantages(void) {
+  /* One group [1, 0, 0, 1]: mean 0.5, unbiased std 0.57735, so +-0.866. */
+  const float rewards[4] = {1, 0, 0, 1};
+  const int32_t ids[4] = {-3, -3, -3, -3};
+  float advantages[4];
+  tirl_group_advantages_options options = tirl_group_advantages_options_default();
+  options.epsilon = 0;
+  tirl_status s = tirl_group_advantages(rewards, 4, NULL, 4, &options, advantages, tirl_cpu());
+  CHECK(s == TIRL_OK, "group_advantages status %d: %s", (int)s, tirl_last_error());
+  CHECK(fabsf(advantages[0] - 0.8660254f) < 1e-6f && fabsf(advantages[1] + 0.8660254f) < 1e-6f,
+        "group_advantages %f %f", advantages[0], advantages[1]);
+  s = tirl_group_advantages(rewards, 4, ids, 0, &options, advantages, tirl_cpu());
+  CHECK(s == TIRL_OK && fabsf(advantages[3] - 0.8660254f) < 1e-6f, "group_advantages by id");
+  s = tirl_group_advantages(rewards, 4, NULL, 3, &options, advantages, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "group size 3 of 4 accepted");
+}
+
+static void test_dpo_loss(void) {
+  /* Margin 0: sigmoid DPO loss log 2, gradient -beta / 2 per pair (mean over 2 pairs). */
+  const float zeros[2] = {0, 0};
+  float grad_chosen[2];
+  tirl_dpo_result result;
+  tirl_dpo_options options = tirl_dpo_options_default();
+  tirl_status s = tirl_dpo_loss(zeros, zeros, zeros, zeros, 2, &options, grad_chosen, NULL, NULL,
+                                NULL, &result, tirl_cpu());
+  CHECK(s == TIRL_OK, "dpo_loss status %d: %s", (int)s, tirl_last_error());
+  CHECK(fabs(result.loss - 0.69314718) < 1e-6, "dpo loss %f", result.loss);
+  CHECK(fabsf(grad_chosen[0] + 0.025f) < 1e-7f, "dpo grad %f", grad_chosen[0]);
+  options.beta = 0;
+  s = tirl_dpo_loss(zeros, zeros, zeros, zeros, 2, &options, NULL, NULL, NULL, NULL, &result,
+                    tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "beta 0 accepted");
+}
+
+static void test_sequence_logprobs(void) {
+  const float logp[5] = {-1, -2, -3, -4, -5};
+  const uint8_t mask[5] = {1, 0, 1, 1, 1};
+  const int32_t offsets[4] = {0, 3, 3, 5};
+  const float grad_seq[3] = {1, 7, 2};
+  float sums[3], grad[5];
+  tirl_status s = tirl_sequence_logprobs(logp, mask, 5, offsets, 3, 1, sums, tirl_cpu());
+  CHECK(s == TIRL_OK, "sequence_logprobs status %d: %s", (int)s, tirl_last_error());
+  CHECK(sums[0] == -2.0f && sums[1] == 0.0f && sums[2] == -4.5f, "sequence means %f %f %f",
+        sums[0], sums[1], sums[2]);
+  s = tirl_sequence_logprobs_backward(grad_seq, mask, 5, offsets, 3, 1, grad, tirl_cpu());
+  CHECK(s == TIRL_OK && grad[0] == 0.5f && grad[1] == 0.0f && grad[4] == 1.0f,
+        "sequence_logprobs_backward %f %f %f", grad[0], grad[1], grad[4]);
+}
+
 int main(void) {
   printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
   test_feedback_mask();
+  test_ppo_loss();
   test_errors();
+  test_token_logprobs();
   test_threads_deterministic();
+  test_group_advantages();
+  test_dpo_loss();
+  test_sequence_logprobs();
   if (failures == 0) printf("c_abi: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }
