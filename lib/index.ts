@@ -6,4 +6,4 @@ export * from './info.js';
 export * from './kernels/index.js';
 export * from './tools/index.js';
 export * from './policies/index.js';
-export * from './training/index.js';
+

@@ -6,8 +6,9 @@
  * final answer is void (SimpleTIR) and ends the episode.
  */
 import { calculate, resolveReferences, type ReferenceContext } from './calculator.js';
+import type { Environment, StepResult } from '../training/environment.js';
 import type { Problem } from './problems.js';
-import { TOKEN, VOCAB, encode } from './vocab.js';
+import { TOKEN, VOCAB, decode, encode } from './vocab.js';
 
 export type TurnKind = 'tool-call' | 'answer' | 'void';
 
@@ -57,7 +58,55 @@ export function rewardFor(problem: Problem, answer: string | undefined): number 
   return answer !== undefined && answer === problem.answer ? 1 : 0;
 }
 
-/** Whether a generated token ends an action turn. */
-export function endsTurn(token: number): boolean {
-  return token === TOKEN.calcEnd || token === TOKEN.ansEnd;
+/**
+ * One episode's world for the trainers: poses the problem, runs each tool call through
+ * the calculator, feeds back its output, and ends the episode at an answer (reward 1 when
+ * exact), at a void turn, or when the policy runs out of turns.
+ */
+export class ArithmeticEnvironment implements Environment<Problem> {
+  private problem: Problem | undefined;
+  private lastResult: string | undefined;
+  private turns = 0;
+
+  reset(problem: Problem): string {
+    this.problem = problem;
+    this.lastResult = undefined;
+    this.turns = 0;
+    return problem.text;
+  }
+
+  step(action: string): StepResult {
+    const problem = this.problem;
+    if (problem === undefined) throw new Error('ArithmeticEnvironment.step before reset');
+    this.turns++;
+    const outcome = classifyTurn(actionTokens(action), { quantities: problem.quantities, lastResult: this.lastResult });
+    if (outcome.kind === 'answer') {
+      const reward = rewardFor(problem, outcome.answer);
+      return { feedback: '', reward, done: true, success: reward === 1 };
+    }
+    if (outcome.kind === 'void') return { feedback: '', reward: 0, done: true, success: false };
+    this.lastResult = outcome.result ?? this.lastResult;
+    const done = this.turns >= MAX_TURNS;
+    return {
+      feedback: done ? '' : decode(outcome.feedback),
+      tool: { name: 'calculator', status: outcome.toolStatus ?? 'error' },
+      reward: 0,
+      done,
+      success: false,
+    };
+  }
+}
+
+/** Token ids of an action's text; text outside the vocabulary makes the turn void. */
+export function actionTokens(action: string): number[] {
+  try {
+    return encode(action);
+  } catch {
+    return [];
+  }
+}
+
+/** Whether an action's text is a void turn (for the trainer's void-turn filter). */
+export function isVoidAction(action: string): boolean {
+  return classifyTurn(actionTokens(action), { quantities: [] }).kind === 'void';
 }
