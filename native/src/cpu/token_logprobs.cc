@@ -8,7 +8,9 @@
 // second pass turning them into gradients, so each logit costs one exp (rows over 256
 // blocks, and an in-place backward with gradEntropy, recompute the exps instead). The
 // second pass hits L2 for rows up to ~512 KiB and L3 beyond; per logit it costs the same
-// at V = 32,000 and 151,936: on SSE2 these loops are bound by arithmetic, not memory.
+// at V = 32,000 and 151,936. These loops are bound by arithmetic, not memory, even with
+// AVX2 + FMA (~0.6 ns per logit forward, f32 and bf16 alike, on a 2.45 GHz Zen 3 core):
+// the block max and the exp polynomial take ~3.5 instructions per logit.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
