@@ -12,9 +12,11 @@ import { before, describe, it } from 'node:test';
 import * as tf from '@tensorflow/tfjs';
 
 import { Role } from '../lib/kernels/index.js';
-import { isVoidTurn } from '../lib/filters/index.js';
+import { isVoidTurn, voidTurnFilter } from '../lib/filters/index.js';
 import { readTrajectories, type TokenBatch, type Trajectory } from '../lib/trajectory/index.js';
 import {
+  type Episode,
+  type EpisodeFilter,
   GRPOTrainer,
   type GRPOTrainerOptions,
   type Policy,
@@ -123,6 +125,23 @@ describe('GRPOTrainer', () => {
         if (turn.action.text.includes('```python')) assert.equal(turn.response?.toolName, 'python');
       }
     });
+  });
+
+  it("combines the SDK's filters with filters over the trainer's episodes", async () => {
+    let seen: { episodes: readonly Episode<Product>[]; keep: Uint8Array } | undefined;
+    const brokenCode: EpisodeFilter = { name: 'brokenCode', removes: (e) => e.turns.some((t) => t.tool?.status === 'error') };
+    const trainer = new GRPOTrainer(
+      trainerOptions(bigram(), { filters: [voidTurnFilter(), brokenCode], onEpisodes: (episodes, keep) => void (seen = { episodes, keep }) }),
+    );
+    const [metrics] = await trainer.train(1);
+    assert.ok(seen);
+    const broken = seen.episodes.map((e) => e.turns.some((t) => t.tool?.status === 'error'));
+    const voided = seen.episodes.map((e) => e.turns.some((t) => isVoidTurn(t.action)));
+    assert.ok(broken.some((b, i) => b && !voided[i]), 'some episodes only the episode filter removes');
+    assert.deepEqual([...seen.keep], broken.map((b, i) => (b || voided[i] ? 0 : 1)));
+    assert.equal(metrics.filtered.brokenCode.trajectories, broken.filter(Boolean).length);
+    assert.equal(metrics.filtered.brokenCode.removed, broken.filter((b, i) => b && !voided[i]).length);
+    assert.equal(metrics.keptTrajectories, seen.keep.reduce((a, k) => a + k, 0));
   });
 
   it('counts void episodes without removing them when the filter is off', async () => {

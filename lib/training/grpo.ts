@@ -18,6 +18,18 @@ import { type Episode, packSequences, replayStep, rollout, toTokenBatch } from '
 
 type PpoOptions = Parameters<typeof ppoLoss>[0];
 
+/**
+ * A filter over the trainer's own episodes, for rules the SDK's `TrajectoryFilter`s cannot
+ * see (e.g. an environment's own action markup). Filters mask; the episodes stay in the
+ * metrics and logs.
+ */
+export interface EpisodeFilter {
+  /** Key of this filter's counts in {@link GRPOStepMetrics.filtered}. */
+  name: string;
+  /** Whether to remove `episode`; `group` holds all episodes of its prompt, itself included. */
+  removes(episode: Episode<unknown>, group: readonly Episode<unknown>[]): boolean;
+}
+
 /** THOR's step-level option: learning from alternatives at failed tool calls. */
 export interface StepLevelOptions {
   /** Continuations sampled at each failure point. Default 4. */
@@ -52,10 +64,11 @@ export interface GRPOTrainerOptions<Problem> {
   /** Divide advantages by the group's std (GRPO); false is Dr.GRPO. Default true. */
   scaleByStd?: boolean;
   /**
-   * The trajectory SDK's filters removing episodes from the loss, applied in order with its
-   * `applyFilters`. Default `[voidTurnFilter()]` (SimpleTIR); `[]` turns filtering off.
+   * Filters removing episodes from the loss, applied in order with the SDK's `applyFilters`:
+   * the SDK's `TrajectoryFilter`s, or {@link EpisodeFilter}s over the trainer's episodes.
+   * Default `[voidTurnFilter()]` (SimpleTIR, from the SDK); `[]` turns filtering off.
    */
-  filters?: readonly TrajectoryFilter[];
+  filters?: readonly (TrajectoryFilter | EpisodeFilter)[];
   /** Passes over each batch, reusing its old log-probs. Default 1. */
   ppoEpochs?: number;
   /** Optimizer steps per epoch: the batch's sequences are shuffled and split this many ways. Default 1. */
@@ -94,6 +107,8 @@ export interface GRPOTrainerOptions<Problem> {
    * `metadata.filteredBy` (the filter that removed it, or null).
    */
   trajectoryLogFile?: string;
+  /** Called with each step's episodes and their keep flags (1 = in the loss), after the filters. */
+  onEpisodes?: (episodes: readonly Episode<Problem>[], keep: Uint8Array) => void | Promise<void>;
   /**
    * Called with each step's episodes after the filters: as the SDK's `TokenBatch` (its
    * `trajectories` ready for `writeTrajectories`), the keep flags (1 = in the loss) and
@@ -302,11 +317,12 @@ export class GRPOTrainer<Problem> {
     });
 
     const batch = toTokenBatch(episodes, `step${this.stepCount + 1}`);
-    const { keep, report } = applyFilters(batch, options.filters);
+    const { keep, report } = applyFilters(batch, options.filters.map((f) => asTrajectoryFilter(f, episodes, groupSize)));
     const filtered: Record<string, FilterCount> = {};
     for (const f of report.filters) {
       filtered[f.name] = { trajectories: f.flaggedTrajectories, removed: f.removedTrajectories, tokens: f.removedTokens };
     }
+    await options.onEpisodes?.(episodes, keep);
     await options.onBatch?.(batch, keep, report);
     if (options.trajectoryLogFile) await this.logTrajectories(options.trajectoryLogFile, batch, report);
     const sequences: TrainingSequence[] = episodes.map((e, i) => ({
@@ -663,6 +679,23 @@ export class GRPOTrainer<Problem> {
     }
     return { episodeTokens, episodeSequences: Math.max(episodeSequences, 1), stepTokens, horizon: Math.max(horizon, 1) };
   }
+}
+
+/** An episode filter as the SDK's `applyFilters` takes it: flags over the batch of `episodes`. */
+function asTrajectoryFilter(
+  filter: TrajectoryFilter | EpisodeFilter,
+  episodes: readonly Episode<unknown>[],
+  groupSize: number,
+): TrajectoryFilter {
+  if ('flag' in filter) return filter;
+  return {
+    name: filter.name,
+    flag: () =>
+      Uint8Array.from(episodes, (episode, i) => {
+        const start = Math.floor(i / groupSize) * groupSize;
+        return filter.removes(episode, episodes.slice(start, start + groupSize)) ? 1 : 0;
+      }),
+  };
 }
 
 /** Sums of the update's statistics, reduced to {@link GRPOStepMetrics} fields. */

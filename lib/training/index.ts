@@ -5,6 +5,7 @@
 export { DPOTrainer, type DPOStepMetrics, type DPOTrainerOptions, type PairSource, type TokenPreferencePair } from './dpo.js';
 export type { Environment, StepResult } from './environment.js';
 export {
+  type EpisodeFilter,
   type FilterCount,
   GRPOTrainer,
   type GRPOStepMetrics,
