@@ -4,3 +4,5 @@
  */
 export * from './info.js';
 export * from './kernels/index.js';
+export * as cuda from './cuda.js';
+export type { DeviceArray, DeviceDtype } from './cuda.js';

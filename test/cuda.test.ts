@@ -1,0 +1,145 @@
+/**
+ * CUDA: the unavailable path is tested on every machine; the GPU tests run where
+ * `cuda.available()` says a GPU is usable and are skipped, with the reason, elsewhere.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { cuda, feedbackMask, feedbackMaskAsync, info } from '../lib/index.js';
+import { checkBadInputs, Random } from './support.js';
+
+const status = cuda.available();
+const gpu = status.available ? false : `no usable GPU: ${status.reason}`;
+const noGpu = status.available ? 'a GPU is available here' : false;
+
+function randomRoles(rng: Random, b: number, maxLen: number) {
+  const seqOffsets = rng.seqOffsets(b, 0, maxLen);
+  const roles = new Uint8Array(seqOffsets[b]);
+  for (let i = 0; i < roles.length; i++) roles[i] = rng.int(0, 4);
+  return { roles, seqOffsets, keep: rng.mask(b, 0.7) };
+}
+
+describe('cuda availability', () => {
+  it('reports the same status through cuda.available() and info().cuda', () => {
+    assert.equal(typeof status.available, 'boolean');
+    assert.deepEqual(info().cuda, status);
+    if (!status.available) {
+      assert.equal(typeof status.reason, 'string');
+      assert.ok(status.reason!.length > 10, `reason too short: ${status.reason}`);
+    } else {
+      assert.equal(status.reason, undefined);
+    }
+  });
+});
+
+describe('cuda unavailable', { skip: noGpu }, () => {
+  it('refuses to create device arrays with a clear Error giving the reason', () => {
+    for (const make of [() => new cuda.DeviceArray('f32', 4), () => cuda.DeviceArray.from(new Uint8Array(3))]) {
+      assert.throws(make, (error: Error) => {
+        assert.equal(error.constructor, Error);
+        assert.match(error.message, /CUDA is unavailable/);
+        assert.ok(error.message.includes(status.reason!), error.message);
+        return true;
+      });
+    }
+  });
+
+  it('still checks DeviceArray arguments before looking for CUDA', () => {
+    checkBadInputs([
+      { name: 'unknown dtype', call: () => new cuda.DeviceArray('f64' as never, 1), error: TypeError, message: 'for dtype' },
+      { name: 'length not a number', call: () => new cuda.DeviceArray('f32', '4' as never), error: TypeError, message: 'for length' },
+      { name: 'negative length', call: () => new cuda.DeviceArray('f32', -1), error: RangeError, message: 'for length' },
+      { name: 'fractional length', call: () => new cuda.DeviceArray('u8', 1.5), error: RangeError, message: 'for length' },
+      { name: 'bad device', call: () => new cuda.DeviceArray('u8', 1, { device: -1 }), error: RangeError, message: 'for device' },
+      { name: 'from an Array', call: () => cuda.DeviceArray.from([1, 2] as never), error: TypeError, message: 'for source' },
+    ]);
+  });
+
+  it('keeps running ops on the CPU', () => {
+    const r = feedbackMask({ roles: Uint8Array.from([0, 1, 2, 1]), seqOffsets: Int32Array.from([0, 4]) });
+    assert.deepEqual([...r.mask], [0, 1, 0, 1]);
+  });
+});
+
+describe('cuda device arrays', { skip: gpu }, () => {
+  it('round-trips every dtype, zero-initialised', () => {
+    const sources = {
+      f32: Float32Array.from([1.5, -2, Number.NaN, Infinity]),
+      u8: Uint8Array.from([0, 255, 7]),
+      i32: Int32Array.from([-5, 2147483647]),
+      u16: Uint16Array.from([1, 65535]),
+      bf16: Uint16Array.from([0x3f80, 0xc000]),
+    } as const;
+    for (const [dtype, source] of Object.entries(sources)) {
+      const empty = new cuda.DeviceArray(dtype as cuda.DeviceDtype, source.length);
+      assert.ok(empty.download().every((x: number) => x === 0), `${dtype} not zeroed`);
+      empty.free();
+      const array = cuda.DeviceArray.from(source as Uint16Array, dtype as 'bf16');
+      assert.equal(array.dtype, dtype);
+      assert.equal(array.length, source.length);
+      assert.equal(array.byteLength, source.byteLength);
+      assert.deepEqual(array.download(), source);
+      array.free();
+      assert.equal(array.freed, true);
+      array.free();
+    }
+  });
+
+  it('refuses wrong hosts arrays and freed arrays', () => {
+    const array = new cuda.DeviceArray('f32', 3);
+    checkBadInputs([
+      { name: 'upload wrong type', call: () => array.upload(new Int32Array(3) as never), error: TypeError, message: 'for source' },
+      { name: 'upload wrong length', call: () => array.upload(new Float32Array(2)), error: RangeError, message: 'length 3' },
+      { name: 'download wrong type', call: () => array.download(new Uint8Array(3) as never), error: TypeError, message: 'for out' },
+    ]);
+    array.free();
+    assert.throws(() => array.download(), /freed/);
+  });
+
+  it('runs feedbackMask on the GPU with the CPU result, sync and async', async () => {
+    const rng = new Random(5);
+    for (const [b, maxLen] of [[1, 1], [3, 40], [200, 3000], [5000, 20]]) {
+      const { roles, seqOffsets, keep } = randomRoles(rng, b, maxLen);
+      const cpu = feedbackMask({ roles, seqOffsets, keep });
+      const device = {
+        roles: cuda.DeviceArray.from(roles),
+        seqOffsets: cuda.DeviceArray.from(seqOffsets),
+        keep: cuda.DeviceArray.from(keep),
+      };
+      const onGpu = feedbackMask(device);
+      assert.deepEqual(onGpu.mask.download(), cpu.mask);
+      assert.deepEqual(onGpu.actionTokens.download(), cpu.actionTokens);
+      const asyncResult = await feedbackMaskAsync(device);
+      assert.deepEqual(asyncResult.mask.download(), cpu.mask);
+      const noKeep = feedbackMask({ roles: device.roles, seqOffsets: device.seqOffsets });
+      assert.deepEqual(noKeep.mask.download(), feedbackMask({ roles, seqOffsets }).mask);
+    }
+  });
+
+  it('reports bad device data with the CPU messages, and mixed devices as TypeErrors', () => {
+    const from = cuda.DeviceArray.from;
+    const roles = from(Uint8Array.from([0, 1, 2]));
+    checkBadInputs([
+      { name: 'role out of range', call: () => feedbackMask({ roles: from(Uint8Array.from([0, 9, 1])), seqOffsets: from(Int32Array.from([0, 3])) }), error: RangeError, message: 'roles[1] = 9' },
+      { name: 'offsets short', call: () => feedbackMask({ roles, seqOffsets: from(Int32Array.from([0, 2])) }), error: RangeError, message: 'end at the token count 3' },
+      { name: 'offsets decreasing', call: () => feedbackMask({ roles, seqOffsets: from(Int32Array.from([0, 2, 1, 3])) }), error: RangeError, message: 'non-decreasing' },
+      { name: 'offsets not from 0', call: () => feedbackMask({ roles, seqOffsets: from(Int32Array.from([1, 3])) }), error: RangeError, message: 'seqOffsets[0]' },
+      { name: 'host offsets', call: () => feedbackMask({ roles, seqOffsets: Int32Array.from([0, 3]) } as never), error: TypeError, message: 'like roles' },
+      { name: 'wrong dtype', call: () => feedbackMask({ roles: from(Float32Array.from([0])), seqOffsets: from(Int32Array.from([0, 1])) } as never), error: TypeError, message: 'DeviceArray of f32' },
+      { name: 'host out', call: () => feedbackMask({ roles, seqOffsets: from(Int32Array.from([0, 3])), out: { mask: new Uint8Array(3) } } as never), error: TypeError, message: 'out.mask' },
+    ]);
+    const freed = from(Uint8Array.from([1]));
+    freed.free();
+    assert.throws(() => feedbackMask({ roles: freed, seqOffsets: from(Int32Array.from([0, 1])) }), /freed DeviceArray/);
+  });
+
+  it('will not free an array a pending async op uses', async () => {
+    const roles = cuda.DeviceArray.from(new Uint8Array(1 << 20).fill(1));
+    const seqOffsets = cuda.DeviceArray.from(Int32Array.from([0, 1 << 20]));
+    const pending = feedbackMaskAsync({ roles, seqOffsets });
+    assert.throws(() => roles.free(), /pending async op/);
+    const r = await pending;
+    assert.deepEqual(r.actionTokens.download(), Int32Array.from([1 << 20]));
+    roles.free();
+  });
+});
