@@ -5,6 +5,7 @@
 #include "common/cuda_backend.h"
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
+#include "cuda/reduce.cuh"
 
 namespace tirl::cuda {
 
@@ -27,6 +28,30 @@ const char* last_error() { return last_message.c_str(); }
 tirl_status cuda_failure(cudaError_t error, const char* op, const char* what) {
   return fail(TIRL_ERROR_CUDA, std::string(op) + ": CUDA error " + cudaGetErrorName(error) +
                                    " (" + cudaGetErrorString(error) + ") in " + what);
+}
+
+tirl_status offsets_error(const char* op, const OffsetsReport& report, const int32_t* seq_offsets,
+                          int64_t num_tokens) {
+  if (report.first != 0) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) +
+                                                 ": expected seqOffsets[0] to be 0 but received " +
+                                                 std::to_string(report.first));
+  }
+  if (report.first_decreasing != ~0ull) {
+    const int64_t i = static_cast<int64_t>(report.first_decreasing);
+    int32_t pair[2] = {0, 0};
+    TIRL_CUDA_TRY(op, cudaMemcpy(pair, seq_offsets + i - 1, sizeof pair, cudaMemcpyDeviceToHost));
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) + ": expected non-decreasing seqOffsets but seqOffsets[" +
+                    std::to_string(i) + "] = " + std::to_string(pair[1]) + " < seqOffsets[" +
+                    std::to_string(i - 1) + "] = " + std::to_string(pair[0]));
+  }
+  if (report.last != num_tokens) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) + ": expected seqOffsets to end at the token count " +
+                    std::to_string(num_tokens) + " but it ends at " + std::to_string(report.last));
+  }
+  return TIRL_OK;
 }
 
 namespace {

@@ -102,3 +102,14 @@ inline unsigned blocks_for(int64_t items, int64_t per_block) {
 }
 
 }  // namespace tirl::cuda
+
+namespace tirl::cuda {
+
+struct OffsetsReport;
+
+// After the stream was synchronised: the CPU's message for the first problem the device
+// found in seq_offsets (checked in check_seq_offsets' order), or TIRL_OK.
+tirl_status offsets_error(const char* op, const OffsetsReport& report, const int32_t* seq_offsets,
+                          int64_t num_tokens);
+
+}  // namespace tirl::cuda

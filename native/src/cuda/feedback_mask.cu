@@ -7,6 +7,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
+#include "cuda/reduce.cuh"
 #include "math/feedback_mask.h"
 
 namespace tirl::cuda {
@@ -18,23 +19,9 @@ constexpr int kTokensPerThread = 16;
 
 // What the kernel reports back; "none" is ULLONG_MAX (the memset pattern 0xff).
 struct Report {
-  unsigned long long first_bad_role;       // token index
-  unsigned long long first_decreasing;     // i with seq_offsets[i] < seq_offsets[i - 1]
-  long long first_offset;                  // seq_offsets[0]
-  long long last_offset;                   // seq_offsets[num_seqs]
+  OffsetsReport offsets;
+  unsigned long long first_bad_role;  // token index
 };
-
-// The sequence holding token t: the last s in [0, num_seqs) with seq_offsets[s] <= t.
-// Bounded by num_seqs whatever the offsets hold, so bad offsets cannot fault.
-__device__ int64_t sequence_of(const int32_t* seq_offsets, int64_t num_seqs, int64_t t) {
-  int64_t lo = 0, hi = num_seqs - 1;
-  while (lo < hi) {
-    int64_t mid = (lo + hi + 1) / 2;
-    if (seq_offsets[mid] <= t) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
 
 __device__ void add_count(int32_t* action_tokens, int64_t s, int32_t count) {
   if (action_tokens != nullptr && count != 0) atomicAdd(&action_tokens[s], count);
@@ -44,19 +31,8 @@ __global__ void feedback_mask_kernel(const uint8_t* __restrict__ roles, int64_t 
                                      const int32_t* __restrict__ seq_offsets, int64_t num_seqs,
                                      const uint8_t* __restrict__ keep, uint8_t* __restrict__ mask,
                                      int32_t* __restrict__ action_tokens, Report* report) {
+  check_offsets(seq_offsets, num_seqs, &report->offsets);
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-
-  for (int64_t i = thread + 1; i <= num_seqs; i += stride) {
-    if (seq_offsets[i] < seq_offsets[i - 1]) {
-      atomicMin(&report->first_decreasing, static_cast<unsigned long long>(i));
-    }
-  }
-  if (thread == 0) {
-    report->first_offset = seq_offsets[0];
-    report->last_offset = seq_offsets[num_seqs];
-  }
-
   const int64_t first = thread * kTokensPerThread;
   int64_t s = -1;
   int32_t count = 0;
@@ -71,7 +47,7 @@ __global__ void feedback_mask_kernel(const uint8_t* __restrict__ roles, int64_t 
     } else {
       for (int64_t t = first; t < last; ++t) run[t - first] = roles[t];
     }
-    s = sequence_of(seq_offsets, num_seqs, first);
+    s = find_sequence(seq_offsets, 0, num_seqs - 1, first);
     bool keep_sequence = keep == nullptr || keep[s] != 0;
     int64_t next_start = s + 1 < num_seqs ? seq_offsets[s + 1] : LLONG_MAX;
     int64_t bad = -1;
@@ -100,8 +76,8 @@ __global__ void feedback_mask_kernel(const uint8_t* __restrict__ roles, int64_t 
   // their counts first, so one atomic per warp and sequence reaches memory.
 #if __CUDA_ARCH__ >= 800
   const unsigned same = __match_any_sync(0xffffffffu, static_cast<long long>(s));
-  const int32_t total = __reduce_add_sync(same, static_cast<unsigned>(count));
-  if (s >= 0 && (threadIdx.x % 32) == static_cast<unsigned>(__ffs(same) - 1)) {
+  const int32_t total = static_cast<int32_t>(__reduce_add_sync(same, static_cast<unsigned>(count)));
+  if (s >= 0 && (threadIdx.x % kWarp) == static_cast<unsigned>(__ffs(same) - 1)) {
     add_count(action_tokens, s, total);
   }
 #else
@@ -125,10 +101,8 @@ tirl_status feedback_mask(const uint8_t* roles, int64_t num_tokens, const int32_
     if (action_tokens != nullptr && num_seqs > 0) {
       TIRL_CUDA_TRY(kOp, cudaMemsetAsync(action_tokens, 0, num_seqs * sizeof(int32_t), stream));
     }
-    const int64_t threads_needed =
-        std::max<int64_t>((num_tokens + kTokensPerThread - 1) / kTokensPerThread, num_seqs);
-    // Enough threads for every token run; the offsets check strides over the grid.
-    const unsigned blocks = blocks_for(std::min<int64_t>(threads_needed, int64_t{1} << 30), kThreads);
+    // One thread per run of tokens; the offsets check strides over the grid.
+    const unsigned blocks = blocks_for((num_tokens + kTokensPerThread - 1) / kTokensPerThread, kThreads);
     feedback_mask_kernel<<<blocks, kThreads, 0, stream>>>(roles, num_tokens, seq_offsets, num_seqs,
                                                           keep, mask, action_tokens, report);
     TIRL_CUDA_TRY(kOp, cudaGetLastError());
@@ -137,26 +111,7 @@ tirl_status feedback_mask(const uint8_t* roles, int64_t num_tokens, const int32_
     TIRL_CUDA_TRY(kOp, cudaStreamSynchronize(stream));
 
     // The checks in the CPU kernel's order, with its messages.
-    if (host.first_offset != 0) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) +
-                                                   ": expected seqOffsets[0] to be 0 but received " +
-                                                   std::to_string(host.first_offset));
-    }
-    if (host.first_decreasing != ULLONG_MAX) {
-      const int64_t i = static_cast<int64_t>(host.first_decreasing);
-      int32_t pair[2];
-      TIRL_CUDA_TRY(kOp, cudaMemcpy(pair, seq_offsets + i - 1, sizeof pair, cudaMemcpyDeviceToHost));
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": expected non-decreasing seqOffsets but seqOffsets[" +
-                      std::to_string(i) + "] = " + std::to_string(pair[1]) + " < seqOffsets[" +
-                      std::to_string(i - 1) + "] = " + std::to_string(pair[0]));
-    }
-    if (host.last_offset != num_tokens) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": expected seqOffsets to end at the token count " +
-                      std::to_string(num_tokens) + " but it ends at " +
-                      std::to_string(host.last_offset));
-    }
+    if (tirl_status s = offsets_error(kOp, host.offsets, seq_offsets, num_tokens)) return s;
     if (host.first_bad_role != ULLONG_MAX) {
       const int64_t t = static_cast<int64_t>(host.first_bad_role);
       uint8_t role = 0;
