@@ -57,6 +57,41 @@ __device__ T block_reduce(T value, T identity, Combine combine) {
   return value;
 }
 
+// Reduces over a group of kGroup threads (32: each warp; blockDim.x: the block) and
+// returns the result in every thread of the group. The whole group must call it.
+template <int kGroup, class T, class Combine>
+__device__ T group_reduce(T value, T identity, Combine combine) {
+  if constexpr (kGroup == kWarp) {
+    value = warp_reduce(value, combine);
+    T result;
+    const unsigned* from = reinterpret_cast<const unsigned*>(&value);
+    unsigned* to = reinterpret_cast<unsigned*>(&result);
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) to[i] = __shfl_sync(0xffffffffu, from[i], 0);
+    return result;
+  } else {
+    value = block_reduce(value, identity, combine);
+    __shared__ alignas(16) unsigned char storage[sizeof(T)];
+    T* shared = reinterpret_cast<T*>(storage);
+    if (threadIdx.x == 0) *shared = value;
+    __syncthreads();
+    return *shared;
+  }
+}
+
+// One sequence per group of kGroup threads (a warp, or the whole block): this thread's.
+template <int kGroup>
+__device__ int64_t group_sequence() {
+  return static_cast<int64_t>(blockIdx.x) * (blockDim.x / kGroup) + threadIdx.x / kGroup;
+}
+
+// Average sequence length from which a whole block, not a warp, takes a sequence: chosen
+// from the sizes only, so results stay the same run after run.
+constexpr int64_t kBlockPerSequenceFrom = 1024;
+inline bool block_per_sequence(int64_t num_tokens, int64_t num_seqs) {
+  return num_seqs > 0 && num_tokens / num_seqs >= kBlockPerSequenceFrom;
+}
+
 // A load that bypasses L1, for partials written by other blocks.
 template <class T>
 __device__ T load_coherent(const T* address) {
