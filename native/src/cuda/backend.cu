@@ -1,6 +1,7 @@
 // The entry point of libtirl_cuda.so: the table the core looks up with dlsym, the error
 // message of each thread, and device memory management.
 #include <cstdio>
+#include <mutex>
 
 #include "common/cuda_backend.h"
 #include "cuda/common.cuh"
@@ -28,6 +29,21 @@ const char* last_error() { return last_message.c_str(); }
 tirl_status cuda_failure(cudaError_t error, const char* op, const char* what) {
   return fail(TIRL_ERROR_CUDA, std::string(op) + ": CUDA error " + cudaGetErrorName(error) +
                                    " (" + cudaGetErrorString(error) + ") in " + what);
+}
+
+void Scratch::keep_pool_warm() {
+  constexpr int kDevices = 64;
+  static std::once_flag once[kDevices];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return;
+  std::call_once(once[device], [device] {
+    cudaMemPool_t pool;
+    uint64_t keep = uint64_t{64} << 20;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess) {
+      cudaGetLastError();  // an optimisation only: leave no error for the op to find
+    }
+  });
 }
 
 tirl_status offsets_error(const char* op, const OffsetsReport& report, const int32_t* seq_offsets,

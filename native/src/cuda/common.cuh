@@ -81,7 +81,10 @@ class DeviceScope {
 class Scratch {
  public:
   explicit Scratch(cudaStream_t stream) : stream_(stream) {}
-  cudaError_t allocate(size_t bytes) { return cudaMallocAsync(&data_, bytes, stream_); }
+  cudaError_t allocate(size_t bytes) {
+    keep_pool_warm();
+    return cudaMallocAsync(&data_, bytes, stream_);
+  }
   template <class T>
   T* as() const { return static_cast<T*>(data_); }
   ~Scratch() {
@@ -91,6 +94,11 @@ class Scratch {
   Scratch& operator=(const Scratch&) = delete;
 
  private:
+  // The current device's default pool returns its memory to the driver at every
+  // synchronisation unless told to keep some: scratch would then be mapped anew on each
+  // call. It keeps up to 64 MiB (set once per device; other users of the pool benefit too).
+  static void keep_pool_warm();
+
   cudaStream_t stream_;
   void* data_ = nullptr;
 };
