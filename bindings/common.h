@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -77,8 +78,8 @@ class Options {
   // Whether the field is present (not undefined).
   bool has(const char* name);
 
-  // For an op with a CUDA kernel, called first in parse(): every array may then be a
-  // DeviceArray instead of a typed array, all of the call's arrays on one device (all in
+  // For an op with a CUDA kernel (called by define_op before parse): every array may then
+  // be a DeviceArray instead of a typed array, all of the call's arrays on one device (all in
   // host memory or all on the same GPU), and outputs are allocated where the inputs are.
   // Without it an op sees only typed arrays, exactly as before.
   void allow_device_arrays() { device_arrays_allowed_ = true; }
@@ -233,6 +234,22 @@ void Options::require_length(const ArrayView<T>& view, const char* name, int64_t
 //   static Call parse(Options&);       checks arguments, allocates outputs
 //   tirl_status run();                 the C call; may run on a worker thread
 //   Napi::Value result(Napi::Env);     builds the JS result on the main thread
+// An op with a CUDA kernel also has a member `tirl_device device = tirl_cpu();` that run()
+// passes to the C ABI: its arrays may then be DeviceArrays (see allow_device_arrays), and
+// `device` says where they are.
+template <class Call, class = void>
+struct HasDevice : std::false_type {};
+template <class Call>
+struct HasDevice<Call, std::void_t<decltype(std::declval<Call&>().device)>> : std::true_type {};
+
+template <class Call>
+Call parse_call(Options& options) {
+  if constexpr (HasDevice<Call>::value) options.allow_device_arrays();
+  Call call = Call::parse(options);
+  if constexpr (HasDevice<Call>::value) call.device = options.device();
+  options.verify_not_detached();
+  return call;
+}
 template <class Call>
 class KernelWorker : public Napi::AsyncWorker {
  public:
@@ -303,8 +320,7 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                         [name](const Napi::CallbackInfo& info) -> Napi::Value {
                           return guard(info.Env(), [&]() -> Napi::Value {
                             Options options(info, name);
-                            Call call = Call::parse(options);
-                            options.verify_not_detached();
+                            Call call = parse_call<Call>(options);
                             tirl_status status = call.run();
                             if (status != TIRL_OK) {
                               throw status_error(info.Env(), status, tirl_last_error());
@@ -319,8 +335,7 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                               [name](const Napi::CallbackInfo& info) -> Napi::Value {
                                 return guard(info.Env(), [&]() -> Napi::Value {
                                   Options options(info, name);
-                                  Call call = Call::parse(options);
-                                  options.verify_not_detached();
+                                  Call call = parse_call<Call>(options);
                                   auto* worker = new KernelWorker<Call>(info.Env(), std::move(call),
                                                                         options.inputs());
                                   Napi::Promise promise = worker->promise();

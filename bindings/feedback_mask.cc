@@ -7,11 +7,10 @@ struct FeedbackMaskCall {
   ArrayView<uint8_t> roles, keep, mask;
   ArrayView<int32_t> seq_offsets, action_tokens;
   Napi::ObjectReference mask_ref, action_tokens_ref;
-  tirl_device device;
+  tirl_device device = tirl_cpu();
 
   static FeedbackMaskCall parse(Options& o) {
     FeedbackMaskCall c;
-    o.allow_device_arrays();
     c.roles = o.array<uint8_t>("roles", true);
     c.seq_offsets = o.array<int32_t>("seqOffsets", true);
     if (c.seq_offsets.length < 1) {
@@ -23,7 +22,6 @@ struct FeedbackMaskCall {
     o.require_length(c.keep, "keep", num_seqs, "one per sequence: seqOffsets.length - 1");
     c.mask = o.output<uint8_t>("mask", c.roles.length, c.mask_ref);
     c.action_tokens = o.output<int32_t>("actionTokens", num_seqs, c.action_tokens_ref);
-    c.device = o.device();
     return c;
   }
 

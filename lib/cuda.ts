@@ -23,6 +23,23 @@ export interface HostArrayOf {
   bf16: Uint16Array;
 }
 
+/**
+ * The GPU form of an op's options or result: every typed array becomes a
+ * {@link DeviceArray} of the matching dtype (`Uint16Array` bf16 bits: `'bf16'` or `'u16'`),
+ * in nested objects (`out`) too; numbers, strings and booleans stay as they are.
+ */
+export type OnDevice<T> = T extends Float32Array
+  ? DeviceArray<'f32'>
+  : T extends Uint8Array
+    ? DeviceArray<'u8'>
+    : T extends Int32Array
+      ? DeviceArray<'i32'>
+      : T extends Uint16Array
+        ? DeviceArray<'bf16' | 'u16'>
+        : T extends object
+          ? { [K in keyof T]: OnDevice<T[K]> }
+          : T;
+
 /** Options of the {@link DeviceArray} constructor and {@link DeviceArrayConstructor.from}. */
 export interface DeviceArrayOptions {
   /** CUDA device ordinal to allocate on. Default 0. */

@@ -5,4 +5,4 @@
 export * from './info.js';
 export * from './kernels/index.js';
 export * as cuda from './cuda.js';
-export type { DeviceArray, DeviceDtype } from './cuda.js';
+export type { DeviceArray, DeviceDtype, OnDevice } from './cuda.js';
