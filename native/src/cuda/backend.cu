@@ -160,6 +160,10 @@ const tirl_cuda_backend kBackend = {
     &copy,
     &synchronize,
     &feedback_mask,
+    &group_advantages,
+    &dpo_loss,
+    &sequence_logprobs,
+    &sequence_logprobs_backward,
 };
 
 }  // namespace
