@@ -5,8 +5,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { cuda, feedbackMask, feedbackMaskAsync, info } from '../lib/index.js';
-import { checkBadInputs, Random } from './support.js';
+import {
+  cuda,
+  dpoLoss,
+  feedbackMask,
+  feedbackMaskAsync,
+  groupAdvantages,
+  info,
+  sequenceLogprobs,
+  sequenceLogprobsBackward,
+} from '../lib/index.js';
+import { assertClose, checkBadInputs, Random } from './support.js';
 
 const status = cuda.available();
 const gpu = status.available ? false : `no usable GPU: ${status.reason}`;
@@ -142,4 +151,70 @@ describe('cuda device arrays', { skip: gpu }, () => {
     assert.deepEqual(r.actionTokens.download(), Int32Array.from([1 << 20]));
     roles.free();
   });
+});
+
+/** Uploads every typed array of `options` (nested `out` too) to the GPU. */
+function toDevice<T extends object>(options: T): cuda.OnDevice<T> {
+  const convert = (value: unknown): unknown => {
+    if (value instanceof Uint16Array) return cuda.DeviceArray.from(value, 'bf16');
+    if (ArrayBuffer.isView(value)) return cuda.DeviceArray.from(value as Float32Array);
+    if (value !== null && typeof value === 'object') {
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, convert(v)]));
+    }
+    return value;
+  };
+  return convert(options) as cuda.OnDevice<T>;
+}
+
+/** Downloads every DeviceArray of a result (numbers stay). */
+function toHost(result: unknown): unknown {
+  if (result instanceof cuda.DeviceArray) return result.download();
+  if (result !== null && typeof result === 'object' && !ArrayBuffer.isView(result)) {
+    return Object.fromEntries(Object.entries(result).map(([k, v]) => [k, toHost(v)]));
+  }
+  return result;
+}
+
+/** GPU and CPU results agree within the CPU tests' tolerance (numbers and arrays). */
+function assertSameResult(gpu: unknown, cpu: unknown, rtol: number, label: string): void {
+  if (typeof cpu === 'number') {
+    assertClose(gpu as number, cpu, { rtol, label });
+  } else if (ArrayBuffer.isView(cpu)) {
+    assertClose(gpu as Float32Array, cpu as Float32Array, { rtol, label });
+  } else if (cpu !== null && typeof cpu === 'object') {
+    for (const [key, value] of Object.entries(cpu)) assertSameResult((gpu as Record<string, unknown>)[key], value, rtol, `${label}.${key}`);
+  }
+}
+
+describe('ops on the GPU agree with the CPU', { skip: gpu }, () => {
+  const rng = new Random(17);
+  const seqOffsets = rng.seqOffsets(40, 0, 300);
+  const n = seqOffsets[seqOffsets.length - 1];
+  const logp = rng.normals(n, 0.7);
+  for (let i = 0; i < n; i++) logp[i] -= 1.5;
+  const mask = rng.mask(n, 0.8);
+
+  const cases: Array<[string, () => unknown, () => unknown, number]> = [];
+  for (const average of [false, true]) {
+    const options = { logp, mask, seqOffsets, average };
+    cases.push([`sequenceLogprobs average=${average}`, () => sequenceLogprobs(options), () => sequenceLogprobs(toDevice(options)), 1e-5]);
+    const backward = { gradSeq: rng.normals(40), mask, seqOffsets, average };
+    cases.push([`sequenceLogprobsBackward average=${average}`, () => sequenceLogprobsBackward(backward), () => sequenceLogprobsBackward(toDevice(backward)), 1e-5]);
+  }
+  const rewards = rng.normals(96);
+  const groupIds = Int32Array.from({ length: 96 }, () => rng.int(0, 20));
+  cases.push(['groupAdvantages groupIds', () => groupAdvantages({ rewards, groupIds }), () => groupAdvantages(toDevice({ rewards, groupIds })), 1e-5]);
+  cases.push(['groupAdvantages groupSize', () => groupAdvantages({ rewards, groupSize: 8 }), () => groupAdvantages(toDevice({ rewards, groupSize: 8 })), 1e-5]);
+  for (const variant of ['sigmoid', 'hinge', 'ipo', 'robust'] as const) {
+    const pairs = { policyChosen: rng.normals(50, 10), policyRejected: rng.normals(50, 10), refChosen: rng.normals(50, 10), refRejected: rng.normals(50, 10), variant };
+    cases.push([`dpoLoss ${variant}`, () => dpoLoss(pairs), () => dpoLoss(toDevice(pairs)), 1e-5]);
+  }
+  for (const [name, onCpu, onGpu, rtol] of cases) {
+    it(name, () => {
+      const cpu = onCpu();
+      const first = toHost(onGpu());
+      assertSameResult(first, cpu, rtol, name);
+      assert.deepEqual(toHost(onGpu()), first, `${name}: two GPU runs differ`);
+    });
+  }
 });
