@@ -28,7 +28,7 @@ typedef struct tirl_cuda_backend {
 
   // Message of the last failed backend call on this thread.
   const char* (*last_error)(void);
-  // cudaGetDeviceCount; a failure's message names the CUDA error.
+  // Devices the driver reports; a failure's message says why (no driver, a CUDA error).
   tirl_status (*device_count)(int32_t* count);
 
   tirl_status (*malloc)(tirl_device device, size_t bytes, void** pointer);

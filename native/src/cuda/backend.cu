@@ -1,5 +1,7 @@
 // The entry point of libtirl_cuda.so: the table the core looks up with dlsym, the error
 // message of each thread, and device memory management.
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <mutex>
 
@@ -74,6 +76,13 @@ namespace {
 
 tirl_status device_count(int32_t* count) {
   return guarded([&]() -> tirl_status {
+    // The CUDA runtime reports a missing driver as an "insufficient driver"; looking for
+    // the driver first names the real cause.
+    if (dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL) == nullptr) {  // stays loaded for the runtime
+      const char* why = dlerror();
+      return fail(TIRL_ERROR_UNSUPPORTED, std::string("no NVIDIA driver: libcuda.so.1 could not be loaded (") +
+                                              (why != nullptr ? why : "unknown error") + ")");
+    }
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e == cudaErrorNoDevice) n = 0;
