@@ -12,6 +12,7 @@ import {
   feedbackMaskAsync,
   groupAdvantages,
   info,
+  ppoLoss,
   sequenceLogprobs,
   sequenceLogprobsBackward,
 } from '../lib/index.js';
@@ -193,8 +194,18 @@ describe('ops on the GPU agree with the CPU', { skip: gpu }, () => {
   const logp = rng.normals(n, 0.7);
   for (let i = 0; i < n; i++) logp[i] -= 1.5;
   const mask = rng.mask(n, 0.8);
+  const oldLogp = logp.map((x) => x + 0.3 * rng.normal());
+  const ppoInputs = { logp, oldLogp, advantages: rng.normals(n), mask, seqOffsets };
 
   const cases: Array<[string, () => unknown, () => unknown, number]> = [];
+  for (const aggregation of ['token-mean', 'token-sum', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'] as const) {
+    const options = { ...ppoInputs, aggregation, refLogp: logp.map((x) => x + 0.1), klCoef: 0.05, dualClip: 3 };
+    cases.push([`ppoLoss ${aggregation}`, () => ppoLoss(options), () => ppoLoss(toDevice(options)), 1e-5]);
+  }
+  const weighted = { ...ppoInputs, weights: rng.normals(n, 0.1).map((x) => x + 1), klCoef: 0.1, refLogp: logp, klEstimator: 'k2' as const };
+  cases.push(['ppoLoss weights k2', () => ppoLoss(weighted), () => ppoLoss(toDevice(weighted)), 1e-5]);
+  const gspo = { ...ppoInputs, ratioLevel: 'sequence' as const, aggregation: 'seq-mean-token-mean' as const };
+  cases.push(['ppoLoss gspo', () => ppoLoss(gspo), () => ppoLoss(toDevice(gspo)), 1e-5]);
   for (const average of [false, true]) {
     const options = { logp, mask, seqOffsets, average };
     cases.push([`sequenceLogprobs average=${average}`, () => sequenceLogprobs(options), () => sequenceLogprobs(toDevice(options)), 1e-5]);

@@ -48,8 +48,8 @@ declare module '../native.js' {
  * @throws TypeError for a wrong argument type; RangeError for a length or value out of
  *   range (e.g. a role outside 0..3, seqOffsets not ending at `roles.length`).
  */
-export function feedbackMask(options: FeedbackMaskOptions): FeedbackMaskResult;
 export function feedbackMask(options: OnDevice<FeedbackMaskOptions>): OnDevice<FeedbackMaskResult>;
+export function feedbackMask(options: FeedbackMaskOptions): FeedbackMaskResult;
 export function feedbackMask(
   options: FeedbackMaskOptions | OnDevice<FeedbackMaskOptions>,
 ): FeedbackMaskResult | OnDevice<FeedbackMaskResult> {
@@ -57,8 +57,8 @@ export function feedbackMask(
 }
 
 /** {@link feedbackMask} off the event loop. Rejects with the same errors. */
-export async function feedbackMaskAsync(options: FeedbackMaskOptions): Promise<FeedbackMaskResult>;
 export async function feedbackMaskAsync(options: OnDevice<FeedbackMaskOptions>): Promise<OnDevice<FeedbackMaskResult>>;
+export async function feedbackMaskAsync(options: FeedbackMaskOptions): Promise<FeedbackMaskResult>;
 export async function feedbackMaskAsync(
   options: FeedbackMaskOptions | OnDevice<FeedbackMaskOptions>,
 ): Promise<FeedbackMaskResult | OnDevice<FeedbackMaskResult>> {

@@ -103,6 +103,16 @@ tirl_status sequence_logprobs_backward(const float* grad_seq, const uint8_t* mas
                                                average, grad_logp, tirl_cpu()));
 }
 
+tirl_status ppo_loss(const float* logp, const float* old_logp, const float* advantages,
+                     const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
+                     int64_t num_seqs, const float* ref_logp, const float* weights,
+                     const tirl_ppo_options* options, float* grad, tirl_ppo_result* result,
+                     tirl_device device) {
+  if (tirl_status s = check_device(device, "ppoLoss")) return s;
+  return carry(tirl_ppo_loss(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs,
+                             ref_logp, weights, options, grad, result, tirl_cpu()));
+}
+
 const tirl_cuda_backend kBackend = {
     TIRL_CUDA_BACKEND_VERSION,
     sizeof(tirl_cuda_backend),
@@ -117,6 +127,7 @@ const tirl_cuda_backend kBackend = {
     &dpo_loss,
     &sequence_logprobs,
     &sequence_logprobs_backward,
+    &ppo_loss,
 };
 
 }  // namespace

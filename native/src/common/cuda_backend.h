@@ -56,6 +56,11 @@ typedef struct tirl_cuda_backend {
                                             int64_t num_tokens, const int32_t* seq_offsets,
                                             int64_t num_seqs, int32_t average, float* grad_logp,
                                             tirl_device device);
+  tirl_status (*ppo_loss)(const float* logp, const float* old_logp, const float* advantages,
+                          const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
+                          int64_t num_seqs, const float* ref_logp, const float* weights,
+                          const tirl_ppo_options* options, float* grad, tirl_ppo_result* result,
+                          tirl_device device);
 } tirl_cuda_backend;
 
 typedef const tirl_cuda_backend* (*tirl_cuda_backend_entry)(void);

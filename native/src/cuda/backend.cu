@@ -173,6 +173,7 @@ const tirl_cuda_backend kBackend = {
     &dpo_loss,
     &sequence_logprobs,
     &sequence_logprobs_backward,
+    &ppo_loss,
 };
 
 }  // namespace
