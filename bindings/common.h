@@ -32,6 +32,7 @@ template <>
 struct TypedArrayTraits<float> {
   static constexpr napi_typedarray_type kind = napi_float32_array;
   static constexpr const char* name = "Float32Array";
+  static constexpr const char* device_dtypes = "f32";
   static constexpr DeviceDtype dtype = DeviceDtype::f32;
   static bool holds(DeviceDtype d) { return d == DeviceDtype::f32; }
 };
@@ -39,6 +40,7 @@ template <>
 struct TypedArrayTraits<uint8_t> {
   static constexpr napi_typedarray_type kind = napi_uint8_array;
   static constexpr const char* name = "Uint8Array";
+  static constexpr const char* device_dtypes = "u8";
   static constexpr DeviceDtype dtype = DeviceDtype::u8;
   static bool holds(DeviceDtype d) { return d == DeviceDtype::u8; }
 };
@@ -46,6 +48,7 @@ template <>
 struct TypedArrayTraits<uint16_t> {
   static constexpr napi_typedarray_type kind = napi_uint16_array;
   static constexpr const char* name = "Uint16Array";
+  static constexpr const char* device_dtypes = "bf16 or u16";
   static constexpr DeviceDtype dtype = DeviceDtype::u16;
   // bf16 logits are raw 16-bit words: either dtype name is accepted.
   static bool holds(DeviceDtype d) { return d == DeviceDtype::u16 || d == DeviceDtype::bf16; }
@@ -54,6 +57,7 @@ template <>
 struct TypedArrayTraits<int32_t> {
   static constexpr napi_typedarray_type kind = napi_int32_array;
   static constexpr const char* name = "Int32Array";
+  static constexpr const char* device_dtypes = "i32";
   static constexpr DeviceDtype dtype = DeviceDtype::i32;
   static bool holds(DeviceDtype d) { return d == DeviceDtype::i32; }
 };
@@ -128,9 +132,10 @@ class Options {
 
  private:
   Napi::Value field(const char* name);
-  // "a Float32Array", or "a Float32Array or a DeviceArray of f32" when device arrays are allowed.
+  // "a Float32Array"; "a Float32Array or a DeviceArray of f32" when a DeviceArray came
+  // where device arrays are allowed (messages about typed arrays stay as they always were).
   template <class T>
-  std::string expected_array() const;
+  std::string expected_array(bool device_array_received = false) const;
   // Reads `value` as an array of T into `view` (typed array or allowed DeviceArray) and
   // checks that it lives where the call's other arrays do.
   template <class T>
@@ -152,10 +157,10 @@ class Options {
 };
 
 template <class T>
-std::string Options::expected_array() const {
+std::string Options::expected_array(bool device_array_received) const {
   std::string text = std::string("a ") + TypedArrayTraits<T>::name;
-  if (device_arrays_allowed_) {
-    text += std::string(" or a DeviceArray of ") + dtype_name(TypedArrayTraits<T>::dtype);
+  if (device_arrays_allowed_ && device_array_received) {
+    text += std::string(" or a DeviceArray of ") + TypedArrayTraits<T>::device_dtypes;
   }
   return text;
 }
@@ -164,9 +169,9 @@ template <class T>
 void Options::read_array(Napi::Value value, const std::string& label, ArrayView<T>* view) {
   DeviceArrayInfo device_array;
   if (device_arrays_allowed_ && read_device_array(env_, value, &device_array)) {
-    if (!TypedArrayTraits<T>::holds(device_array.dtype)) type_error(expected_array<T>(), label, value);
+    if (!TypedArrayTraits<T>::holds(device_array.dtype)) type_error(expected_array<T>(true), label, value);
     if (device_array.freed) {
-      throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected_array<T>() +
+      throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected_array<T>(true) +
                                            " for " + label + " but received a freed DeviceArray");
     }
     place(device_array.device, label, value);

@@ -15,6 +15,8 @@ import {
   ppoLoss,
   sequenceLogprobs,
   sequenceLogprobsBackward,
+  tokenLogprobs,
+  tokenLogprobsBackward,
 } from '../lib/index.js';
 import { assertClose, checkBadInputs, Random } from './support.js';
 
@@ -220,6 +222,17 @@ describe('ops on the GPU agree with the CPU', { skip: gpu }, () => {
     const pairs = { policyChosen: rng.normals(50, 10), policyRejected: rng.normals(50, 10), refChosen: rng.normals(50, 10), refRejected: rng.normals(50, 10), variant };
     cases.push([`dpoLoss ${variant}`, () => dpoLoss(pairs), () => dpoLoss(toDevice(pairs)), 1e-5]);
   }
+  const vocabSize = 1000;
+  const logits = rng.normals(30 * vocabSize, 3);
+  const labels = Int32Array.from({ length: 30 }, () => rng.int(0, vocabSize));
+  const bf16 = new Uint16Array(logits.buffer.slice(0)).filter((_, i) => i % 2 === 1);
+  for (const [dtype, data, rtol] of [['f32', logits, 1e-5], ['bf16', bf16, 2e-2]] as const) {
+    const forward = { logits: data, vocabSize, labels, temperature: 0.7, withEntropy: true, dtype };
+    cases.push([`tokenLogprobs ${dtype}`, () => tokenLogprobs(forward as never), () => tokenLogprobs(toDevice(forward) as never), rtol]);
+    const backward = { ...forward, gradLogp: rng.normals(30), gradEntropy: rng.normals(30, 0.1) };
+    cases.push([`tokenLogprobsBackward ${dtype}`, () => tokenLogprobsBackward(backward as never), () => tokenLogprobsBackward(toDevice(backward) as never), rtol]);
+  }
+
   for (const [name, onCpu, onGpu, rtol] of cases) {
     it(name, () => {
       const cpu = onCpu();
@@ -228,4 +241,13 @@ describe('ops on the GPU agree with the CPU', { skip: gpu }, () => {
       assert.deepEqual(toHost(onGpu()), first, `${name}: two GPU runs differ`);
     });
   }
+
+  it('tokenLogprobsBackward in place over f32 device logits', () => {
+    const options = { logits, vocabSize, labels, gradLogp: rng.normals(30) };
+    const cpu = tokenLogprobsBackward(options);
+    const device = toDevice(options);
+    const out = tokenLogprobsBackward({ ...device, out: device.logits });
+    assert.equal(out, device.logits);
+    assertClose(out.download(), cpu, { rtol: 1e-5 });
+  });
 });

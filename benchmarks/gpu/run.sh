@@ -35,7 +35,7 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 echo "== configure ($BUILD_DIR, CUDA architectures $CUDA_ARCHS)"
 cmake -S . -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DTIRL_CUDA=ON \
-  "-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS" -DTIRL_BUILD_GPU_CHECK=ON -DTIRL_BUILD_TESTS=ON
+  "-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCHS" -DTIRL_BUILD_TESTS=ON -DTIRL_BUILD_GPU_CHECK=ON
 echo "== build"
 cmake --build "$BUILD_DIR" --parallel "$JOBS" --target tirl_shared tirl_cuda tirl_gpu_check tirl_c_abi_test
 if [[ $build_only == 1 ]]; then

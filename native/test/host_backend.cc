@@ -113,6 +113,24 @@ tirl_status ppo_loss(const float* logp, const float* old_logp, const float* adva
                              ref_logp, weights, options, grad, result, tirl_cpu()));
 }
 
+tirl_status token_logprobs(const void* logits, tirl_dtype dtype, int64_t num_tokens,
+                           int64_t vocab_size, const int32_t* labels, double temperature,
+                           float* logp, float* entropy, tirl_device device) {
+  if (tirl_status s = check_device(device, "tokenLogprobs")) return s;
+  return carry(tirl_token_logprobs(logits, dtype, num_tokens, vocab_size, labels, temperature, logp,
+                                   entropy, tirl_cpu()));
+}
+
+tirl_status token_logprobs_backward(const void* logits, tirl_dtype dtype, int64_t num_tokens,
+                                    int64_t vocab_size, const int32_t* labels, double temperature,
+                                    const float* grad_logp, const float* grad_entropy,
+                                    float* grad_logits, tirl_device device) {
+  if (tirl_status s = check_device(device, "tokenLogprobsBackward")) return s;
+  return carry(tirl_token_logprobs_backward(logits, dtype, num_tokens, vocab_size, labels,
+                                            temperature, grad_logp, grad_entropy, grad_logits,
+                                            tirl_cpu()));
+}
+
 const tirl_cuda_backend kBackend = {
     TIRL_CUDA_BACKEND_VERSION,
     sizeof(tirl_cuda_backend),
@@ -128,6 +146,8 @@ const tirl_cuda_backend kBackend = {
     &sequence_logprobs,
     &sequence_logprobs_backward,
     &ppo_loss,
+    &token_logprobs,
+    &token_logprobs_backward,
 };
 
 }  // namespace

@@ -61,6 +61,14 @@ typedef struct tirl_cuda_backend {
                           int64_t num_seqs, const float* ref_logp, const float* weights,
                           const tirl_ppo_options* options, float* grad, tirl_ppo_result* result,
                           tirl_device device);
+  tirl_status (*token_logprobs)(const void* logits, tirl_dtype dtype, int64_t num_tokens,
+                                int64_t vocab_size, const int32_t* labels, double temperature,
+                                float* logp, float* entropy, tirl_device device);
+  tirl_status (*token_logprobs_backward)(const void* logits, tirl_dtype dtype,
+                                         int64_t num_tokens, int64_t vocab_size,
+                                         const int32_t* labels, double temperature,
+                                         const float* grad_logp, const float* grad_entropy,
+                                         float* grad_logits, tirl_device device);
 } tirl_cuda_backend;
 
 typedef const tirl_cuda_backend* (*tirl_cuda_backend_entry)(void);

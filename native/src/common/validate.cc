@@ -68,12 +68,4 @@ tirl_status check_device(tirl_device device, const char* op) {
               std::string(op) + ": unknown device type " + std::to_string(device.type));
 }
 
-tirl_status check_cpu_device(tirl_device device, const char* op) {
-  if (tirl_status s = check_device(device, op)) return s;
-  if (device.type == TIRL_DEVICE_CUDA) {
-    return fail(TIRL_ERROR_UNSUPPORTED, std::string(op) + ": has no CUDA kernel yet");
-  }
-  return TIRL_OK;
-}
-
 }  // namespace tirl

@@ -23,9 +23,6 @@ tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int6
 // this, then hands a CUDA device to the CUDA library (common/cuda.h: run_on_cuda).
 tirl_status check_device(tirl_device device, const char* op);
 
-// For an op that has no CUDA kernel yet: only the CPU is accepted.
-tirl_status check_cpu_device(tirl_device device, const char* op);
-
 std::string format_double(double value);
 
 }  // namespace tirl

@@ -174,6 +174,8 @@ const tirl_cuda_backend kBackend = {
     &sequence_logprobs,
     &sequence_logprobs_backward,
     &ppo_loss,
+    &token_logprobs,
+    &token_logprobs_backward,
 };
 
 }  // namespace
