@@ -36,8 +36,9 @@ __device__ __forceinline__ float to_f32(uint16_t bits) { return bf16_to_f32(bits
 template <class Logit>
 struct Load16 {
   static constexpr int kCount = 16 / sizeof(Logit);
+  // A plain load, not __ldg: the backward may write the same buffer (in place).
   __device__ static void read(const Logit* p, float* out) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
     const Logit* values = reinterpret_cast<const Logit*>(&raw);
 #pragma unroll
     for (int k = 0; k < kCount; ++k) out[k] = to_f32(values[k]);
@@ -166,11 +167,9 @@ backward_kernel(const Logit* logits, int64_t vocab_size, const int32_t* __restri
     for (int64_t v = static_cast<int64_t>(threadIdx.x) * kCount; v < vocab_size;
          v += static_cast<int64_t>(blockDim.x) * kCount) {
       float x[kCount];
-      // Not __ldg: in place, the buffer is written by this kernel.
-      const uint4 raw = *reinterpret_cast<const uint4*>(row + v);
-      const Logit* values = reinterpret_cast<const Logit*>(&raw);
+      Load16<Logit>::read(row + v, x);
 #pragma unroll
-      for (int k = 0; k < kCount; ++k) x[k] = grad_of(to_f32(values[k]));
+      for (int k = 0; k < kCount; ++k) x[k] = grad_of(x[k]);
 #pragma unroll
       for (int k = 0; k < kCount; k += 4) {
         *reinterpret_cast<float4*>(grad + v + k) = make_float4(x[k], x[k + 1], x[k + 2], x[k + 3]);
