@@ -63,11 +63,18 @@ struct AddSequenceSums {
   }
 };
 
+// What the host reads back after the launches: one copy.
+struct Report {
+  OffsetsReport offsets;
+  PpoTotals total;
+};
+
 // Device scratch of one call, carved from one allocation.
 struct Workspace {
-  OffsetsReport* offsets;
+  Report* report;
+  OffsetsReport* offsets;  // &report->offsets
+  PpoTotals* total;        // &report->total
   Summary* summary;
-  PpoTotals* total;
   unsigned* ticket;
   PpoTotals* partials;             // one per tile
   SequenceSum* sequence_sums;      // one per sequence, when per-sequence
@@ -260,8 +267,7 @@ tirl_status ppo_loss(const float* logp, const float* old_logp, const float* adva
     const int64_t per_seq = per_sequence ? seqs : 0;
 
     Scratch scratch(stream);
-    const size_t bytes = carve_bytes<OffsetsReport>(1) + carve_bytes<Summary>(1) +
-                         carve_bytes<PpoTotals>(1) + carve_bytes<unsigned>(1) +
+    const size_t bytes = carve_bytes<Report>(1) + carve_bytes<Summary>(1) + carve_bytes<unsigned>(1) +
                          carve_bytes<PpoTotals>(tiles) + carve_bytes<SequenceSum>(per_seq) +
                          carve_bytes<SequenceConstants>(per_seq);
     TIRL_CUDA_TRY(kOp, scratch.allocate(bytes));
@@ -273,17 +279,18 @@ tirl_status ppo_loss(const float* logp, const float* old_logp, const float* adva
       return p;
     };
     Workspace w;
-    w.offsets = carve(static_cast<OffsetsReport*>(nullptr), 1);
+    w.report = carve(static_cast<Report*>(nullptr), 1);
+    w.offsets = &w.report->offsets;
+    w.total = &w.report->total;
     w.summary = carve(static_cast<Summary*>(nullptr), 1);
-    w.total = carve(static_cast<PpoTotals*>(nullptr), 1);
     w.ticket = carve(static_cast<unsigned*>(nullptr), 1);
     w.partials = carve(static_cast<PpoTotals*>(nullptr), tiles);
     w.sequence_sums = carve(static_cast<SequenceSum*>(nullptr), per_seq);
     w.constants = carve(static_cast<SequenceConstants*>(nullptr), per_seq);
     TIRL_CUDA_TRY(kOp, cudaMemsetAsync(w.offsets, 0xff, sizeof(OffsetsReport), stream));
-    // Summary, total and ticket are adjacent: one memset zeroes them.
-    TIRL_CUDA_TRY(kOp, cudaMemsetAsync(w.summary, 0, reinterpret_cast<char*>(w.partials) -
-                                                         reinterpret_cast<char*>(w.summary), stream));
+    // Total, summary and ticket are adjacent: one memset zeroes them (no token, no total).
+    TIRL_CUDA_TRY(kOp, cudaMemsetAsync(w.total, 0, reinterpret_cast<char*>(w.partials) -
+                                                       reinterpret_cast<char*>(w.total), stream));
 
     MainArgs a{logp, old_logp, advantages, mask, ref_logp, weights, grad, num_tokens, seq_offsets,
                seqs, per_sequence, false, o.dp_size, 0.0f,
@@ -325,12 +332,8 @@ tirl_status ppo_loss(const float* logp, const float* old_logp, const float* adva
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
     }
 
-    struct {
-      OffsetsReport offsets;
-      PpoTotals total;
-    } host;
-    TIRL_CUDA_TRY(kOp, cudaMemcpyAsync(&host.offsets, w.offsets, sizeof host.offsets, cudaMemcpyDeviceToHost, stream));
-    TIRL_CUDA_TRY(kOp, cudaMemcpyAsync(&host.total, w.total, sizeof host.total, cudaMemcpyDeviceToHost, stream));
+    Report host;
+    TIRL_CUDA_TRY(kOp, cudaMemcpyAsync(&host, w.report, sizeof host, cudaMemcpyDeviceToHost, stream));
     TIRL_CUDA_TRY(kOp, cudaStreamSynchronize(stream));
     if (seq_offsets != nullptr) {
       if (tirl_status s = offsets_error(kOp, host.offsets, seq_offsets, num_tokens)) return s;
