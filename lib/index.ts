@@ -8,3 +8,5 @@ export * as cuda from './cuda.js';
 export type { DeviceArray, DeviceDtype, OnDevice } from './cuda.js';
 export * from './tools/index.js';
 export * from './policies/index.js';
+export * from './sdk.js';
+export * from './agents/index.js';
