@@ -9,6 +9,7 @@
 // logits buffer (in place).
 // Labels are checked on the device; a bad one is reported after the launch, with the
 // CPU's message (outputs are then unspecified).
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -24,9 +25,9 @@ namespace {
 constexpr const char* kForwardOp = "tokenLogprobs";
 constexpr const char* kBackwardOp = "tokenLogprobsBackward";
 constexpr int kThreads = 256;
-// The backward reads each row twice; large blocks keep fewer rows in flight, so that the
-// second read finds the row in L2 (2 resident blocks per SM: 264 rows of 128 KiB on an
-// H100/H200 fit its L2; rows of several hundred KiB partly do).
+// The backward reads each row twice: the first read keeps as much of the row as shared
+// memory holds (all of a 128 KiB row; a third of a 600 KiB one), and the second read takes
+// the rest from global memory, where large blocks (fewer rows in flight) help it hit L2.
 constexpr int kBackwardThreads = 1024;
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
@@ -37,8 +38,8 @@ template <class Logit>
 struct Load16 {
   static constexpr int kCount = 16 / sizeof(Logit);
   // A plain load, not __ldg: the backward may write the same buffer (in place).
-  __device__ static void read(const Logit* p, float* out) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  __device__ static uint4 load(const Logit* p) { return *reinterpret_cast<const uint4*>(p); }
+  __device__ static void unpack(const uint4& raw, float* out) {
     const Logit* values = reinterpret_cast<const Logit*>(&raw);
 #pragma unroll
     for (int k = 0; k < kCount; ++k) out[k] = to_f32(values[k]);
@@ -81,24 +82,33 @@ __device__ bool vector_row(const Logit* row, int64_t vocab_size) {
 }
 
 // The summary of one row, in every thread of the block (broadcast through shared memory).
+// With a vector row, 16-byte chunk c (logits [c * kCount, (c + 1) * kCount)) is read by
+// thread c % blockDim.x, which also keeps it in cache[c] when c < cache_chunks.
 template <bool kEntropy, class Logit>
-__device__ SoftmaxStats row_stats(const Logit* row, int64_t vocab_size, float log2e_over_t, double inv_t) {
+__device__ SoftmaxStats row_stats(const Logit* row, int64_t vocab_size, float log2e_over_t,
+                                  double inv_t, uint4* cache = nullptr, int64_t cache_chunks = 0) {
   SoftmaxStats s = empty_softmax_stats();
   if (vector_row(row, vocab_size)) {
     constexpr int kCount = Load16<Logit>::kCount;
+    const int64_t chunks = vocab_size / kCount;
     // Two loads in flight per thread before their sums, which depend on each other.
-    const int64_t step = static_cast<int64_t>(blockDim.x) * kCount;
-    int64_t v = static_cast<int64_t>(threadIdx.x) * kCount;
-    for (; v + step < vocab_size; v += 2 * step) {
+    int64_t c = threadIdx.x;
+    for (; c + blockDim.x < chunks; c += 2 * blockDim.x) {
+      const uint4 raw0 = Load16<Logit>::load(row + c * kCount);
+      const uint4 raw1 = Load16<Logit>::load(row + (c + blockDim.x) * kCount);
+      if (c < cache_chunks) cache[c] = raw0;
+      if (c + blockDim.x < cache_chunks) cache[c + blockDim.x] = raw1;
       float x0[kCount], x1[kCount];
-      Load16<Logit>::read(row + v, x0);
-      Load16<Logit>::read(row + v + step, x1);
+      Load16<Logit>::unpack(raw0, x0);
+      Load16<Logit>::unpack(raw1, x1);
       accumulate<kEntropy, kCount>(x0, s, log2e_over_t, inv_t);
       accumulate<kEntropy, kCount>(x1, s, log2e_over_t, inv_t);
     }
-    if (v < vocab_size) {
+    if (c < chunks) {
+      const uint4 raw = Load16<Logit>::load(row + c * kCount);
+      if (c < cache_chunks) cache[c] = raw;
       float x[kCount];
-      Load16<Logit>::read(row + v, x);
+      Load16<Logit>::unpack(raw, x);
       accumulate<kEntropy, kCount>(x, s, log2e_over_t, inv_t);
     }
   } else {
@@ -143,7 +153,8 @@ __global__ void __launch_bounds__(kBackwardThreads)
 backward_kernel(const Logit* logits, int64_t vocab_size, const int32_t* __restrict__ labels,
                 float log2e_over_t, double inv_t, const float* __restrict__ grad_logp,
                 const float* __restrict__ grad_entropy, float* grad_logits,
-                unsigned long long* first_bad_label) {
+                unsigned long long* first_bad_label, int64_t cache_chunks) {
+  extern __shared__ uint4 row_cache[];  // the row's first cache_chunks chunks
   const int64_t t = blockIdx.x;
   const Logit* row = logits + t * vocab_size;
   float* grad = grad_logits + t * vocab_size;
@@ -155,7 +166,8 @@ backward_kernel(const Logit* logits, int64_t vocab_size, const int32_t* __restri
     label_valid = check_label(label, vocab_size, t, first_bad_label);
     label_logit = label_valid ? to_f32(row[label]) : 0.0f;
   }
-  const SoftmaxStats s = row_stats<kEntropy>(row, vocab_size, log2e_over_t, inv_t);  // synchronises
+  // Synchronises the block; each thread reads back only the chunks it cached itself.
+  const SoftmaxStats s = row_stats<kEntropy>(row, vocab_size, log2e_over_t, inv_t, row_cache, cache_chunks);
   const float g_lp = grad_logp[t];
   const float g_h = kEntropy ? grad_entropy[t] : 0.0f;
   const float log2_sum = static_cast<float>(::log(s.sum) * kLog2E);
@@ -164,10 +176,11 @@ backward_kernel(const Logit* logits, int64_t vocab_size, const int32_t* __restri
   auto grad_of = [&](float x) { return logit_grad((x - s.max) * log2e_over_t - log2_sum, c); };
   if (vector_row(row, vocab_size) && reinterpret_cast<uintptr_t>(grad) % 16 == 0) {
     constexpr int kCount = Load16<Logit>::kCount;
-    for (int64_t v = static_cast<int64_t>(threadIdx.x) * kCount; v < vocab_size;
-         v += static_cast<int64_t>(blockDim.x) * kCount) {
+    const int64_t chunks = vocab_size / kCount;
+    for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+      const int64_t v = c * kCount;
       float x[kCount];
-      Load16<Logit>::read(row + v, x);
+      Load16<Logit>::unpack(c < cache_chunks ? row_cache[c] : Load16<Logit>::load(row + v), x);
 #pragma unroll
       for (int k = 0; k < kCount; ++k) x[k] = grad_of(x[k]);
 #pragma unroll
@@ -182,6 +195,38 @@ backward_kernel(const Logit* logits, int64_t vocab_size, const int32_t* __restri
   if (threadIdx.x == 0 && label_valid) {
     grad[label] = static_cast<float>(label_logit_grad(token_logprob(label_logit, s, inv_t), g_lp, g_h, h, inv_t));
   }
+}
+
+// Launches a backward kernel with as much of each row cached in shared memory as the
+// device allows (vector rows only: every row then has the base pointer's alignment).
+template <class Logit>
+cudaError_t launch_backward(void (*kernel)(const Logit*, int64_t, const int32_t*, float, double,
+                                           const float*, const float*, float*, unsigned long long*,
+                                           int64_t),
+                            unsigned rows, cudaStream_t stream, const Logit* logits,
+                            int64_t vocab_size, const int32_t* labels, float log2e_over_t,
+                            double inv_t, const float* grad_logp, const float* grad_entropy,
+                            float* grad_logits, unsigned long long* bad) {
+  constexpr int kCount = Load16<Logit>::kCount;
+  int64_t cache_chunks = 0;
+  if (reinterpret_cast<uintptr_t>(logits) % 16 == 0 && vocab_size % kCount == 0) {
+    int device = 0, optin = 0;
+    cudaFuncAttributes attributes{};
+    cudaError_t e = cudaGetDevice(&device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, kernel);
+    if (e != cudaSuccess) return e;
+    const int64_t room = static_cast<int64_t>(optin) - static_cast<int64_t>(attributes.sharedSizeBytes);
+    cache_chunks = std::max<int64_t>(0, std::min<int64_t>(vocab_size / kCount, room / 16));
+  }
+  const size_t cache_bytes = static_cast<size_t>(cache_chunks) * 16;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(cache_bytes));
+  if (e != cudaSuccess) return e;
+  kernel<<<rows, kBackwardThreads, cache_bytes, stream>>>(logits, vocab_size, labels, log2e_over_t, inv_t,
+                                                         grad_logp, grad_entropy, grad_logits, bad,
+                                                         cache_chunks);
+  return cudaSuccess;
 }
 
 // Launches `launch` on a zeroed error word and reports a bad label like the CPU.
@@ -199,7 +244,7 @@ tirl_status run_rows(const char* op, int64_t num_tokens, int64_t vocab_size, con
   TIRL_CUDA_TRY(op, scratch.allocate(sizeof(unsigned long long)));
   unsigned long long* first_bad_label = scratch.as<unsigned long long>();
   TIRL_CUDA_TRY(op, cudaMemsetAsync(first_bad_label, 0xff, sizeof(unsigned long long), stream));
-  launch(static_cast<unsigned>(num_tokens), stream, first_bad_label);
+  TIRL_CUDA_TRY(op, launch(static_cast<unsigned>(num_tokens), stream, first_bad_label));
   TIRL_CUDA_TRY(op, cudaGetLastError());
   unsigned long long bad = 0;
   TIRL_CUDA_TRY(op, cudaMemcpyAsync(&bad, first_bad_label, sizeof bad, cudaMemcpyDeviceToHost, stream));
@@ -234,6 +279,7 @@ tirl_status token_logprobs(const void* logits, tirl_dtype dtype, int64_t num_tok
         if (bf16) forward_kernel<false><<<rows, kThreads, 0, stream>>>(b16, vocab_size, labels, log2e_over_t, inv_t, logp, entropy, bad);
         else forward_kernel<false><<<rows, kThreads, 0, stream>>>(f32, vocab_size, labels, log2e_over_t, inv_t, logp, entropy, bad);
       }
+      return cudaSuccess;
     });
   });
 }
@@ -251,12 +297,11 @@ tirl_status token_logprobs_backward(const void* logits, tirl_dtype dtype, int64_
       const auto* f32 = static_cast<const float*>(logits);
       const auto* b16 = static_cast<const uint16_t*>(logits);
       if (grad_entropy != nullptr) {
-        if (bf16) backward_kernel<true><<<rows, kBackwardThreads, 0, stream>>>(b16, vocab_size, labels, log2e_over_t, inv_t, grad_logp, grad_entropy, grad_logits, bad);
-        else backward_kernel<true><<<rows, kBackwardThreads, 0, stream>>>(f32, vocab_size, labels, log2e_over_t, inv_t, grad_logp, grad_entropy, grad_logits, bad);
-      } else {
-        if (bf16) backward_kernel<false><<<rows, kBackwardThreads, 0, stream>>>(b16, vocab_size, labels, log2e_over_t, inv_t, grad_logp, grad_entropy, grad_logits, bad);
-        else backward_kernel<false><<<rows, kBackwardThreads, 0, stream>>>(f32, vocab_size, labels, log2e_over_t, inv_t, grad_logp, grad_entropy, grad_logits, bad);
+        return bf16 ? launch_backward(backward_kernel<true, uint16_t>, rows, stream, b16, vocab_size, labels, log2e_over_t, inv_t, grad_logp, grad_entropy, grad_logits, bad)
+                    : launch_backward(backward_kernel<true, float>, rows, stream, f32, vocab_size, labels, log2e_over_t, inv_t, grad_logp, grad_entropy, grad_logits, bad);
       }
+      return bf16 ? launch_backward(backward_kernel<false, uint16_t>, rows, stream, b16, vocab_size, labels, log2e_over_t, inv_t, grad_logp, grad_entropy, grad_logits, bad)
+                  : launch_backward(backward_kernel<false, float>, rows, stream, f32, vocab_size, labels, log2e_over_t, inv_t, grad_logp, grad_entropy, grad_logits, bad);
     });
   });
 }
