@@ -3,10 +3,10 @@
 // One block per token row. Forward: each thread keeps an online softmax summary of its
 // slice of the row (16-byte loads, the running max raised once per load), the summaries
 // merge in a fixed tree: the logits are read once and no probability is stored.
-// Backward: the same summary pass, then a pass writing dlogits; the row's second read is
-// served mostly from L2 for rows up to a few hundred KiB (see kBackwardThreads). Each
-// thread reads an element before writing the same element, so dlogits may be the f32
-// logits buffer (in place).
+// Backward: the same summary pass, keeping what fits of the row in shared memory, then a
+// pass writing dlogits that reads the rest again (see kBackwardThreads). Each thread reads
+// an element before writing the same element, so dlogits may be the f32 logits buffer
+// (in place).
 // Labels are checked on the device; a bad one is reported after the launch, with the
 // CPU's message (outputs are then unspecified).
 #include <algorithm>
