@@ -32,10 +32,15 @@ const tirl_device kGpu = {TIRL_DEVICE_CUDA, 0, nullptr};
 
 // ------------------------------------------------------------------ plumbing
 
+// A failed CUDA call of this program (not of tirl) ends the run; the results so far are
+// written first, since an error such as an illegal address leaves the context unusable.
+void write_results_and_exit(const std::string& fatal);
+
 void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error %s in %s\n", cudaGetErrorString(e), what);
-    std::exit(2);
+    const std::string message = std::string("CUDA error ") + cudaGetErrorString(e) + " in " + what;
+    std::fprintf(stderr, "%s\n", message.c_str());
+    write_results_and_exit(message);
   }
 }
 #define CUDA_OK(call) cuda_check((call), #call)
@@ -728,7 +733,11 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-void write_json(const char* path, const cudaDeviceProp& prop, double copy_gbs) {
+const char* json_path = nullptr;
+cudaDeviceProp device_properties{};
+double copy_bandwidth_gbs = 0;
+
+void write_json(const char* path, const cudaDeviceProp& prop, double copy_gbs, const std::string& fatal) {
   FILE* f = std::fopen(path, "w");
   if (f == nullptr) {
     std::perror(path);
@@ -741,6 +750,7 @@ void write_json(const char* path, const cudaDeviceProp& prop, double copy_gbs) {
                prop.major, prop.minor);
   std::fprintf(f, "  \"driverVersion\": %d,\n  \"runtimeVersion\": %d,\n  \"tirlVersion\": \"%s\",\n", driver,
                runtime, tirl_version());
+  std::fprintf(f, "  \"fatal\": \"%s\",\n", escape(fatal).c_str());
   std::fprintf(f, "  \"copyBandwidthGBs\": %.1f,\n  \"noCudaKernel\": [", copy_gbs);
   for (size_t i = 0; i < missing.size(); ++i) std::fprintf(f, "%s\"%s\"", i ? ", " : "", missing[i].c_str());
   std::fprintf(f, "],\n  \"checks\": [\n");
@@ -763,19 +773,23 @@ void write_json(const char* path, const cudaDeviceProp& prop, double copy_gbs) {
   std::fclose(f);
 }
 
+void write_results_and_exit(const std::string& fatal) {
+  if (json_path != nullptr) write_json(json_path, device_properties, copy_bandwidth_gbs, fatal);
+  std::exit(2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json = argv[++i];
+    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
     else if (std::strcmp(argv[i], "--quick") == 0) iterations = 5;
   }
   std::printf("tirl %s; CUDA: %s\n", tirl_version(),
               tirl_cuda_available() ? "available" : tirl_cuda_status());
   if (!tirl_cuda_available()) return 2;
-  cudaDeviceProp prop{};
-  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+  CUDA_OK(cudaGetDeviceProperties(&device_properties, 0));
+  const cudaDeviceProp& prop = device_properties;
   std::printf("GPU: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
 
   Random rng(20261130);
@@ -788,13 +802,13 @@ int main(int argc, char** argv) {
 
   // Copy bandwidth at a large size: the ceiling each op is compared with.
   const size_t big = size_t{1} << 30;
-  double copy_gbs = 0;
   {
     Device<uint8_t> a(static_cast<int64_t>(big)), b(static_cast<int64_t>(big));
     const double ms = median_ms([&] { CUDA_OK(cudaMemcpyAsync(b.get(), a.get(), big, cudaMemcpyDeviceToDevice)); },
                                 iterations);
-    copy_gbs = 2.0 * big / ms / 1e6;
-    std::printf("device-to-device copy of 1 GiB: %.3f ms, %.1f GB/s (read + write)\n", ms, copy_gbs);
+    copy_bandwidth_gbs = 2.0 * big / ms / 1e6;
+    std::printf("device-to-device copy of 1 GiB: %.3f ms, %.1f GB/s (read + write)\n", ms,
+                copy_bandwidth_gbs);
   }
   bench_feedback_mask(rng);
   bench_sequence_logprobs(rng);
@@ -803,7 +817,7 @@ int main(int argc, char** argv) {
   bench_dpo_loss(rng);
   bench_token_logprobs(rng);
 
-  if (json != nullptr) write_json(json, prop, copy_gbs);
+  if (json_path != nullptr) write_json(json_path, prop, copy_bandwidth_gbs, "");
   int failed = 0;
   for (const auto& c : checks) failed += !c.passed;
   std::printf("%zu checks, %d failed; no CUDA kernel: %zu ops\n", checks.size(), failed, missing.size());

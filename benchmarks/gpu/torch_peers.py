@@ -219,6 +219,7 @@ def main():
                          "torch": peer["torch"], "note": "no tirl CUDA kernel"})
 
     result = {"gpu": tirl["gpu"], "torch": torch_note, "copyBandwidthGBs": tirl["copyBandwidthGBs"],
+              "fatal": tirl.get("fatal", ""),
               "checks": tirl["checks"], "noCudaKernel": tirl["noCudaKernel"], "rows": rows}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
@@ -232,7 +233,8 @@ def main():
         f"Correctness: {len(tirl['checks']) - len(failed)}/{len(tirl['checks'])} GPU-vs-CPU checks passed"
         + (f"; failed: {', '.join(c['op'] + ' ' + c['case'] for c in failed)}" if failed else "") + ".",
         f"No CUDA kernel: {', '.join(tirl['noCudaKernel']) or 'none'}. {torch_note}.",
-        f"Device-to-device copy: {tirl['copyBandwidthGBs']:.0f} GB/s (read + write).",
+        f"Device-to-device copy: {tirl['copyBandwidthGBs']:.0f} GB/s (read + write)."
+        + (f" gpu_check stopped early: {tirl['fatal']}." if tirl.get("fatal") else ""),
         "",
         "| op | shape | tirl ms | tirl GB/s | of copy bandwidth | PyTorch eager ms | speed-up |",
         "|---|---|---:|---:|---:|---:|---:|",
