@@ -8,6 +8,7 @@ import * as tf from '@tensorflow/tfjs';
 
 import type { Tool } from '../../lib/tools/types.js';
 import type { Environment, StepResult } from '../../lib/training/environment.js';
+import { SeededRandom } from '../../lib/training/random.js';
 import { TfjsPolicy, type TfjsTokenizer } from '../../lib/training/tfjs.js';
 
 /** A problem: compute a * b. */
@@ -137,11 +138,10 @@ export class ProductEnvironment implements Environment<Product> {
   }
 }
 
-/** Problems with operands drawn from a seeded sequence. */
+/** Problems with three-digit operands drawn from a seeded generator. */
 export function products(count: number, seed: number): Product[] {
-  let state = seed >>> 0;
-  const next = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0);
-  return Array.from({ length: count }, () => ({ a: 100 + (next() % 900), b: 100 + (next() % 900) }));
+  const random = new SeededRandom(seed);
+  return Array.from({ length: count }, () => ({ a: random.between(100, 999), b: random.between(100, 999) }));
 }
 
 /**
