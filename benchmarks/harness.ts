@@ -87,8 +87,11 @@ export interface BenchCase {
   byteModel: string;
   /** The PyTorch peer, when there is one. */
   torch?: TorchCase;
-  /** A reason to skip the case (e.g. its kernel is not in this build), or undefined. */
-  unavailable?(): string | undefined;
+  /**
+   * Set on the small case that measures the fixed cost of a call: the report sets its sync
+   * and async times beside the same call through the C ABI.
+   */
+  callOverhead?: boolean;
   /**
    * Allocates the inputs and returns the peers, the first of kind 'tirl'. Called just
    * before the case runs; everything it allocated is dropped after it.
@@ -153,6 +156,7 @@ export interface CaseResult {
   skipped: { peer: string; reason: string }[];
   /** Set when the TypeScript peer disagrees with the kernel (a warning, not a failure). */
   mismatch?: string;
+  callOverhead?: boolean;
 }
 
 function median(sorted: number[]): number {
@@ -264,10 +268,39 @@ export async function measureCase(
     })),
     skipped,
     ...(mismatch === undefined ? {} : { mismatch }),
+    ...(benchCase.callOverhead ? { callOverhead: true } : {}),
   };
 }
 
 /** The thread count our kernels use now. */
 export function currentThreads(): number {
   return info().threads;
+}
+
+/** Describes how `a` and `b` differ beyond a relative `tolerance`, or undefined. */
+export function compareNumbers(name: string, a: number, b: number, tolerance: number): string | undefined {
+  const scale = Math.max(Math.abs(a), Math.abs(b), 1e-12);
+  return Math.abs(a - b) <= tolerance * scale ? undefined : `${name}: ${a} vs ${b}`;
+}
+
+/**
+ * Describes the worst element of `a` and `b` beyond `tolerance` relative to the largest
+ * magnitude in `b` (elementwise relative error is meaningless next to zeros), or undefined.
+ */
+export function compareArrays(name: string, a: ArrayLike<number>, b: ArrayLike<number>, tolerance: number): string | undefined {
+  if (a.length !== b.length) return `${name}: lengths ${a.length} vs ${b.length}`;
+  let scale = 1e-30;
+  for (let i = 0; i < b.length; i++) scale = Math.max(scale, Math.abs(b[i]));
+  let worst = -1;
+  let worstError = 0;
+  for (let i = 0; i < a.length; i++) {
+    const error = Math.abs(a[i] - b[i]);
+    if (!(error <= worstError)) {
+      worst = i;
+      worstError = error;
+    }
+  }
+  return worst < 0 || worstError <= tolerance * scale
+    ? undefined
+    : `${name}[${worst}]: ${a[worst]} vs ${b[worst]} (scale ${scale.toPrecision(3)})`;
 }

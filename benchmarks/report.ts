@@ -31,7 +31,6 @@ export interface BenchReport {
   stream: StreamResult;
   torch: string;
   cases: CaseResult[];
-  skippedCases: { id: string; reason: string }[];
   bindingOverhead?: BindingOverhead;
 }
 
@@ -144,8 +143,6 @@ export function terminalReport(r: BenchReport): string {
     if (c.mismatch) out.push(`  WARNING: the TypeScript peer disagrees with the kernel: ${c.mismatch}`);
     out.push('');
   }
-  for (const s of r.skippedCases) out.push(`${s.id}: skipped (${s.reason})`);
-  if (r.skippedCases.length > 0) out.push('');
   out.push('Summary (speed-ups: the peer\'s median / ours; "vs 1 thr": our 1-thread time / ours)');
   out.push(table(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT));
   out.push(...overheadLines(r), '');
@@ -187,7 +184,6 @@ export function markdownReport(r: BenchReport): string {
     if (c.mismatch) out.push('', `**Warning**: the TypeScript peer disagrees with the kernel: ${c.mismatch}.`);
     out.push('');
   }
-  for (const s of r.skippedCases) out.push(`- ${s.id}: skipped (${s.reason})`);
   return out.join('\n') + '\n';
 }
 
@@ -201,7 +197,7 @@ function xml(text: string): string {
  */
 export function svgChart(r: BenchReport): string {
   const rowHeight = 26;
-  const top = 70;
+  const top = 76;
   const labelWidth = 300;
   const panelWidth = 330;
   const gap = 50;
@@ -212,22 +208,28 @@ export function svgChart(r: BenchReport): string {
   const speedups = r.cases.flatMap((c) =>
     c.peers.filter((p) => p.kind === 'typescript' || p.kind === 'torch').map((p) => p.tirlSpeedup),
   );
-  const maxSpeedup = Math.max(10, ...speedups);
-  const decades = Math.ceil(Math.log10(maxSpeedup));
-  const logX = (s: number) => left1 + (Math.log10(Math.max(s, 1)) / decades) * panelWidth;
+  const finite = speedups.filter((x) => Number.isFinite(x) && x > 0);
+  const highDecade = Math.ceil(Math.log10(Math.max(10, ...finite)));
+  const lowDecade = Math.min(0, Math.floor(Math.log10(Math.min(1, ...finite))));
+  const logX = (x: number) => {
+    const clamped = Math.min(Math.max(x, 10 ** lowDecade), 10 ** highDecade);
+    return left1 + ((Math.log10(clamped) - lowDecade) / (highDecade - lowDecade)) * panelWidth;
+  };
   const maxShare = Math.max(1, ...r.cases.map((c) => c.peers[0].copyShare));
   const shareX = (s: number) => left2 + (Math.min(s, maxShare) / maxShare) * panelWidth;
   const parts: string[] = [];
   const text = (x: number, y: number, s: string, extra = '') =>
     parts.push(`<text x="${x.toFixed(1)}" y="${y.toFixed(1)}"${extra}>${xml(s)}</text>`);
   text(10, 22, `tirl bench · ${r.date.slice(0, 10)} · ${r.machine.cpu}, ${r.settings.threads} threads`, ' font-weight="bold"');
-  text(left1, 50, 'speed-up of tirl (log scale): vs TypeScript (blue), vs PyTorch (orange)');
-  text(left2, 50, '% of same-bytes copy bandwidth (targets 60%, 70%)');
+  text(left1, 42, 'speed-up of tirl (log scale)');
+  text(left1, 58, 'blue: vs TypeScript · orange: vs PyTorch', ' font-size="11"');
+  text(left2, 42, 'share of the same-bytes copy bandwidth');
+  text(left2, 58, 'dashed: targets 60% and 70%', ' font-size="11"');
   const bottom = top + rowHeight * r.cases.length;
-  for (let d = 0; d <= decades; d++) {
+  for (let d = lowDecade; d <= highDecade; d++) {
     const x = logX(10 ** d);
     parts.push(`<line x1="${x.toFixed(1)}" y1="${top - 6}" x2="${x.toFixed(1)}" y2="${bottom}" stroke="#ddd"/>`);
-    text(x - 8, bottom + 16, `${10 ** d}×`, ' font-size="11"');
+    text(x - 8, bottom + 16, `${d < 0 ? (10 ** d).toFixed(-d) : 10 ** d}×`, ' font-size="11"');
   }
   for (const t of [0, 0.25, 0.5, 0.75, 1]) {
     const x = shareX(t * maxShare);
@@ -251,7 +253,8 @@ export function svgChart(r: BenchReport): string {
     for (const [peer, colour, dy] of bars) {
       if (!peer) continue;
       const x = logX(peer.tirlSpeedup);
-      parts.push(`<rect x="${left1}" y="${y + dy}" width="${Math.max(1, x - left1).toFixed(1)}" height="9" fill="${colour}"/>`);
+      const one = logX(1); // bars grow from 1×: left of it the peer is faster
+      parts.push(`<rect x="${Math.min(x, one).toFixed(1)}" y="${y + dy}" width="${Math.max(1, Math.abs(x - one)).toFixed(1)}" height="9" fill="${colour}"/>`);
       text(x + 4, y + dy + 8.5, `${peer.tirlSpeedup >= 10 ? peer.tirlSpeedup.toFixed(0) : peer.tirlSpeedup.toFixed(1)}×`, ' font-size="10"');
     }
     const share = c.peers[0].copyShare;

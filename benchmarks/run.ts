@@ -159,20 +159,12 @@ export async function runBench(argv: string[]): Promise<number> {
   progress('measuring memory bandwidth (tirl_stream)');
   const stream = await measureStream(flags.threads, flags.sizes === 'quick');
 
-  const available: BenchCase[] = [];
-  const skippedCases: { id: string; reason: string }[] = [];
-  for (const c of cases) {
-    const reason = c.unavailable?.();
-    if (reason === undefined) available.push(c);
-    else skippedCases.push({ id: c.id, reason });
-  }
-
   let torchDescription = 'not run (--no-torch)';
   let torchReason: string | undefined = '--no-torch';
   let torch;
-  if (flags.torch && available.some((c) => c.torch)) {
+  if (flags.torch && cases.some((c) => c.torch)) {
     progress('starting the PyTorch peer');
-    const start = await startTorch(available, flags.threads);
+    const start = await startTorch(cases, flags.threads);
     torch = start.runner;
     torchReason = start.reason;
     torchDescription = start.runner ? start.description : `skipped: ${start.reason}`;
@@ -180,15 +172,15 @@ export async function runBench(argv: string[]): Promise<number> {
 
   const results: CaseResult[] = [];
   try {
-    for (let i = 0; i < available.length; i++) {
-      const c = available[i];
+    for (let i = 0; i < cases.length; i++) {
+      const c = cases[i];
       results.push(
         await measureCase(
           c,
           { threads: flags.threads, reps: flags.reps, warmup: flags.warmup, minSampleSeconds: flags.minSampleSeconds, scaling: true },
           torch,
           torchReason,
-          (message) => progress(`[${i + 1}/${available.length}] ${message}`),
+          (message) => progress(`[${i + 1}/${cases.length}] ${message}`),
         ),
       );
     }
@@ -213,8 +205,16 @@ export async function runBench(argv: string[]): Promise<number> {
     stream,
     torch: torchDescription,
     cases: results,
-    skippedCases,
   };
+  const overhead = results.find((r) => r.callOverhead);
+  if (overhead) {
+    const async = overhead.peers.find((p) => p.kind === 'tirl-async');
+    report.bindingOverhead = {
+      syncUs: overhead.peers[0].medianMs * 1e3,
+      ...(async ? { asyncUs: async.medianMs * 1e3 } : {}),
+      ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
+    };
+  }
 
   mkdirSync(flags.out, { recursive: true });
   const base = join(flags.out, `cpu-${report.date.slice(0, 10)}`);
