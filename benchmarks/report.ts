@@ -255,7 +255,8 @@ export function svgChart(r: BenchReport): string {
       const x = logX(peer.tirlSpeedup);
       const one = logX(1); // bars grow from 1×: left of it the peer is faster
       parts.push(`<rect x="${Math.min(x, one).toFixed(1)}" y="${y + dy}" width="${Math.max(1, Math.abs(x - one)).toFixed(1)}" height="9" fill="${colour}"/>`);
-      text(x + 4, y + dy + 8.5, `${peer.tirlSpeedup >= 10 ? peer.tirlSpeedup.toFixed(0) : peer.tirlSpeedup.toFixed(1)}×`, ' font-size="10"');
+      const label = `${peer.tirlSpeedup >= 10 ? peer.tirlSpeedup.toFixed(0) : peer.tirlSpeedup.toFixed(1)}×`;
+      text(x < one ? x - 30 : x + 4, y + dy + 8.5, label, ' font-size="10"');
     }
     const share = c.peers[0].copyShare;
     const colour = share >= 0.6 ? '#3a9a5b' : '#b8b8b8';
