@@ -53,7 +53,7 @@ export interface Batch {
 /**
  * A padded batch of `numSeqs` sequences of `seqLen` tokens shaped like a multi-turn tool-use
  * rollout: a prompt (10% of the sequence), then action spans (40-200 tokens) alternating
- * with tool feedback (10-60 tokens), then padding (0-10%). About 60-65% of tokens are actions.
+ * with tool feedback (10-90 tokens), then padding (0-10%). About 60% of tokens are actions.
  */
 export function toolUseBatch(numSeqs: number, seqLen: number, seed = 1): Batch {
   const rng = new Rng(seed);
@@ -68,7 +68,7 @@ export function toolUseBatch(numSeqs: number, seqLen: number, seed = 1): Batch {
     let t = prompt; // roles before `prompt` stay 0
     let action = true;
     while (t < seqLen - padding) {
-      const span = action ? rng.int(40, 201) : rng.int(10, 61);
+      const span = action ? rng.int(40, 201) : rng.int(10, 91);
       const end = Math.min(seqLen - padding, t + span);
       roles.fill(action ? 1 : 2, base + t, base + end);
       t = end;

@@ -22,7 +22,7 @@ import time
 
 def tool_use_roles(torch, num_seqs, seq_len, generator):
     """Roles of a padded tool-use batch, as data.ts draws them: a prompt (10%), action
-    spans (40-200 tokens) alternating with tool feedback (10-60), padding (0-10%)."""
+    spans (40-200 tokens) alternating with tool feedback (10-90), padding (0-10%)."""
     roles = torch.zeros(num_seqs, seq_len, dtype=torch.uint8)
     spans = torch.randint(0, 1 << 30, (num_seqs, 2 + seq_len // 10), generator=generator).tolist()
     for s in range(num_seqs):
@@ -31,7 +31,7 @@ def tool_use_roles(torch, num_seqs, seq_len, generator):
         padding = int(seq_len * 0.1 * (draws[0] / (1 << 30)))
         t, action, k = prompt, True, 1
         while t < seq_len - padding:
-            span = 40 + draws[k] % 161 if action else 10 + draws[k] % 51
+            span = 40 + draws[k] % 161 if action else 10 + draws[k] % 81
             end = min(seq_len - padding, t + span)
             roles[s, t:end] = 1 if action else 2
             t, action, k = end, not action, k + 1
