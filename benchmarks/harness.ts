@@ -51,17 +51,25 @@ export function asyncPeer(name: string, kind: PeerKind, call: () => Promise<unkn
   };
 }
 
+/** Beyond this many bytes (far past any cache) the copy is measured on this many and scaled. */
+const COPY_BYTES_CAP = 512 * 2 ** 20;
+
 /**
  * The bandwidth reference of a case: a copy whose reads plus writes equal the op's bytes
  * (bytes/2 read, bytes/2 written), so that cache effects at small sizes are the same for
  * the op and its reference. V8 implements `TypedArray.prototype.set` between distinct
- * buffers as one memmove (glibc's, with non-temporal stores for large sizes).
+ * buffers as one memmove (glibc's, with non-temporal stores for large sizes). Past
+ * COPY_BYTES_CAP the copy's time is linear in its size, so a copy of the cap, scaled,
+ * stands for the 1.9 GB of the largest tokenLogprobs case without allocating it.
  */
 export function copyPeer(bytes: number): Peer {
-  const floats = Math.max(1, Math.round(bytes / 8));
+  const copied = Math.min(bytes, COPY_BYTES_CAP);
+  const floats = Math.max(1, Math.round(copied / 8));
+  const scale = bytes / (floats * 8);
   const source = new Float32Array(floats).fill(1);
   const target = new Float32Array(floats);
-  return syncPeer('memory copy, same bytes', 'copy', () => target.set(source));
+  const copy = syncPeer('memory copy, same bytes', 'copy', () => target.set(source));
+  return { ...copy, sample: (inner) => (copy.sample(inner) as number) * scale };
 }
 
 export type SizeName = 'quick' | 'full';
