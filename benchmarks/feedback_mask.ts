@@ -14,6 +14,7 @@ function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeName[]): B
     // Per token: roles read (1 B), mask written (1 B); per sequence: offsets, keep, count.
     bytes: 2 * tokens + 9 * numSeqs + 4,
     byteModel: '2 B/token (roles in, mask out) + 9 B/sequence (offset, keep, count)',
+    bandwidthTarget: 0.6,
     torch: { op: 'feedbackMask', params: { numSeqs, seqLen } },
     setup() {
       const { roles, seqOffsets } = toolUseBatch(numSeqs, seqLen);

@@ -93,6 +93,8 @@ export interface BenchCase {
   bytes: number;
   /** That byte model in words. */
   byteModel: string;
+  /** Issue 3's target for our share of the copy bandwidth (0.7 = 70%), if it sets one. */
+  bandwidthTarget?: number;
   /** The PyTorch peer, when there is one. */
   torch?: TorchCase;
   /**
@@ -165,6 +167,7 @@ export interface CaseResult {
   /** Set when the TypeScript peer disagrees with the kernel (a warning, not a failure). */
   mismatch?: string;
   callOverhead?: boolean;
+  bandwidthTarget?: number;
 }
 
 function median(sorted: number[]): number {
@@ -280,6 +283,7 @@ export async function measureCase(
     skipped,
     ...(mismatch === undefined ? {} : { mismatch }),
     ...(benchCase.callOverhead ? { callOverhead: true } : {}),
+    ...(benchCase.bandwidthTarget === undefined ? {} : { bandwidthTarget: benchCase.bandwidthTarget }),
   };
 }
 

@@ -85,6 +85,19 @@ function machineLines(r: BenchReport): string[] {
   ];
 }
 
+/** bf16 against f32 on the same shape and mode (issue 3 asks for at least 1.6×). */
+function dtypeLines(r: BenchReport): string[] {
+  const lines: string[] = [];
+  for (const c of r.cases) {
+    if (!c.id.includes('/bf16/')) continue;
+    const f32 = r.cases.find((other) => other.id === c.id.replace('/bf16/', '/f32/'));
+    if (!f32) continue;
+    const ratio = f32.peers[0].medianMs / c.peers[0].medianMs;
+    lines.push(`${c.id}: bf16 ${fixed(ratio, 2)}× faster than f32 (target 1.6×: ${ratio >= 1.6 ? 'met' : 'MISSED'})`);
+  }
+  return lines;
+}
+
 function overheadLines(r: BenchReport): string[] {
   const o = r.bindingOverhead;
   if (!o) return [];
@@ -93,7 +106,8 @@ function overheadLines(r: BenchReport): string[] {
   return [
     `Binding overhead, ppoLoss on 1,024 tokens: kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
       `sync ${fixed(o.syncUs, 2)} µs${above(o.syncUs)}` +
-      (o.asyncUs === undefined ? '' : `; async ${fixed(o.asyncUs, 2)} µs${above(o.asyncUs)}`),
+      (o.asyncUs === undefined ? '' : `; async ${fixed(o.asyncUs, 2)} µs${above(o.asyncUs)}`) +
+      (c === undefined ? '' : ` (target: sync under 5 µs above: ${o.syncUs - c < 5 ? 'met' : 'MISSED'})`),
   ];
 }
 
@@ -105,11 +119,13 @@ function summaryRows(r: BenchReport): string[][] {
     const ts = peerOf(c, 'typescript');
     const torch = peerOf(c, 'torch');
     const alloc = peerOf(c, 'tirl-alloc');
+    const target = c.bandwidthTarget;
     return [
       c.id,
       ms(ours.medianMs),
       fixed(ours.gbPerSecond, 1),
       percent(ours.copyShare),
+      target === undefined ? '' : `${percent(target)} ${ours.copyShare >= target ? 'met' : 'MISSED'}`,
       alloc ? ms(alloc.medianMs) : '–',
       one ? `${fixed(one.medianMs / ours.medianMs, 2)}×` : '–',
       ts ? speedup(ts) : '–',
@@ -118,8 +134,8 @@ function summaryRows(r: BenchReport): string[][] {
   });
 }
 
-const SUMMARY_HEADER = ['case', 'tirl ms', 'GB/s', '% copy', 'alloc ms', 'vs 1 thr', 'vs TS', 'vs PyTorch'];
-const SUMMARY_RIGHT = [false, true, true, true, true, true, true, true];
+const SUMMARY_HEADER = ['case', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'vs 1 thr', 'vs TS', 'vs PyTorch'];
+const SUMMARY_RIGHT = [false, true, true, true, true, true, true, true, true];
 
 export function terminalReport(r: BenchReport): string {
   const out: string[] = [...machineLines(r), ''];
@@ -145,7 +161,7 @@ export function terminalReport(r: BenchReport): string {
   }
   out.push('Summary (speed-ups: the peer\'s median / ours; "vs 1 thr": our 1-thread time / ours)');
   out.push(table(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT));
-  out.push(...overheadLines(r), '');
+  out.push(...dtypeLines(r), ...overheadLines(r), '');
   return out.join('\n');
 }
 
@@ -166,8 +182,9 @@ export function markdownReport(r: BenchReport): string {
   out.push('time of a memory copy of the same number of bytes, measured in the same process and run,');
   out.push('divided by ours; `vs 1 thr` is our one-thread time divided by ours.', '');
   out.push(markdownTable(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT), '');
-  out.push(...overheadLines(r).map((l) => `${l}`));
-  if (r.bindingOverhead) out.push('');
+  const notes = [...dtypeLines(r), ...overheadLines(r)];
+  out.push(...notes.map((l) => `- ${l}`));
+  if (notes.length > 0) out.push('');
   out.push('## Cases', '');
   for (const c of r.cases) {
     out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}.`, '');
