@@ -3,7 +3,7 @@
  * selected cases against their peers, and writes the table, a JSON file and an SVG chart.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, release, platform } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -100,14 +100,25 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
   };
 }
 
-/** The CPU's marketing name (lscpu's, which names the model better than os.cpus()). */
-function cpuModel(): string {
+/**
+ * The CPU as lscpu describes it (model name, family/model, L3, hypervisor), or the model
+ * name from os.cpus() where lscpu is missing.
+ */
+async function cpuDescription(): Promise<string> {
   try {
-    const text = readFileSync('/proc/cpuinfo', 'utf8');
-    const name = /^model name\s*:\s*(.+)$/m.exec(text)?.[1];
-    if (name) return name.trim();
+    const { stdout } = await promisify(execFile)('lscpu', [], { env: { ...process.env, LC_ALL: 'C' } });
+    const field = (name: string) => new RegExp(`^${name}:\\s*(.+)$`, 'm').exec(stdout)?.[1]?.trim();
+    const model = field('Model name');
+    if (model) {
+      const details = [
+        field('CPU family') && `family ${field('CPU family')} model ${field('Model')}`,
+        field('L3 cache') && `L3 ${field('L3 cache')}`,
+        field('Hypervisor vendor') && `${field('Hypervisor vendor')} guest`,
+      ].filter(Boolean);
+      return details.length > 0 ? `${model} (${details.join(', ')})` : model;
+    }
   } catch {
-    // not Linux: fall through
+    // no lscpu: fall through
   }
   return cpus()[0]?.model ?? 'unknown CPU';
 }
@@ -194,7 +205,7 @@ export async function runBench(argv: string[]): Promise<number> {
     date: started.toISOString(),
     seconds: (Date.now() - started.getTime()) / 1e3,
     machine: {
-      cpu: cpuModel(),
+      cpu: await cpuDescription(),
       cores: cpus().length,
       memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
       os: `${platform()} ${release()}`,
