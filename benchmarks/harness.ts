@@ -135,6 +135,11 @@ export interface MeasureOptions {
   warmup: number;
   /** Each sample lasts at least this long (small ops run several calls per sample). */
   minSampleSeconds: number;
+  /**
+   * Rounds are cut below `reps` (to no fewer than MIN_ROUNDS) when they would take longer
+   * than this in all: the TypeScript peer needs seconds per call on the largest logits.
+   */
+  caseBudgetSeconds: number;
   /** Also measure our kernel on one thread (when threads > 1). */
   scaling: boolean;
 }
@@ -193,6 +198,9 @@ function withThreads(peer: Peer, threads: number, restore: number, name: string,
 
 export type Progress = (message: string) => void;
 
+/** Fewest rounds of a case, whatever its budget: a median of three still drops one outlier. */
+const MIN_ROUNDS = 3;
+
 /** Measures one case: warm-up and calibration, then `reps` interleaved rounds. */
 export async function measureCase(
   benchCase: BenchCase,
@@ -234,6 +242,7 @@ export async function measureCase(
   // Warm-up (JIT, page faults of reused buffers, caches), then calls per sample so that a
   // sample lasts at least minSampleSeconds: timer resolution and call jitter stay small.
   const inner: number[] = [];
+  const warmTimes: number[] = [];
   for (let p = 0; p < peers.length; p++) {
     progress(`${benchCase.id}: warming up ${peers[p].name}`);
     let fastest = Infinity;
@@ -241,14 +250,17 @@ export async function measureCase(
       fastest = Math.min(fastest, await peers[p].sample(1));
       if (fastest > 0.25) break; // a call this long is warm after one: save the run's time
     }
+    warmTimes.push(fastest);
     inner.push(Math.max(1, Math.min(100_000, Math.ceil(options.minSampleSeconds / Math.max(fastest, 1e-9)))));
     if (inner[p] > 1) await peers[p].sample(inner[p]);
   }
 
   // Interleaved rounds; each round starts at a different peer so none always runs first.
+  const roundSeconds = warmTimes.reduce((sum, t, p) => sum + t * inner[p], 0);
+  const rounds = Math.min(options.reps, Math.max(MIN_ROUNDS, Math.floor(options.caseBudgetSeconds / roundSeconds)));
   const samples: number[][] = peers.map(() => []);
-  for (let r = 0; r < options.reps; r++) {
-    progress(`${benchCase.id}: round ${r + 1}/${options.reps}`);
+  for (let r = 0; r < rounds; r++) {
+    progress(`${benchCase.id}: round ${r + 1}/${rounds}`);
     for (let k = 0; k < peers.length; k++) {
       const p = (r + k) % peers.length;
       samples[p].push(await peers[p].sample(inner[p]));

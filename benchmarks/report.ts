@@ -27,7 +27,7 @@ export interface BenchReport {
   date: string;
   seconds: number;
   machine: { cpu: string; cores: number; memoryGiB: number; os: string; node: string; tirl: TirlInfo };
-  settings: { sizes: string; threads: number; reps: number; warmup: number; minSampleMs: number };
+  settings: { sizes: string; threads: number; reps: number; warmup: number; minSampleMs: number; caseBudgetSeconds: number };
   stream: StreamResult;
   torch: string;
   cases: CaseResult[];
@@ -79,7 +79,7 @@ function machineLines(r: BenchReport): string[] {
   return [
     `${r.date} · ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB · ${r.machine.os} · Node ${r.machine.node}`,
     `tirl ${r.machine.tirl.version} (${r.machine.tirl.simd}; ${r.machine.tirl.build}) · ${r.settings.threads} threads · ` +
-      `sizes ${r.settings.sizes} · ${r.settings.reps} interleaved rounds after ${r.settings.warmup} warm-up calls`,
+      `sizes ${r.settings.sizes} · up to ${r.settings.reps} interleaved rounds (at least 3; fewer past ${r.settings.caseBudgetSeconds} s a case) after ${r.settings.warmup} warm-up calls`,
     `PyTorch: ${r.torch}`,
     stream,
   ];
@@ -140,7 +140,7 @@ const SUMMARY_RIGHT = [false, true, true, true, true, true, true, true, true];
 export function terminalReport(r: BenchReport): string {
   const out: string[] = [...machineLines(r), ''];
   for (const c of r.cases) {
-    out.push(`${c.title} — ${megabytes(c.bytes)} moved (${c.byteModel})`);
+    out.push(`${c.title} — ${megabytes(c.bytes)} moved (${c.byteModel}); ${c.peers[0].samples} rounds`);
     const rows = c.peers.map((p) => [
       p.name,
       ms(p.medianMs),
@@ -187,7 +187,7 @@ export function markdownReport(r: BenchReport): string {
   if (notes.length > 0) out.push('');
   out.push('## Cases', '');
   for (const c of r.cases) {
-    out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}.`, '');
+    out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}. ${c.peers[0].samples} rounds.`, '');
     const rows = c.peers.map((p) => [
       p.name,
       ms(p.medianMs),

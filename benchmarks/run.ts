@@ -26,7 +26,8 @@ Options:
   --sizes NAME     'full' (the sizes of issue 3, default) or 'quick' (small inputs)
   --quick          --sizes quick with fewer repetitions: a run of well under a minute
   --threads N      threads for our kernels and PyTorch (default: tirl's default)
-  --reps N         interleaved rounds per case (default 9, quick 5)
+  --reps N         interleaved rounds per case (default 9, quick 5; fewer, but at least
+                   3, where the rounds would exceed 40 s, or 3 s with --quick)
   --no-torch       do not run the PyTorch peer
   --json           print the JSON report on stdout instead of the table
   --out DIR        where to write cpu-<date>.json/.md/.svg (default bench-results/)
@@ -39,6 +40,7 @@ interface BenchFlags {
   reps: number;
   warmup: number;
   minSampleSeconds: number;
+  caseBudgetSeconds: number;
   torch: boolean;
   json: boolean;
   out: string;
@@ -94,6 +96,7 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
     reps: positiveInteger(parsed.reps, 'reps') ?? (sizes === 'quick' ? 5 : 9),
     warmup: sizes === 'quick' ? 1 : 2,
     minSampleSeconds: sizes === 'quick' ? 0.002 : 0.005,
+    caseBudgetSeconds: sizes === 'quick' ? 3 : 40,
     torch: parsed['no-torch'] !== true,
     json: parsed.json === true,
     out: resolve(parsed.out ?? 'bench-results'),
@@ -188,7 +191,14 @@ export async function runBench(argv: string[]): Promise<number> {
       results.push(
         await measureCase(
           c,
-          { threads: flags.threads, reps: flags.reps, warmup: flags.warmup, minSampleSeconds: flags.minSampleSeconds, scaling: true },
+          {
+            threads: flags.threads,
+            reps: flags.reps,
+            warmup: flags.warmup,
+            minSampleSeconds: flags.minSampleSeconds,
+            caseBudgetSeconds: flags.caseBudgetSeconds,
+            scaling: true,
+          },
           torch,
           torchReason,
           (message) => progress(`[${i + 1}/${cases.length}] ${message}`),
@@ -212,7 +222,14 @@ export async function runBench(argv: string[]): Promise<number> {
       node: process.version,
       tirl: info(),
     },
-    settings: { sizes: flags.sizes, threads: flags.threads, reps: flags.reps, warmup: flags.warmup, minSampleMs: flags.minSampleSeconds * 1e3 },
+    settings: {
+      sizes: flags.sizes,
+      threads: flags.threads,
+      reps: flags.reps,
+      warmup: flags.warmup,
+      minSampleMs: flags.minSampleSeconds * 1e3,
+      caseBudgetSeconds: flags.caseBudgetSeconds,
+    },
     stream,
     torch: torchDescription,
     cases: results,
