@@ -9,7 +9,10 @@ namespace {
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   using namespace tirl::binding;
   register_library(env, exports);
+  register_group_advantages(env, exports);
+  register_dpo_loss(env, exports);
   register_feedback_mask(env, exports);
+  register_sequence_logprobs(env, exports);
   return exports;
 }
 

@@ -1,5 +1,7 @@
 /* A plain C99 program linking libtirl: proves the C ABI stands on its own, without
- * Node.js or C++. It checks feedbackMask on a hand-worked batch and the error path. */
+ * Node.js or C++. It checks feedbackMask, groupAdvantages, dpoLoss and sequenceLogprobs on
+ * hand-worked batches, and the error path. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,11 +67,63 @@ static void test_threads_deterministic(void) {
         "results differ between 1 and 4 threads");
 }
 
+static void test_group_advantages(void) {
+  /* One group [1, 0, 0, 1]: mean 0.5, unbiased std 0.57735, so +-0.866. */
+  const float rewards[4] = {1, 0, 0, 1};
+  const int32_t ids[4] = {-3, -3, -3, -3};
+  float advantages[4];
+  tirl_group_advantages_options options = tirl_group_advantages_options_default();
+  options.epsilon = 0;
+  tirl_status s = tirl_group_advantages(rewards, 4, NULL, 4, &options, advantages, tirl_cpu());
+  CHECK(s == TIRL_OK, "group_advantages status %d: %s", (int)s, tirl_last_error());
+  CHECK(fabsf(advantages[0] - 0.8660254f) < 1e-6f && fabsf(advantages[1] + 0.8660254f) < 1e-6f,
+        "group_advantages %f %f", advantages[0], advantages[1]);
+  s = tirl_group_advantages(rewards, 4, ids, 0, &options, advantages, tirl_cpu());
+  CHECK(s == TIRL_OK && fabsf(advantages[3] - 0.8660254f) < 1e-6f, "group_advantages by id");
+  s = tirl_group_advantages(rewards, 4, NULL, 3, &options, advantages, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "group size 3 of 4 accepted");
+}
+
+static void test_dpo_loss(void) {
+  /* Margin 0: sigmoid DPO loss log 2, gradient -beta / 2 per pair (mean over 2 pairs). */
+  const float zeros[2] = {0, 0};
+  float grad_chosen[2];
+  tirl_dpo_result result;
+  tirl_dpo_options options = tirl_dpo_options_default();
+  tirl_status s = tirl_dpo_loss(zeros, zeros, zeros, zeros, 2, &options, grad_chosen, NULL, NULL,
+                                NULL, &result, tirl_cpu());
+  CHECK(s == TIRL_OK, "dpo_loss status %d: %s", (int)s, tirl_last_error());
+  CHECK(fabs(result.loss - 0.69314718) < 1e-6, "dpo loss %f", result.loss);
+  CHECK(fabsf(grad_chosen[0] + 0.025f) < 1e-7f, "dpo grad %f", grad_chosen[0]);
+  options.beta = 0;
+  s = tirl_dpo_loss(zeros, zeros, zeros, zeros, 2, &options, NULL, NULL, NULL, NULL, &result,
+                    tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "beta 0 accepted");
+}
+
+static void test_sequence_logprobs(void) {
+  const float logp[5] = {-1, -2, -3, -4, -5};
+  const uint8_t mask[5] = {1, 0, 1, 1, 1};
+  const int32_t offsets[4] = {0, 3, 3, 5};
+  const float grad_seq[3] = {1, 7, 2};
+  float sums[3], grad[5];
+  tirl_status s = tirl_sequence_logprobs(logp, mask, 5, offsets, 3, 1, sums, tirl_cpu());
+  CHECK(s == TIRL_OK, "sequence_logprobs status %d: %s", (int)s, tirl_last_error());
+  CHECK(sums[0] == -2.0f && sums[1] == 0.0f && sums[2] == -4.5f, "sequence means %f %f %f",
+        sums[0], sums[1], sums[2]);
+  s = tirl_sequence_logprobs_backward(grad_seq, mask, 5, offsets, 3, 1, grad, tirl_cpu());
+  CHECK(s == TIRL_OK && grad[0] == 0.5f && grad[1] == 0.0f && grad[4] == 1.0f,
+        "sequence_logprobs_backward %f %f %f", grad[0], grad[1], grad[4]);
+}
+
 int main(void) {
   printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
   test_feedback_mask();
   test_errors();
   test_threads_deterministic();
+  test_group_advantages();
+  test_dpo_loss();
+  test_sequence_logprobs();
   if (failures == 0) printf("c_abi: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }

@@ -1,0 +1,57 @@
+#include "common.h"
+#include "ops.h"
+
+namespace tirl::binding {
+namespace {
+
+struct GroupAdvantagesCall {
+  ArrayView<float> rewards, advantages;
+  ArrayView<int32_t> group_ids;
+  int64_t group_size = 0;
+  tirl_group_advantages_options options = tirl_group_advantages_options_default();
+  Napi::ObjectReference advantages_ref;
+
+  static GroupAdvantagesCall parse(Options& o) {
+    GroupAdvantagesCall c;
+    c.rewards = o.array<float>("rewards", true);
+    c.group_ids = o.array<int32_t>("groupIds", false);
+    const bool has_group_size = o.has("groupSize");
+    if (c.group_ids.present == has_group_size) {
+      throw Napi::TypeError::New(
+          o.env(), std::string(o.op()) +
+                       ": Expected exactly one of groupIds (an Int32Array) and groupSize (an "
+                       "integer) but received " +
+                       (has_group_size ? "both" : "neither"));
+    }
+    o.require_length(c.group_ids, "groupIds", c.rewards.length, "one per reward: rewards.length");
+    if (has_group_size) {
+      c.group_size = o.integer("groupSize", 1, 1, int64_t{1} << 53);
+      if (c.rewards.length % c.group_size != 0) {
+        o.range_error(std::string(o.op()) + ": Expected a groupSize that divides rewards.length (" +
+                      std::to_string(c.rewards.length) + ") for groupSize but received " +
+                      std::to_string(c.group_size));
+      }
+    }
+    c.options.scale_by_std = o.boolean("scaleByStd", c.options.scale_by_std != 0) ? 1 : 0;
+    c.options.epsilon = o.number("epsilon", c.options.epsilon);
+    o.require(c.options.epsilon >= 0, "epsilon", "a number >= 0", c.options.epsilon);
+    c.advantages = o.output<float>(nullptr, c.rewards.length, c.advantages_ref);
+    return c;
+  }
+
+  tirl_status run() {
+    return tirl_group_advantages(rewards.data, rewards.length,
+                                 group_ids.present ? group_ids.data : nullptr, group_size, &options,
+                                 advantages.data, tirl_cpu());
+  }
+
+  Napi::Value result(Napi::Env) { return advantages_ref.Value(); }
+};
+
+}  // namespace
+
+void register_group_advantages(Napi::Env env, Napi::Object exports) {
+  define_op<GroupAdvantagesCall>(env, exports, "groupAdvantages");
+}
+
+}  // namespace tirl::binding

@@ -1,0 +1,112 @@
+// DPO and its variants (MATH.md, as TRL computes them), per preference pair.
+//
+// Everything here is branch-free f32 arithmetic (exp and log1p as polynomials) so that a
+// CPU loop over pairs vectorizes; TRL computes these in f32 too.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "math/common.h"
+#include "tirl/tirl.h"
+
+namespace tirl {
+
+// exp(x) for x <= 0 (Cody-Waite reduction, Cephes polynomial; about 1 ulp). Below -87
+// the result is about 1.6e-38 instead of a subnormal: it only ever meets 1 + e. NaN
+// propagates.
+TIRL_HD inline float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float rounding = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  float n = (x * 1.44269504f + rounding) - rounding;
+  n = n == n ? n : 0.0f;  // NaN: keep the integer conversion defined; the polynomial carries it
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const uint32_t scale_bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;  // 2^n
+  float scale;
+  memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
+}
+
+// log(1 + e) for e in [0, 1] as 2 atanh(s), s = e / (2 + e) in [0, 1/3]: the odd series
+// 2 s (1 + s^2/3 + s^4/5 + ...) to s^12/13 (truncation below 2e-8, relative). Exact for
+// tiny e (no 1 + e rounding) and no range reduction, so it is short and branch-free.
+TIRL_HD inline float log1p_unit(float e) {
+  const float s = e / (2.0f + e);
+  const float w = s * s;
+  float p = 1.0f / 13.0f;
+  p = p * w + 1.0f / 11.0f;
+  p = p * w + 1.0f / 9.0f;
+  p = p * w + 1.0f / 7.0f;
+  p = p * w + 1.0f / 5.0f;
+  p = p * w + 1.0f / 3.0f;
+  p = p * w + 1.0f;
+  return 2.0f * s * p;
+}
+
+// Per-call constants of the loss. The sigmoid and robust variants share one form: with
+// z = beta delta and the stable log-sigmoid log sigmoid(+-z) = min(+-z, 0) - t,
+// t = log1p(exp(-|z|)), and ls = label_smoothing,
+//   sigmoid  -(1-ls) log sigmoid(z) - ls log sigmoid(-z)
+//              = t - (1-ls) min(z, 0) + ls max(z, 0),         d/dz = ls - sigmoid(-z)
+//   robust   (-(1-ls) log sigmoid(z) + ls log sigmoid(-z)) / (1-2ls)
+//              = t - ((1-ls) min(z, 0) + ls max(z, 0)) / (1-2ls), d/dz = -ls/(1-2ls) - sigmoid(-z)
+// (using min(-z, 0) = -max(z, 0) and sigmoid(z) = 1 - sigmoid(-z)), so each pair needs one
+// exp, one log1p and one division.
+struct DpoParams {
+  float beta;
+  float ipo_target;       // 1 / (2 beta)
+  float min_coefficient;  // of min(z, 0), subtracted
+  float max_coefficient;  // of max(z, 0), added
+  float dz_offset;        // d loss / dz = dz_offset - sigmoid(-z)
+};
+
+TIRL_HD inline DpoParams dpo_params(double beta, double label_smoothing, tirl_dpo_variant variant) {
+  const double ls = label_smoothing;
+  const double robust_scale = 1.0 / (1.0 - 2.0 * ls);
+  const bool robust = variant == TIRL_DPO_ROBUST;
+  return {static_cast<float>(beta), static_cast<float>(0.5 / beta),
+          static_cast<float>(robust ? (1.0 - ls) * robust_scale : 1.0 - ls),
+          static_cast<float>(robust ? -ls * robust_scale : ls),
+          static_cast<float>(robust ? -ls * robust_scale : ls)};
+}
+
+// One pair's loss and its derivative with respect to the margin
+// delta = (policy_chosen - ref_chosen) - (policy_rejected - ref_rejected).
+struct DpoPairTerm {
+  float loss;
+  float dloss_ddelta;
+};
+
+template <tirl_dpo_variant kVariant>
+TIRL_HD inline DpoPairTerm dpo_pair_term(float delta, const DpoParams& p) {
+  if (kVariant == TIRL_DPO_HINGE) {
+    const float margin = 1.0f - p.beta * delta;
+    // relu as PyTorch computes it: NaN passes through; the gradient is 0 unless margin > 0
+    // (so 0 at the kink, and -beta for a NaN margin, as PyTorch's threshold backward).
+    return {margin < 0.0f ? 0.0f : margin, margin <= 0.0f ? 0.0f : -p.beta};
+  }
+  if (kVariant == TIRL_DPO_IPO) {
+    const float gap = delta - p.ipo_target;
+    return {gap * gap, 2.0f * gap};
+  }
+  // sigmoid (cDPO when label_smoothing > 0) and robust; see DpoParams.
+  const float z = p.beta * delta;
+  const float e = exp_nonpositive(-fabsf(z));
+  const float inverse = 1.0f / (1.0f + e);  // sigmoid(|z|)
+  // sigmoid(-z): e / (1 + e) when z >= 0, without the cancellation of 1 - sigmoid(z).
+  const float sigmoid_neg = z >= 0.0f ? e * inverse : inverse;
+  const float min_z = z < 0.0f ? z : 0.0f;
+  const float max_z = z > 0.0f ? z : 0.0f;  // not z - min_z: -Inf - -Inf would be NaN
+  return {log1p_unit(e) - p.min_coefficient * min_z + p.max_coefficient * max_z,
+          p.beta * (p.dz_offset - sigmoid_neg)};
+}
+
+}  // namespace tirl

@@ -1,0 +1,177 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import { groupAdvantages, groupAdvantagesAsync, info, setThreads } from '../lib/index.js';
+import { assertBitwiseEqual, assertClose, checkBadInputs, detached, Random } from './support.js';
+
+/** Independent float64 reference, straight from MATH.md (verl's convention for groups of one). */
+function reference(rewards: Float32Array, groupIds: ArrayLike<number>, scaleByStd = true, epsilon = 1e-6): Float64Array {
+  const groups = new Map<number, number[]>();
+  for (let i = 0; i < rewards.length; i++) {
+    const members = groups.get(groupIds[i]) ?? [];
+    members.push(i);
+    groups.set(groupIds[i], members);
+  }
+  const out = new Float64Array(rewards.length);
+  for (const members of groups.values()) {
+    const n = members.length;
+    let mean = 0;
+    let std = 1;
+    if (n > 1) {
+      mean = members.reduce((s, i) => s + rewards[i], 0) / n;
+      std = Math.sqrt(members.reduce((s, i) => s + (rewards[i] - mean) ** 2, 0) / (n - 1));
+    }
+    for (const i of members) {
+      const centered = rewards[i] - mean;
+      out[i] = scaleByStd ? centered / (std + epsilon) : centered;
+    }
+  }
+  return out;
+}
+
+function contiguousIds(b: number, groupSize: number): Int32Array {
+  return Int32Array.from({ length: b }, (_, i) => Math.floor(i / groupSize));
+}
+
+describe('groupAdvantages', () => {
+  it('gives ±0.866 for the hand-worked group [1, 0, 0, 1]', () => {
+    // mean 0.5, unbiased std sqrt(4 * 0.25 / 3) = 0.57735; 0.5 / 0.57735 = 0.866025
+    const a = groupAdvantages({ rewards: Float32Array.from([1, 0, 0, 1]), groupSize: 4, epsilon: 0 });
+    assertClose(a, [0.8660254, -0.8660254, -0.8660254, 0.8660254]);
+    const drGrpo = groupAdvantages({ rewards: Float32Array.from([1, 0, 0, 1]), groupSize: 4, scaleByStd: false });
+    assertClose(drGrpo, [0.5, -0.5, -0.5, 0.5]);
+  });
+
+  it('gives a group of one mean 0 and std 1, and a zero-variance group 0', () => {
+    const rewards = Float32Array.from([0.7, 2, 2, 2, -3]);
+    const groupIds = Int32Array.from([5, 1, 1, 1, -9]);
+    const a = groupAdvantages({ rewards, groupIds });
+    assertClose(a, [0.7 / (1 + 1e-6), 0, 0, 0, -3 / (1 + 1e-6)]);
+    assert.deepEqual([...groupAdvantages({ rewards: Float32Array.from([4, 4]), groupSize: 2, epsilon: 0 })], [0, 0]);
+    assertClose(groupAdvantages({ rewards, groupSize: 1, scaleByStd: false }), rewards);
+  });
+
+  it('matches the reference for contiguous, sorted and scattered groups', () => {
+    const rng = new Random(3);
+    for (const [b, groupSize] of [[1, 1], [8, 8], [64, 4], [5000, 8], [12_288, 16], [3200, 40], [10_000, 10_000]]) {
+      const rewards = rng.normals(b, 2);
+      const ids = contiguousIds(b, groupSize);
+      for (const scaleByStd of [true, false]) {
+        const want = reference(rewards, ids, scaleByStd);
+        assertClose(groupAdvantages({ rewards, groupSize, scaleByStd }), want, { label: `groupSize ${groupSize}` });
+        assertClose(groupAdvantages({ rewards, groupIds: ids, scaleByStd }), want, { label: `sorted ids ${groupSize}` });
+      }
+    }
+    // Sorted ids with runs of varied length (some equal-size stretches, some singletons).
+    const sizes = Array.from({ length: 700 }, (_, i) => (i % 50 < 30 ? 8 : rng.int(1, 40)));
+    const sortedIds = Int32Array.from(sizes.flatMap((size, g) => Array(size).fill(g * 3 - 50)));
+    const sortedRewards = rng.normals(sortedIds.length);
+    assertClose(groupAdvantages({ rewards: sortedRewards, groupIds: sortedIds }), reference(sortedRewards, sortedIds), { label: 'sorted varied' });
+    // Sorted until the very end, where the last group reuses the first id: the two merge.
+    const lateIds = contiguousIds(9000, 8);
+    lateIds.fill(0, 8992);
+    const lateRewards = rng.normals(9000);
+    assertClose(groupAdvantages({ rewards: lateRewards, groupIds: lateIds }), reference(lateRewards, lateIds), { label: 'late unsorted' });
+    // Scattered: arbitrary (negative, sparse) ids in random order, groups of varied size.
+    for (const b of [2, 100, 9000]) {
+      const rewards = rng.normals(b, 3);
+      const pool = Int32Array.from({ length: Math.max(1, b >> 3) }, () => rng.int(-(2 ** 31), 2 ** 31 - 1));
+      const groupIds = Int32Array.from({ length: b }, () => pool[rng.int(0, pool.length)]);
+      assertClose(groupAdvantages({ rewards, groupIds }), reference(rewards, groupIds), { label: `scattered ${b}` });
+      assertClose(groupAdvantages({ rewards, groupIds, epsilon: 0.5, scaleByStd: true }), reference(rewards, groupIds, true, 0.5));
+    }
+  });
+
+  it('gives shuffled ids the contiguous result, permuted', () => {
+    const rng = new Random(4);
+    const b = 4096;
+    const rewards = rng.floats(b, 0, 1);
+    const contiguous = groupAdvantages({ rewards, groupSize: 8 });
+    const perm = Int32Array.from({ length: b }, (_, i) => i);
+    for (let i = b - 1; i > 0; i--) {
+      const j = rng.int(0, i + 1);
+      [perm[i], perm[j]] = [perm[j], perm[i]];
+    }
+    const shuffledRewards = Float32Array.from(perm, (p) => rewards[p]);
+    const shuffledIds = Int32Array.from(perm, (p) => Math.floor(p / 8) * 7 - 1000);
+    const shuffled = groupAdvantages({ rewards: shuffledRewards, groupIds: shuffledIds });
+    assertClose(shuffled, Float32Array.from(perm, (p) => contiguous[p]));
+    // Moving whole groups around keeps each group's input order: bitwise the same values.
+    const reversedGroups = Int32Array.from({ length: b }, (_, i) => b - 8 * (Math.floor(i / 8) + 1) + (i % 8));
+    const reversed = groupAdvantages({ rewards: Float32Array.from(reversedGroups, (p) => rewards[p]), groupIds: Int32Array.from(reversedGroups, (p) => p >> 3) });
+    assertBitwiseEqual(reversed, Float32Array.from(reversedGroups, (p) => contiguous[p]), 'reordered groups');
+  });
+
+  it('handles empty input', () => {
+    assert.equal(groupAdvantages({ rewards: new Float32Array(0), groupSize: 4 }).length, 0);
+    assert.equal(groupAdvantages({ rewards: new Float32Array(0), groupIds: new Int32Array(0) }).length, 0);
+  });
+
+  it('propagates NaN and Inf within their group only', () => {
+    const rewards = Float32Array.from([1, NaN, 2, 3, Infinity, 5, 6, 7, 1, 2, 3, 4]);
+    for (const opts of [{ groupSize: 4 }, { groupIds: Int32Array.from([9, 9, 9, 9, 2, 2, 2, 2, 0, 0, 0, 0]) }]) {
+      const a = groupAdvantages({ rewards, ...opts });
+      assert.ok(a.slice(0, 8).every(Number.isNaN), `${[...a]}`);
+      assertClose(a.slice(8), reference(rewards.slice(8), [0, 0, 0, 0]));
+    }
+  });
+
+  it('is bitwise identical for any thread count, async agrees, out buffers work', async () => {
+    const rng = new Random(5);
+    const b = 65_536;
+    const rewards = rng.normals(b);
+    const scattered = Int32Array.from({ length: b }, () => rng.int(0, 5000));
+    const threads = info().threads;
+    try {
+      for (const opts of [{ groupSize: 8 }, { groupIds: contiguousIds(b, 16) }, { groupIds: scattered }]) {
+        setThreads(1);
+        const one = groupAdvantages({ rewards, ...opts });
+        setThreads(7);
+        const seven = groupAdvantages({ rewards, ...opts });
+        assertBitwiseEqual(one, seven, 'threads 1 vs 7');
+        assertBitwiseEqual(one, await groupAdvantagesAsync({ rewards, ...opts }), 'async');
+        const out = new Float32Array(b).fill(NaN);
+        assert.equal(groupAdvantages({ rewards, ...opts, out }), out);
+        assertBitwiseEqual(one, out, 'out');
+      }
+    } finally {
+      setThreads(threads);
+    }
+  });
+
+  it('rejects malformed calls with a named TypeError or RangeError', async () => {
+    const rewards = Float32Array.from([1, 2, 3, 4]);
+    const groupIds = Int32Array.from([0, 0, 1, 1]);
+    const call = (o: unknown) => () => groupAdvantages(o as never);
+    checkBadInputs([
+      { name: 'no options', call: call(undefined), error: TypeError, message: 'options object' },
+      { name: 'options is a string', call: call('x'), error: TypeError, message: 'options object' },
+      { name: 'rewards missing', call: call({ groupSize: 2 }), error: TypeError, message: 'for rewards' },
+      { name: 'rewards as Array', call: call({ rewards: [1, 2], groupSize: 2 }), error: TypeError, message: 'for rewards' },
+      { name: 'rewards as Float64Array', call: call({ rewards: new Float64Array(4), groupSize: 2 }), error: TypeError, message: 'Float64Array' },
+      { name: 'rewards detached', call: call({ rewards: detached((n) => new Float32Array(n)), groupSize: 2 }), error: TypeError, message: 'detached' },
+      { name: 'neither groupIds nor groupSize', call: call({ rewards }), error: TypeError, message: 'exactly one of groupIds' },
+      { name: 'both groupIds and groupSize', call: call({ rewards, groupIds, groupSize: 2 }), error: TypeError, message: 'both' },
+      { name: 'groupIds as Uint32Array', call: call({ rewards, groupIds: new Uint32Array(4) }), error: TypeError, message: 'groupIds' },
+      { name: 'groupIds as Float32Array', call: call({ rewards, groupIds: new Float32Array(4) }), error: TypeError, message: 'groupIds' },
+      { name: 'groupIds too short', call: call({ rewards, groupIds: new Int32Array(3) }), error: RangeError, message: 'groupIds' },
+      { name: 'groupIds detached', call: call({ rewards, groupIds: detached((n) => new Int32Array(n)) }), error: TypeError, message: 'detached' },
+      { name: 'groupSize 0', call: call({ rewards, groupSize: 0 }), error: RangeError, message: 'groupSize' },
+      { name: 'groupSize negative', call: call({ rewards, groupSize: -2 }), error: RangeError, message: 'groupSize' },
+      { name: 'groupSize fractional', call: call({ rewards, groupSize: 1.5 }), error: RangeError, message: 'groupSize' },
+      { name: 'groupSize NaN', call: call({ rewards, groupSize: NaN }), error: RangeError, message: 'groupSize' },
+      { name: 'groupSize not dividing B', call: call({ rewards, groupSize: 3 }), error: RangeError, message: 'divides' },
+      { name: 'groupSize larger than B', call: call({ rewards, groupSize: 8 }), error: RangeError, message: 'groupSize' },
+      { name: 'groupSize as string', call: call({ rewards, groupSize: '2' }), error: TypeError, message: 'groupSize' },
+      { name: 'scaleByStd as number', call: call({ rewards, groupSize: 2, scaleByStd: 1 }), error: TypeError, message: 'scaleByStd' },
+      { name: 'epsilon negative', call: call({ rewards, groupSize: 2, epsilon: -1e-6 }), error: RangeError, message: 'epsilon' },
+      { name: 'epsilon Infinity', call: call({ rewards, groupSize: 2, epsilon: Infinity }), error: RangeError, message: 'epsilon' },
+      { name: 'epsilon as string', call: call({ rewards, groupSize: 2, epsilon: '0.1' }), error: TypeError, message: 'epsilon' },
+      { name: 'out wrong length', call: call({ rewards, groupSize: 2, out: new Float32Array(3) }), error: RangeError, message: 'out' },
+      { name: 'out wrong type', call: call({ rewards, groupSize: 2, out: new Float64Array(4) }), error: TypeError, message: 'out' },
+      { name: 'out detached', call: call({ rewards, groupSize: 2, out: detached((n) => new Float32Array(n)) }), error: TypeError, message: 'detached' },
+    ]);
+    await assert.rejects(groupAdvantagesAsync({ rewards, groupSize: 3 }), RangeError);
+    await assert.rejects(groupAdvantagesAsync({ rewards } as never), TypeError);
+  });
+});
