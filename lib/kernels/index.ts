@@ -2,3 +2,4 @@ export * from './feedback_mask.js';
 export * from './group_advantages.js';
 export * from './dpo_loss.js';
 export * from './sequence_logprobs.js';
+export * from './ppo_loss.js';

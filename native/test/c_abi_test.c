@@ -1,6 +1,5 @@
 /* A plain C99 program linking libtirl: proves the C ABI stands on its own, without
- * Node.js or C++. It checks feedbackMask, groupAdvantages, dpoLoss and sequenceLogprobs on
- * hand-worked batches, and the error path. */
+ * Node.js or C++. It checks every op on hand-worked batches, and the error paths. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +36,38 @@ static void test_feedback_mask(void) {
   CHECK(s == TIRL_OK, "feedback_mask with keep: %s", tirl_last_error());
   CHECK(memcmp(mask, expected_kept, 8) == 0, "feedback_mask mask with keep");
   CHECK(counts[0] == 2 && counts[1] == 0, "kept counts %d %d", counts[0], counts[1]);
+}
+
+static void test_ppo_loss(void) {
+  /* The hand-worked case of test/ppo_loss.test.ts: d = [0.1, -0.5, 0], A = [1, -1, 2];
+   * token 1 is clipped at 0.8, so loss = (-e^0.1 + 0.8 - 2) / 3. */
+  const float logp[3] = {-1.0f, -2.0f, -0.5f};
+  const float old_logp[3] = {-1.1f, -1.5f, -0.5f};
+  const float advantages[3] = {1.0f, -1.0f, 2.0f};
+  const uint8_t mask[3] = {1, 1, 1};
+  float grad[3];
+  tirl_ppo_result result;
+  tirl_ppo_options options = tirl_ppo_options_default();
+  const double e = exp(0.1);
+  tirl_status s = tirl_ppo_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options,
+                                grad, &result, tirl_cpu());
+  CHECK(s == TIRL_OK, "ppo_loss status %d: %s", (int)s, tirl_last_error());
+  CHECK(fabs(result.loss - (-e + 0.8 - 2.0) / 3.0) < 1e-6, "ppo loss %.9g", result.loss);
+  CHECK(fabs(grad[0] + e / 3.0) < 1e-6 && grad[1] == 0.0f && fabs(grad[2] + 2.0 / 3.0) < 1e-6,
+        "ppo grad %g %g %g", grad[0], grad[1], grad[2]);
+  CHECK(result.masked_tokens == 3 && result.non_finite == 0, "ppo counts");
+
+  options.clip_low = 1.5;
+  s = tirl_ppo_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                    &result, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "clip_low 1.5 accepted");
+  CHECK(strstr(tirl_last_error(), "clip_low") != NULL, "message: %s", tirl_last_error());
+  options = tirl_ppo_options_default();
+  options.aggregation = TIRL_AGG_SEQ_MEAN_TOKEN_MEAN;
+  s = tirl_ppo_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                    &result, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "seq aggregation without offsets accepted");
+  CHECK(strstr(tirl_last_error(), "seq_offsets") != NULL, "message: %s", tirl_last_error());
 }
 
 static void test_errors(void) {
@@ -119,6 +150,7 @@ static void test_sequence_logprobs(void) {
 int main(void) {
   printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
   test_feedback_mask();
+  test_ppo_loss();
   test_errors();
   test_threads_deterministic();
   test_group_advantages();

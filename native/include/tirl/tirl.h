@@ -104,13 +104,13 @@ typedef enum tirl_ratio_level {
 typedef struct tirl_ppo_options {
   double clip_low;           /* 0.2; ratio clipped below at 1 - clip_low; in [0, 1) */
   double clip_high;          /* 0.2; ratio clipped above at 1 + clip_high; >= 0 */
-  double dual_clip;          /* 0 = off; > 1 enables dual-clip for A < 0 */
+  double dual_clip;          /* 0 = off; > 1 enables dual-clip for A < 0 (token ratio only) */
   tirl_aggregation aggregation; /* TIRL_AGG_TOKEN_MEAN */
   double token_normalizer;   /* 0 = default (masked token count); else > 0 */
   double seq_normalizer;     /* 0 = default (non-empty sequences); else > 0 */
-  double horizon;            /* 0 = default (longest sequence); else > 0 */
+  double horizon;            /* 0 = default (longest sequence, in tokens); else > 0 */
   double dp_size;            /* 1; data-parallel size D multiplying the loss */
-  double kl_coef;            /* 0; weight of the KL-to-reference term */
+  double kl_coef;            /* 0; weight of the KL-to-reference term; > 0 needs ref_logp */
   tirl_kl_estimator kl_estimator; /* TIRL_KL_K3 */
   tirl_ratio_level ratio_level;   /* TIRL_RATIO_TOKEN */
 } tirl_ppo_options;
@@ -134,6 +134,8 @@ TIRL_API tirl_ppo_options tirl_ppo_options_default(void);
  * (then num_seqs must be 0) for the token-level aggregations with the token ratio.
  * ref_logp (KL term) and weights (per-token loss weights, no gradient) may be NULL.
  * grad: [num_tokens] receives dLoss/dlogp, or NULL to skip it. result: must not be NULL.
+ * Masked-out tokens contribute nothing and get gradient 0 whatever their inputs; a zero
+ * default normaliser (nothing masked in) gives loss 0 and gradient 0.
  */
 TIRL_API tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
                                    const float* advantages, const uint8_t* mask,

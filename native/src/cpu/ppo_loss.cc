@@ -1,0 +1,361 @@
+// ppoLoss on the CPU: the loss, its statistics and its gradient in one pass over the tokens.
+//
+// Passes: (1) only where the math needs them before any gradient can be written, cheap
+// pre-passes: per-sequence masked counts (seq-* aggregations, GSPO), the per-sequence mean
+// log-ratio (GSPO), or the masked token count (token-mean with its default normaliser);
+// (2) one fused pass that reads each input once and writes each gradient once.
+//
+// Determinism: tokens are cut into fixed chunks of kTokensPerChunk; inside a chunk the
+// sums go to kLanes accumulators in a fixed token-to-lane order; chunks combine in chunk
+// order. No result depends on the thread count.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/parallel.h"
+#include "common/validate.h"
+#include "math/ppo_loss.h"
+
+namespace tirl {
+namespace {
+
+constexpr const char* kOp = "ppoLoss";
+
+constexpr int64_t kTokensPerChunk = 16384;
+// Per-token results go through a block of this many tokens on the stack (in L1) so that the
+// token loop has no reduction in it and vectorises; the block is then summed into lanes.
+constexpr int64_t kTokensPerBlock = 256;
+constexpr int kLanes = 16;
+constexpr int64_t kSequencesPerChunk = 32;
+
+struct Inputs {
+  const float* logp;
+  const float* old_logp;
+  const float* advantages;
+  const uint8_t* mask;
+  const float* ref_logp;  // may be null
+  const float* weights;   // may be null
+  float* grad;            // may be null
+  int64_t num_tokens;
+  const int32_t* seq_offsets;  // may be null for token-level aggregation and ratio
+  int64_t num_seqs;
+};
+
+// What one sequence contributes to every token of it.
+struct SequenceConstants {
+  float scale;  // the aggregation's factor for its tokens
+  Ratio ratio;  // GSPO's sequence ratio (unused with the token ratio)
+};
+
+// Sums of one chunk (or of all of them).
+struct Totals {
+  double pg_loss = 0;
+  double kl_loss = 0;
+  double neg_log_ratio = 0;
+  int64_t clipped = 0;
+  int64_t dual_clipped = 0;
+  int64_t non_finite = 0;
+  int64_t masked = 0;
+
+  void add(const Totals& o) {
+    pg_loss += o.pg_loss;
+    kl_loss += o.kl_loss;
+    neg_log_ratio += o.neg_log_ratio;
+    clipped += o.clipped;
+    dual_clipped += o.dual_clipped;
+    non_finite += o.non_finite;
+    masked += o.masked;
+  }
+};
+
+double lane_total(const double* lanes) {
+  double total = 0;
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
+// Real-valued sums in double lanes; counts are exact in integers, in any order.
+struct Lanes {
+  double pg_loss[kLanes] = {};
+  double kl_loss[kLanes] = {};
+  double neg_log_ratio[kLanes] = {};
+  int64_t clipped = 0;
+  int64_t dual_clipped = 0;
+  int64_t non_finite = 0;
+  int64_t masked = 0;
+
+  Totals totals() const {
+    Totals t;
+    t.pg_loss = lane_total(pg_loss);
+    t.kl_loss = lane_total(kl_loss);
+    t.neg_log_ratio = lane_total(neg_log_ratio);
+    t.clipped = clipped;
+    t.dual_clipped = dual_clipped;
+    t.non_finite = non_finite;
+    t.masked = masked;
+    return t;
+  }
+};
+
+// The token kernels, compiled for the baseline and, on x86-64, once more for AVX2 (without
+// FMA, whose contraction would change results), chosen at run time.
+namespace baseline {
+#include "cpu/ppo_loss_kernel.inc"
+}  // namespace baseline
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
+#define TIRL_PPO_AVX2_DISPATCH 1
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace avx2 {
+#include "cpu/ppo_loss_kernel.inc"
+}  // namespace avx2
+#pragma GCC pop_options
+#endif
+
+using ChunkKernel = baseline::ChunkKernel;
+
+ChunkKernel pick_kernel(bool kl, tirl_kl_estimator estimator, bool weights, bool sequence_ratio) {
+#if defined(TIRL_PPO_AVX2_DISPATCH)
+  static const bool has_avx2 = __builtin_cpu_supports("avx2");
+  if (has_avx2) return avx2::pick_kernel(kl, estimator, weights, sequence_ratio);
+#endif
+  return baseline::pick_kernel(kl, estimator, weights, sequence_ratio);
+}
+
+// ---------------------------------------------------------------- pre-passes
+
+// Masked tokens of the whole batch.
+int64_t count_masked(const uint8_t* mask, int64_t num_tokens) {
+  const int64_t num_chunks = chunk_count(num_tokens, kTokensPerChunk);
+  std::vector<int64_t> counts(static_cast<size_t>(num_chunks), 0);
+  auto body = [&](int64_t chunk) {
+    const int64_t begin = chunk * kTokensPerChunk;
+    const int64_t end = std::min(num_tokens, begin + kTokensPerChunk);
+    int32_t count = 0;
+    for (int64_t t = begin; t < end; ++t) count += mask[t] != 0;
+    counts[static_cast<size_t>(chunk)] = count;
+  };
+  parallel_for(num_chunks, body);
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  return total;
+}
+
+// Per sequence: masked tokens and, for GSPO, the masked sum of logp - old_logp.
+void sequence_sums(const Inputs& in, bool log_ratio, std::vector<int64_t>& masked,
+                   std::vector<double>& log_ratio_sum) {
+  masked.assign(static_cast<size_t>(in.num_seqs), 0);
+  if (log_ratio) log_ratio_sum.assign(static_cast<size_t>(in.num_seqs), 0.0);
+  auto body = [&](int64_t chunk) {
+    const int64_t first = chunk * kSequencesPerChunk;
+    const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
+    for (int64_t s = first; s < last; ++s) {
+      const int64_t begin = in.seq_offsets[s];
+      const int64_t end = in.seq_offsets[s + 1];
+      int32_t count = 0;
+      for (int64_t t = begin; t < end; ++t) count += in.mask[t] != 0;
+      masked[static_cast<size_t>(s)] = count;
+      if (!log_ratio) continue;
+      double lanes[kLanes] = {};
+      float block[kTokensPerBlock];
+      for (int64_t b = begin; b < end; b += kTokensPerBlock) {
+        const int64_t n = std::min(kTokensPerBlock, end - b);
+        for (int64_t j = 0; j < n; ++j) {
+          // A select, so that a NaN under the mask cannot leak in.
+          block[j] = in.mask[b + j] != 0 ? in.logp[b + j] - in.old_logp[b + j] : 0.0f;
+        }
+        baseline::add_to_lanes(block, n, lanes);
+      }
+      log_ratio_sum[static_cast<size_t>(s)] = lane_total(lanes);
+    }
+  };
+  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body);
+}
+
+// ---------------------------------------------------------------- the op
+
+tirl_status ppo_loss_cpu(const Inputs& in, const tirl_ppo_options& o, tirl_ppo_result* result) {
+  const bool kl = in.ref_logp != nullptr;
+  const bool sequence_ratio = o.ratio_level == TIRL_RATIO_SEQUENCE;
+  const bool per_sequence_scale = o.aggregation == TIRL_AGG_SEQ_MEAN_TOKEN_SUM ||
+                                  o.aggregation == TIRL_AGG_SEQ_MEAN_TOKEN_MEAN ||
+                                  o.aggregation == TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM;
+
+  // The aggregation as a factor per token (MATH.md's table); a zero normaliser (nothing
+  // to average over) gives factor 0, hence loss 0 and gradient 0.
+  auto factor = [&](double normaliser) { return normaliser > 0 ? o.dp_size / normaliser : 0.0; };
+  SequenceConstants shared{0.0f, {1.0f, 0.0f}};
+  std::vector<SequenceConstants> per_sequence;
+  if (per_sequence_scale || sequence_ratio) {
+    std::vector<int64_t> masked;
+    std::vector<double> log_ratio_sum;
+    sequence_sums(in, sequence_ratio, masked, log_ratio_sum);
+    int64_t non_empty = 0;
+    int64_t longest = 0;
+    int64_t masked_total = 0;
+    for (int64_t s = 0; s < in.num_seqs; ++s) {
+      non_empty += masked[static_cast<size_t>(s)] > 0;
+      masked_total += masked[static_cast<size_t>(s)];
+      longest = std::max<int64_t>(longest, in.seq_offsets[s + 1] - in.seq_offsets[s]);
+    }
+    const double seqs = o.seq_normalizer > 0 ? o.seq_normalizer : static_cast<double>(non_empty);
+    const double horizon = o.horizon > 0 ? o.horizon : static_cast<double>(longest);
+    const double tokens =
+        o.token_normalizer > 0 ? o.token_normalizer : static_cast<double>(masked_total);
+    per_sequence.resize(static_cast<size_t>(in.num_seqs));
+    for (int64_t s = 0; s < in.num_seqs; ++s) {
+      const int64_t n = masked[static_cast<size_t>(s)];
+      double scale = 0;
+      switch (o.aggregation) {
+        case TIRL_AGG_TOKEN_MEAN: scale = factor(tokens); break;
+        case TIRL_AGG_TOKEN_SUM: scale = o.dp_size; break;
+        case TIRL_AGG_SEQ_MEAN_TOKEN_SUM: scale = factor(seqs); break;
+        case TIRL_AGG_SEQ_MEAN_TOKEN_MEAN: scale = factor(seqs * static_cast<double>(n)); break;
+        case TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM: scale = factor(seqs * horizon); break;
+      }
+      per_sequence[static_cast<size_t>(s)] = {
+          static_cast<float>(scale),
+          sequence_ratio ? sequence_level_ratio(log_ratio_sum[static_cast<size_t>(s)], n)
+                         : Ratio{1.0f, 0.0f}};
+    }
+  } else if (o.aggregation == TIRL_AGG_TOKEN_SUM) {
+    shared.scale = static_cast<float>(o.dp_size);
+  } else {
+    const double tokens = o.token_normalizer > 0
+                              ? o.token_normalizer
+                              : static_cast<double>(count_masked(in.mask, in.num_tokens));
+    shared.scale = static_cast<float>(factor(tokens));
+  }
+
+  const PpoConstants constants{static_cast<float>(1.0 - o.clip_low),
+                               static_cast<float>(1.0 + o.clip_high),
+                               static_cast<float>(o.dual_clip), static_cast<float>(o.kl_coef)};
+  const ChunkKernel kernel = pick_kernel(kl, o.kl_estimator, in.weights != nullptr, sequence_ratio);
+  const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
+  std::vector<Totals> partial(static_cast<size_t>(num_chunks));
+  auto body = [&](int64_t chunk) {
+    partial[static_cast<size_t>(chunk)] = kernel(in, chunk, shared, per_sequence, constants);
+  };
+  parallel_for(num_chunks, body);
+
+  Totals total;
+  for (const Totals& p : partial) total.add(p);
+  const double masked = static_cast<double>(total.masked);
+  auto masked_mean = [&](double sum) { return total.masked > 0 ? sum / masked : 0.0; };
+  result->pg_loss = total.pg_loss;
+  result->kl_loss = kl ? total.kl_loss : 0.0;
+  result->loss = result->pg_loss + o.kl_coef * result->kl_loss;
+  result->clip_fraction = masked_mean(static_cast<double>(total.clipped));
+  result->clip_fraction_lower = masked_mean(static_cast<double>(total.dual_clipped));
+  result->approx_kl = masked_mean(total.neg_log_ratio);
+  result->non_finite = total.non_finite;
+  result->masked_tokens = total.masked;
+  return ok();
+}
+
+// ---------------------------------------------------------------- validation
+
+// "ppoLoss: Expected <expected> for <jsName> (<c_name>) but received <value>"
+tirl_status check_option(bool valid, const char* js_name, const char* c_name,
+                         const char* expected, double value) {
+  if (valid) return TIRL_OK;
+  return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) + ": Expected " + expected + " for " +
+                                               js_name + " (" + c_name + ") but received " +
+                                               format_double(value));
+}
+
+tirl_status check_options(const tirl_ppo_options& o) {
+  tirl_status s;
+  // Written as `!(valid)` tests so that NaN fails every one of them.
+  if ((s = check_option(o.clip_low >= 0 && o.clip_low < 1, "clipLow", "clip_low",
+                        "a number in [0, 1)", o.clip_low)) ||
+      (s = check_option(o.clip_high >= 0 && o.clip_high < 1e30, "clipHigh", "clip_high",
+                        "a finite number >= 0", o.clip_high)) ||
+      (s = check_option(o.dual_clip == 0 || (o.dual_clip > 1 && o.dual_clip < 1e30), "dualClip",
+                        "dual_clip", "a finite number > 1 (or 0 for off)", o.dual_clip)) ||
+      (s = check_option(o.kl_coef >= 0 && o.kl_coef < 1e30, "klCoef", "kl_coef",
+                        "a finite number >= 0", o.kl_coef)) ||
+      (s = check_option(o.token_normalizer >= 0 && o.token_normalizer < 1e300, "tokenNormalizer",
+                        "token_normalizer", "a finite number > 0 (or 0 for the default)",
+                        o.token_normalizer)) ||
+      (s = check_option(o.seq_normalizer >= 0 && o.seq_normalizer < 1e300, "seqNormalizer",
+                        "seq_normalizer", "a finite number > 0 (or 0 for the default)",
+                        o.seq_normalizer)) ||
+      (s = check_option(o.horizon >= 0 && o.horizon < 1e300, "horizon", "horizon",
+                        "a finite number > 0 (or 0 for the default)", o.horizon)) ||
+      (s = check_option(o.dp_size > 0 && o.dp_size < 1e300, "dpSize", "dp_size",
+                        "a finite number > 0", o.dp_size)) ||
+      (s = check_option(o.aggregation >= TIRL_AGG_TOKEN_MEAN &&
+                            o.aggregation <= TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM,
+                        "aggregation", "aggregation", "a tirl_aggregation", o.aggregation)) ||
+      (s = check_option(o.kl_estimator >= TIRL_KL_K1 && o.kl_estimator <= TIRL_KL_ABS,
+                        "klEstimator", "kl_estimator", "a tirl_kl_estimator", o.kl_estimator)) ||
+      (s = check_option(o.ratio_level == TIRL_RATIO_TOKEN || o.ratio_level == TIRL_RATIO_SEQUENCE,
+                        "ratioLevel", "ratio_level", "a tirl_ratio_level", o.ratio_level))) {
+    return s;
+  }
+  return TIRL_OK;
+}
+
+}  // namespace
+}  // namespace tirl
+
+extern "C" tirl_ppo_options tirl_ppo_options_default(void) {
+  tirl_ppo_options o;
+  o.clip_low = 0.2;
+  o.clip_high = 0.2;
+  o.dual_clip = 0;
+  o.aggregation = TIRL_AGG_TOKEN_MEAN;
+  o.token_normalizer = 0;
+  o.seq_normalizer = 0;
+  o.horizon = 0;
+  o.dp_size = 1;
+  o.kl_coef = 0;
+  o.kl_estimator = TIRL_KL_K3;
+  o.ratio_level = TIRL_RATIO_TOKEN;
+  return o;
+}
+
+extern "C" tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
+                                     const float* advantages, const uint8_t* mask,
+                                     int64_t num_tokens, const int32_t* seq_offsets,
+                                     int64_t num_seqs, const float* ref_logp,
+                                     const float* weights, const tirl_ppo_options* options,
+                                     float* grad, tirl_ppo_result* result, tirl_device device) {
+  using namespace tirl;
+  return guarded([&]() -> tirl_status {
+    tirl_status s;
+    if ((s = check_count(num_tokens, kOp, "num_tokens")) ||
+        (s = check_count(num_seqs, kOp, "num_seqs")) ||
+        (s = check_pointer(logp, num_tokens, kOp, "logp")) ||
+        (s = check_pointer(old_logp, num_tokens, kOp, "old_logp")) ||
+        (s = check_pointer(advantages, num_tokens, kOp, "advantages")) ||
+        (s = check_pointer(mask, num_tokens, kOp, "mask")) ||
+        (s = check_pointer(options, 1, kOp, "options")) ||
+        (s = check_pointer(result, 1, kOp, "result")) ||
+        (s = check_cpu_device(device, kOp)) || (s = check_options(*options))) {
+      return s;
+    }
+    const tirl_ppo_options& o = *options;
+    const bool needs_sequences = o.aggregation != TIRL_AGG_TOKEN_MEAN &&
+                                 o.aggregation != TIRL_AGG_TOKEN_SUM;
+    if (seq_offsets != nullptr) {
+      if ((s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) return s;
+    } else if (num_seqs != 0 || needs_sequences || o.ratio_level == TIRL_RATIO_SEQUENCE) {
+      return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                  std::string(kOp) + ": Expected seqOffsets (seq_offsets) with " +
+                      (num_seqs != 0 ? "num_seqs > 0"
+                                     : needs_sequences ? "a seq-* aggregation"
+                                                       : "ratioLevel 'sequence'") +
+                      " but received NULL");
+    }
+    if (o.kl_coef > 0 && ref_logp == nullptr) {
+      return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                  std::string(kOp) + ": Expected refLogp (ref_logp) with klCoef > 0 but received NULL");
+    }
+    const Inputs in{logp,       old_logp,   advantages, mask,        ref_logp,
+                    weights,    grad,       num_tokens, seq_offsets, seq_offsets ? num_seqs : 0};
+    return ppo_loss_cpu(in, o, result);
+  });
+}

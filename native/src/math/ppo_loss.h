@@ -1,0 +1,255 @@
+// PPO clipped surrogate and KL-to-reference terms (MATH.md, ppoLoss), one token at a time,
+// each with its derivative with respect to the current log-prob. Semantics are verl's
+// core_algos.py in PyTorch: clamps let NaN through (torch.clamp) and pass the gradient only
+// inside their bounds, bounds included; where a clamp is active the gradient is 0.
+//
+// Everything here is branch-free float arithmetic and selects, so that a loop over tokens
+// vectorises; exp is a polynomial for the same reason (libm's expf does not vectorise
+// without -ffast-math, which would break NaN propagation).
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "math/common.h"
+#include "tirl/tirl.h"
+
+namespace tirl {
+
+// verl's bounds: the token log-ratio is clamped to [-20, 20], GSPO's sequence log-ratio at
+// 10 from above, the k3 estimate to [-10, 10] (its log-ratio to [-20, 20] too).
+constexpr float kLogRatioBound = 20.0f;
+constexpr float kSequenceLogRatioMax = 10.0f;
+constexpr float kK3Bound = 10.0f;
+
+// Where torch.clamp passes the gradient: inside [lo, hi], bounds included; not for NaN.
+TIRL_HD inline bool inside(float x, float lo, float hi) { return (x >= lo) & (x <= hi); }
+
+TIRL_HD inline uint32_t float_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+TIRL_HD inline float bits_float(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+// c ? a : b as bit operations: a ?: chain lets the compiler join branches into PHIs that
+// its if-conversion gives up on, and then the token loop does not vectorise.
+TIRL_HD inline float select(bool c, float a, float b) {
+  const uint32_t all = 0u - static_cast<uint32_t>(c);
+  return bits_float((float_bits(a) & all) | (float_bits(b) & ~all));
+}
+
+// torch.clamp: NaN passes through (both comparisons are false).
+TIRL_HD inline float clamp_keep_nan(float x, float lo, float hi) {
+  return select(x < lo, lo, select(x > hi, hi, x));
+}
+
+// e^x = 2^n (1 + r + q) with r = x - n ln 2 in [-ln2/2, ln2/2] and q = e^r - 1 - r as a
+// polynomial (Cephes expf: within 2 ulp), for |x| <= 80; NaN in, NaN out. Kept in parts
+// so that e^x - 1 - x can be had without cancellation.
+struct ExpParts {
+  float two_to_n;
+  float r;
+  float q;
+};
+
+TIRL_HD inline ExpParts exp_parts(float x) {
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick: the low bits of `shifted` hold n.
+  const float kRound = 12582912.0f;
+  const float shifted = x * 1.44269504088896341f + kRound;
+  const float n = shifted - kRound;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;  // Cody-Waite: x - n ln 2
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  // 2^n from the bits of `shifted` (defined for any input; for NaN, r is NaN anyway).
+  const uint32_t two_to_n = (float_bits(shifted) - float_bits(kRound) + 127u) << 23;
+  return {bits_float(two_to_n), r, p * r * r};
+}
+
+// e^x for |x| <= 80. The callers clamp their arguments to [-20, 20] first, so no overflow
+// or denormal handling is needed.
+TIRL_HD inline float exp_bounded(float x) {
+  const ExpParts e = exp_parts(x);
+  return e.two_to_n * ((e.q + e.r) + 1.0f);
+}
+
+struct ExpMinusOne {
+  float em1;          // e^y - 1
+  float em1_minus_y;  // e^y - 1 - y
+};
+
+// e^y - 1 as (2^n - 1) + 2^n (r + q), exact-ish for every y (2^n - 1 is exact); for
+// |y| < ln2/2, n = 0 and r = y, so e^y - 1 - y is q itself with no cancellation. Above, the
+// value is at least 0.05 and em1 - y loses under 3e-6 relative.
+TIRL_HD inline ExpMinusOne exp_minus_one(float y) {
+  const ExpParts e = exp_parts(y);
+  const float em1 = (e.two_to_n - 1.0f) + e.two_to_n * (e.r + e.q);
+  return {em1, select(e.two_to_n == 1.0f, e.q, em1 - y)};
+}
+
+// ---------------------------------------------------------------- importance ratio
+
+// A token's importance ratio r and dr/dlogp.
+struct Ratio {
+  float ratio;
+  float dratio_dlogp;
+};
+
+// The clamped token log-ratio d = clamp(logp - old_logp, -20, 20) (approxKl is its
+// masked mean, negated).
+TIRL_HD inline float clamped_log_ratio(float logp, float old_logp) {
+  return clamp_keep_nan(logp - old_logp, -kLogRatioBound, kLogRatioBound);
+}
+
+// r = exp(d); dr/dlogp = r inside the clamp, 0 where it is active.
+TIRL_HD inline Ratio token_ratio(float logp, float old_logp) {
+  const float log_ratio = logp - old_logp;
+  const float ratio = exp_bounded(clamp_keep_nan(log_ratio, -kLogRatioBound, kLogRatioBound));
+  return {ratio, select(inside(log_ratio, -kLogRatioBound, kLogRatioBound), ratio, 0.0f)};
+}
+
+// GSPO: every token of sequence i has the value s_i = exp(min(log s_i, 10)), with
+// log s_i = the masked mean of (logp - old_logp) over the sequence, held constant
+// (stop-gradient) except for the token's own logp, so dr_t/dlogp_t = s_i (0 where the
+// clamp is active). Computed once per sequence.
+TIRL_HD inline Ratio sequence_level_ratio(double masked_log_ratio_sum, int64_t masked_tokens) {
+  const float log_ratio = static_cast<float>(
+      masked_log_ratio_sum / static_cast<double>(masked_tokens > 1 ? masked_tokens : 1));
+  const float ratio = ::expf(log_ratio > kSequenceLogRatioMax ? kSequenceLogRatioMax : log_ratio);
+  return {ratio, log_ratio <= kSequenceLogRatioMax ? ratio : 0.0f};
+}
+
+// ---------------------------------------------------------------- clipped surrogate
+
+struct PpoTerm {
+  float loss;           // L
+  float dloss_dratio;   // dL/dr
+  // 0/1 flags as 32-bit integers: bool members would be bytes, and mixing lane widths
+  // keeps the token loop from vectorising.
+  int32_t clipped;       // L2 > L1
+  int32_t dual_clipped;  // the dual clip is active: A < 0 and Lc > -A * dual_clip
+};
+
+// L1 = -A r, L2 = -A clamp(r, ratio_low, ratio_high), Lc = max(L1, L2), and with the dual
+// clip (dual_clip > 0) L = min(Lc, -A dual_clip) for A < 0. Where L1 >= L2 the gradient is
+// L1's (at a tie both are -A, as torch.maximum gives); at Lc == -A dual_clip it is Lc's.
+TIRL_HD inline PpoTerm ppo_term(float advantage, float ratio, float ratio_low, float ratio_high,
+                                float dual_clip) {
+  const float loss_unclipped = -advantage * ratio;
+  const float loss_clipped = -advantage * clamp_keep_nan(ratio, ratio_low, ratio_high);
+  const bool take_unclipped = loss_unclipped >= loss_clipped;
+  const float loss_max = select(take_unclipped, loss_unclipped, loss_clipped);
+  const bool ratio_passes = take_unclipped | inside(ratio, ratio_low, ratio_high);
+  const float dual_bound = -advantage * dual_clip;
+  const bool dual_clipped = (dual_clip > 0.0f) & (advantage < 0.0f) & (loss_max > dual_bound);
+  return {select(dual_clipped, dual_bound, loss_max),
+          select(ratio_passes & !dual_clipped, -advantage, 0.0f),
+          static_cast<int32_t>(loss_clipped > loss_unclipped),
+          static_cast<int32_t>(dual_clipped)};
+}
+
+// ---------------------------------------------------------------- KL to the reference
+
+struct KlTerm {
+  float value;
+  float dvalue_dlogp;
+};
+
+// The estimators of KL(policy || reference) at one token, x = logp - ref_logp:
+// k1 = x; k2 = x^2 / 2; abs = |x|; k3 = e^(-x') + x' - 1 with x' = clamp(x, -20, 20),
+// clamped to [-10, 10] (verl's low_var_kl).
+template <tirl_kl_estimator Estimator>
+TIRL_HD inline KlTerm kl_term(float logp, float ref_logp) {
+  const float x = logp - ref_logp;
+  if constexpr (Estimator == TIRL_KL_K1) {
+    return {x, 1.0f};
+  } else if constexpr (Estimator == TIRL_KL_K2) {
+    return {0.5f * x * x, x};
+  } else if constexpr (Estimator == TIRL_KL_ABS) {
+    return {select(x < 0.0f, -x, x), select(x > 0.0f, 1.0f, select(x < 0.0f, -1.0f, 0.0f))};
+  } else {
+    static_assert(Estimator == TIRL_KL_K3, "unknown KL estimator");
+    // With y = -x': k3 = e^y - 1 - y, dk3/dlogp = -(e^y - 1).
+    const ExpMinusOne e = exp_minus_one(-clamp_keep_nan(x, -kLogRatioBound, kLogRatioBound));
+    const bool passes = inside(x, -kLogRatioBound, kLogRatioBound) &
+                        inside(e.em1_minus_y, -kK3Bound, kK3Bound);
+    return {clamp_keep_nan(e.em1_minus_y, -kK3Bound, kK3Bound), select(passes, -e.em1, 0.0f)};
+  }
+}
+
+// ---------------------------------------------------------------- one token, all terms
+
+// What one token adds to the loss, its gradient, and the statistics. Masked-out tokens
+// give all zeros whatever their inputs (NaN included): a select, not a product.
+struct PpoToken {
+  float grad;           // dLoss/dlogp = scale (w dL/dlogp + kl_coef dK/dlogp)
+  float pg_loss;        // scale w L
+  float kl_loss;        // scale K
+  float neg_log_ratio;  // -d, for approxKl
+  int32_t clipped;       // 1 where L2 > L1
+  int32_t dual_clipped;  // 1 where the dual clip is active
+  int32_t non_finite;    // 1 where an input is Inf or NaN
+  int32_t masked;        // 1 where the token is masked in
+};
+
+struct PpoConstants {
+  float ratio_low;   // 1 - clip_low
+  float ratio_high;  // 1 + clip_high
+  float dual_clip;   // 0 = off
+  float kl_coef;
+};
+
+// x - x is 0 for a finite x and NaN for Inf or NaN; one comparison tests them all.
+TIRL_HD inline float finite_probe(float x) { return x - x; }
+
+// One token. `mask` is the loss mask widened to a float (nonzero = in), so that the
+// token loop is all 32-bit lanes. `scale` is the aggregation's factor for this token's
+// sequence; with
+// kSequenceRatio the ratio comes from sequence_level_ratio() of its sequence, else from the
+// token itself; the Kl and kWeights flags say whether ref_logp and weight are inputs.
+template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRatio>
+TIRL_HD inline PpoToken ppo_token(float logp, float old_logp, float advantage, float mask,
+                                  float ref_logp, float weight, float scale,
+                                  Ratio sequence_ratio_value, const PpoConstants& c) {
+  const Ratio ratio = kSequenceRatio ? sequence_ratio_value : token_ratio(logp, old_logp);
+  const PpoTerm term = ppo_term(advantage, ratio.ratio, c.ratio_low, c.ratio_high,
+                                kSequenceRatio ? 0.0f : c.dual_clip);
+  float pg = term.loss;
+  float dpg = term.dloss_dratio * ratio.dratio_dlogp;
+  float probe = finite_probe(logp) + finite_probe(old_logp) + finite_probe(advantage);
+  if constexpr (kWeights) {
+    pg *= weight;
+    dpg *= weight;
+    probe += finite_probe(weight);
+  }
+  float kl = 0.0f;
+  float grad = dpg;
+  if constexpr (kKl) {
+    const KlTerm k = kl_term<Estimator>(logp, ref_logp);
+    kl = k.value;
+    grad += c.kl_coef * k.dvalue_dlogp;
+    probe += finite_probe(ref_logp);
+  }
+  const bool in = mask != 0.0f;
+  return {select(in, scale * grad, 0.0f),
+          select(in, scale * pg, 0.0f),
+          select(in, scale * kl, 0.0f),
+          select(in, -clamped_log_ratio(logp, old_logp), 0.0f),
+          term.clipped & static_cast<int32_t>(in),
+          term.dual_clipped & static_cast<int32_t>(in),
+          static_cast<int32_t>(in & !(probe == 0.0f)),
+          static_cast<int32_t>(in)};
+}
+
+}  // namespace tirl
