@@ -14,6 +14,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_ppo_loss(env, exports);
   register_feedback_mask(env, exports);
   register_sequence_logprobs(env, exports);
+  register_token_logprobs(env, exports);
   return exports;
 }
 

@@ -4,3 +4,5 @@
  */
 export * from './info.js';
 export * from './kernels/index.js';
+export * from './tools/index.js';
+export * from './policies/index.js';

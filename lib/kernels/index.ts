@@ -3,3 +3,4 @@ export * from './group_advantages.js';
 export * from './dpo_loss.js';
 export * from './sequence_logprobs.js';
 export * from './ppo_loss.js';
+export * from './token_logprobs.js';

@@ -84,6 +84,30 @@ static void test_errors(void) {
   CHECK(tirl_set_num_threads(0) == TIRL_ERROR_INVALID_ARGUMENT, "0 threads accepted");
 }
 
+static void test_token_logprobs(void) {
+  /* Two equal logits: p = 1/2 each, so lp = -ln 2, H = ln 2 and dL/dlogits = (1/2, -1/2). */
+  const float logits[4] = {0.0f, 0.0f, 1.0f, 1.0f};
+  const uint16_t logits_bf16[4] = {0, 0, 0x3f80, 0x3f80}; /* 0, 0, 1, 1 */
+  const int32_t labels[2] = {0, 1};
+  const int32_t bad_labels[2] = {0, 2};
+  const float grad_logp[2] = {1.0f, 1.0f};
+  float logp[2], entropy[2], grad[4];
+  tirl_status s = tirl_token_logprobs(logits, TIRL_DTYPE_F32, 2, 2, labels, 1.0, logp, entropy,
+                                      tirl_cpu());
+  CHECK(s == TIRL_OK, "token_logprobs: %s", tirl_last_error());
+  CHECK(fabsf(logp[0] + 0.6931472f) < 1e-6f && fabsf(entropy[1] - 0.6931472f) < 1e-6f,
+        "token_logprobs values %g %g", logp[0], entropy[1]);
+  s = tirl_token_logprobs(logits_bf16, TIRL_DTYPE_BF16, 2, 2, labels, 1.0, logp, NULL, tirl_cpu());
+  CHECK(s == TIRL_OK && fabsf(logp[1] + 0.6931472f) < 1e-6f, "token_logprobs bf16 %g", logp[1]);
+  s = tirl_token_logprobs_backward(logits, TIRL_DTYPE_F32, 2, 2, labels, 1.0, grad_logp, NULL,
+                                   grad, tirl_cpu());
+  CHECK(s == TIRL_OK && fabsf(grad[0] - 0.5f) < 1e-6f && fabsf(grad[3] - 0.5f) < 1e-6f,
+        "token_logprobs_backward %g %g", grad[0], grad[3]);
+  s = tirl_token_logprobs(logits, TIRL_DTYPE_F32, 2, 2, bad_labels, 1.0, logp, NULL, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "labels[1] = 2") != NULL,
+        "bad label: %s", tirl_last_error());
+}
+
 static void test_threads_deterministic(void) {
   enum { N = 100000, B = 1000 };
   static uint8_t roles[N], mask1[N], mask2[N];
@@ -152,6 +176,7 @@ int main(void) {
   test_feedback_mask();
   test_ppo_loss();
   test_errors();
+  test_token_logprobs();
   test_threads_deterministic();
   test_group_advantages();
   test_dpo_loss();

@@ -1,0 +1,94 @@
+import { native } from '../native.js';
+
+/** Element type of a logits array: `'f32'` (a `Float32Array`) or `'bf16'` (a `Uint16Array` of raw bfloat16 bits). */
+export type LogitsDtype = 'f32' | 'bf16';
+
+/** The logits and labels both {@link tokenLogprobs} and {@link tokenLogprobsBackward} read. */
+export interface TokenLogitsInput {
+  /**
+   * Logits, `[N * vocabSize]`, one row of `vocabSize` per token, back to back: a
+   * `Float32Array`, or with `dtype: 'bf16'` a `Uint16Array` holding bfloat16 bit patterns
+   * (the upper 16 bits of each float32; read as bf16, accumulated in f32/f64).
+   */
+  logits: Float32Array | Uint16Array;
+  /** Entries per row V: an integer >= 1. */
+  vocabSize: number;
+  /** Token whose log-probability is taken, per row, `[N]`: each in `[0, vocabSize)`. N = `labels.length`. */
+  labels: Int32Array;
+  /** Softmax temperature T > 0: probabilities are `softmax(logits / T)`. Default 1. */
+  temperature?: number;
+  /** Element type of `logits`; must match its array type. Default `'f32'`. */
+  dtype?: LogitsDtype;
+}
+
+export interface TokenLogprobsOptions extends TokenLogitsInput {
+  /** Also return the entropy of each row's distribution (nats). Default false. */
+  withEntropy?: boolean;
+  /** Arrays to write into instead of allocating (`logp`, `entropy`: `[N]` each; `entropy` is used only with `withEntropy`). */
+  out?: { logp?: Float32Array; entropy?: Float32Array };
+}
+
+export interface TokenLogprobsResult {
+  /** log softmax(logits / T)[label] per token, `[N]` (nats, <= 0). */
+  logp: Float32Array;
+  /** Entropy of softmax(logits / T) per token, `[N]` (nats); present only with `withEntropy`. */
+  entropy?: Float32Array;
+}
+
+export interface TokenLogprobsBackwardOptions extends TokenLogitsInput {
+  /** dLoss/dlogp per token, `[N]`. */
+  gradLogp: Float32Array;
+  /** dLoss/dentropy per token, `[N]`. Default: the loss does not depend on the entropy. */
+  gradEntropy?: Float32Array;
+  /**
+   * Where to write dLoss/dlogits, `[N * vocabSize]` f32. It may be the (f32) `logits`
+   * array itself, for an in-place backward that overwrites the logits with their gradient
+   * (bitwise the same result, except with `gradEntropy`, where it agrees to float
+   * rounding); a partial overlap with `logits` is refused.
+   */
+  out?: Float32Array;
+}
+
+declare module '../native.js' {
+  interface NativeAddon {
+    tokenLogprobs(options: TokenLogprobsOptions): TokenLogprobsResult;
+    tokenLogprobsAsync(options: TokenLogprobsOptions): Promise<TokenLogprobsResult>;
+    tokenLogprobsBackward(options: TokenLogprobsBackwardOptions): Float32Array;
+    tokenLogprobsBackwardAsync(options: TokenLogprobsBackwardOptions): Promise<Float32Array>;
+  }
+}
+
+/**
+ * Log-probability of each label under softmax(logits / temperature), and optionally the
+ * entropy of that distribution, without materialising the probabilities: each row is
+ * read from memory once (an online softmax over L1-sized blocks).
+ *
+ * @throws TypeError for a wrong argument type (including a logits array that does not
+ *   match `dtype`); RangeError for a length or value out of range (a label outside
+ *   `[0, vocabSize)`, `temperature <= 0`, `logits.length != labels.length * vocabSize`).
+ */
+export function tokenLogprobs(options: TokenLogprobsOptions): TokenLogprobsResult {
+  return native.tokenLogprobs(options);
+}
+
+/** {@link tokenLogprobs} off the event loop. Rejects with the same errors. */
+export async function tokenLogprobsAsync(options: TokenLogprobsOptions): Promise<TokenLogprobsResult> {
+  return native.tokenLogprobsAsync(options);
+}
+
+/**
+ * The gradient of a loss L(logp, entropy) with respect to the logits, given dL/dlogp and
+ * optionally dL/dentropy: `dlogits_v = (gLogp * (1[v = label] - p_v) - gEntropy * p_v *
+ * (log p_v + H)) / T`. Returns `[N * vocabSize]` f32 (the `out` array when given).
+ *
+ * @throws TypeError / RangeError as {@link tokenLogprobs}, and for gradients whose length
+ *   is not N or an `out` that overlaps `logits` without being it.
+ */
+export function tokenLogprobsBackward(options: TokenLogprobsBackwardOptions): Float32Array {
+  return native.tokenLogprobsBackward(options);
+}
+
+/** {@link tokenLogprobsBackward} off the event loop. Rejects with the same errors. */
+export async function tokenLogprobsBackwardAsync(options: TokenLogprobsBackwardOptions): Promise<Float32Array> {
+  return native.tokenLogprobsBackwardAsync(options);
+}
