@@ -18,11 +18,26 @@ export type PeerKind =
   | 'torch' // PyTorch eager, in the Python co-process
   | 'copy'; // Float32Array.prototype.set of the same number of bytes (memcpy)
 
+/**
+ * One sample, per call: wall-clock seconds, and CPU seconds of the whole process (all its
+ * threads). On a loaded machine the wall time includes waiting for a core; the CPU time
+ * does not, so it shows what the op itself costs.
+ */
+export interface Sample {
+  wall: number;
+  cpu: number;
+}
+
 export interface Peer {
   name: string;
   kind: PeerKind;
-  /** Runs `inner` calls back to back and returns the seconds per call. */
-  sample(inner: number): number | Promise<number>;
+  /** Runs `inner` calls back to back and returns the time per call. */
+  sample(inner: number): Sample | Promise<Sample>;
+}
+
+function cpuSeconds(): number {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1e6;
 }
 
 /** A peer calling `call` synchronously. */
@@ -31,9 +46,11 @@ export function syncPeer(name: string, kind: PeerKind, call: () => unknown): Pee
     name,
     kind,
     sample(inner) {
+      const cpu0 = cpuSeconds();
       const t0 = performance.now();
       for (let i = 0; i < inner; i++) call();
-      return (performance.now() - t0) / 1e3 / inner;
+      const wall = (performance.now() - t0) / 1e3 / inner;
+      return { wall, cpu: (cpuSeconds() - cpu0) / inner };
     },
   };
 }
@@ -44,15 +61,19 @@ export function asyncPeer(name: string, kind: PeerKind, call: () => Promise<unkn
     name,
     kind,
     async sample(inner) {
+      const cpu0 = cpuSeconds();
       const t0 = performance.now();
       for (let i = 0; i < inner; i++) await call();
-      return (performance.now() - t0) / 1e3 / inner;
+      const wall = (performance.now() - t0) / 1e3 / inner;
+      return { wall, cpu: (cpuSeconds() - cpu0) / inner };
     },
   };
 }
 
 /** Beyond this many bytes (far past any cache) the copy is measured on this many and scaled. */
 const COPY_BYTES_CAP = 512 * 2 ** 20;
+/** Bytes between the copy's source and target: half a page plus a cache line. */
+const COPY_TARGET_GAP = 2048 + 64;
 
 /**
  * The bandwidth reference of a case: a copy whose reads plus writes equal the op's bytes
@@ -66,10 +87,21 @@ export function copyPeer(bytes: number): Peer {
   const copied = Math.min(bytes, COPY_BYTES_CAP);
   const floats = Math.max(1, Math.round(copied / 8));
   const scale = bytes / (floats * 8);
-  const source = new Float32Array(floats).fill(1);
-  const target = new Float32Array(floats);
+  // One buffer, the target half a page and a cache line after the source's end. Two
+  // separate allocations land at whatever page offsets malloc gives them, and on this
+  // Zen 3 VM glibc's memmove ran 10× slower for some of them (4K aliasing of source and
+  // target): a reference must not depend on that luck.
+  const buffer = new ArrayBuffer(floats * 8 + COPY_TARGET_GAP);
+  const source = new Float32Array(buffer, 0, floats).fill(1);
+  const target = new Float32Array(buffer, floats * 4 + COPY_TARGET_GAP, floats);
   const copy = syncPeer('memory copy, same bytes', 'copy', () => target.set(source));
-  return { ...copy, sample: (inner) => (copy.sample(inner) as number) * scale };
+  return {
+    ...copy,
+    sample(inner) {
+      const { wall, cpu } = copy.sample(inner) as Sample;
+      return { wall: wall * scale, cpu: cpu * scale };
+    },
+  };
 }
 
 export type SizeName = 'quick' | 'full';
@@ -124,8 +156,8 @@ export interface TorchRunner {
   readonly allocator: string;
   /** Builds the inputs; returns a reason when the case cannot run there. */
   setup(benchCase: BenchCase): Promise<string | undefined>;
-  /** Runs `inner` calls; seconds per call, timed inside Python. */
-  sample(id: string, inner: number): Promise<number>;
+  /** Runs `inner` calls; time per call, measured inside Python. */
+  sample(id: string, inner: number): Promise<Sample>;
   drop(id: string): Promise<void>;
 }
 
@@ -150,6 +182,8 @@ export interface PeerResult {
   medianMs: number;
   minMs: number;
   maxMs: number;
+  /** Median CPU time per call of the peer's process, all threads (see {@link Sample}). */
+  cpuMs: number;
   /** Calls per sample. */
   inner: number;
   samples: number;
@@ -247,7 +281,7 @@ export async function measureCase(
     progress(`${benchCase.id}: warming up ${peers[p].name}`);
     let fastest = Infinity;
     for (let w = 0; w < Math.max(1, options.warmup); w++) {
-      fastest = Math.min(fastest, await peers[p].sample(1));
+      fastest = Math.min(fastest, (await peers[p].sample(1)).wall);
       if (fastest > 0.25) break; // a call this long is warm after one: save the run's time
     }
     warmTimes.push(fastest);
@@ -258,7 +292,7 @@ export async function measureCase(
   // Interleaved rounds; each round starts at a different peer so none always runs first.
   const roundSeconds = warmTimes.reduce((sum, t, p) => sum + t * inner[p], 0);
   const rounds = Math.min(options.reps, Math.max(MIN_ROUNDS, Math.floor(options.caseBudgetSeconds / roundSeconds)));
-  const samples: number[][] = peers.map(() => []);
+  const samples: Sample[][] = peers.map(() => []);
   for (let r = 0; r < rounds; r++) {
     progress(`${benchCase.id}: round ${r + 1}/${rounds}`);
     for (let k = 0; k < peers.length; k++) {
@@ -269,8 +303,9 @@ export async function measureCase(
   if (torch && benchCase.torch && !skipped.some((s) => s.peer === 'PyTorch')) await torch.drop(benchCase.id);
 
   const stats = peers.map((peer, p) => {
-    const sorted = samples[p].slice().sort((a, b) => a - b);
-    return { peer, p, median: median(sorted), min: sorted[0], max: sorted[sorted.length - 1] };
+    const sorted = samples[p].map((x) => x.wall).sort((a, b) => a - b);
+    const cpu = median(samples[p].map((x) => x.cpu).sort((a, b) => a - b));
+    return { peer, p, median: median(sorted), min: sorted[0], max: sorted[sorted.length - 1], cpu };
   });
   const tirlMedian = stats[0].median;
   const copyMedian = stats[stats.length - 1].median;
@@ -286,6 +321,7 @@ export async function measureCase(
       medianMs: s.median * 1e3,
       minMs: s.min * 1e3,
       maxMs: s.max * 1e3,
+      cpuMs: s.cpu * 1e3,
       inner: inner[s.p],
       samples: samples[s.p].length,
       gbPerSecond: benchCase.bytes / s.median / 1e9,

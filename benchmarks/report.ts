@@ -134,6 +134,22 @@ function summaryRows(r: BenchReport): string[][] {
   });
 }
 
+const PEER_HEADER = ['peer', 'median ms', 'min–max ms', 'CPU ms', 'GB/s', '% copy', 'tirl faster'];
+const PEER_RIGHT = [false, true, true, true, true, true, true];
+
+/** One row per peer of a case. CPU ms: process CPU time per call, all threads. */
+function peerRows(c: CaseResult): string[][] {
+  return c.peers.map((p) => [
+    p.name,
+    ms(p.medianMs),
+    `${ms(p.minMs)}–${ms(p.maxMs)}`,
+    ms(p.cpuMs),
+    fixed(p.gbPerSecond, 1),
+    percent(p.copyShare),
+    speedup(p),
+  ]);
+}
+
 const SUMMARY_HEADER = ['case', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'vs 1 thr', 'vs TS', 'vs PyTorch'];
 const SUMMARY_RIGHT = [false, true, true, true, true, true, true, true, true];
 
@@ -141,16 +157,8 @@ export function terminalReport(r: BenchReport): string {
   const out: string[] = [...machineLines(r), ''];
   for (const c of r.cases) {
     out.push(`${c.title} — ${megabytes(c.bytes)} moved (${c.byteModel}); ${c.peers[0].samples} rounds`);
-    const rows = c.peers.map((p) => [
-      p.name,
-      ms(p.medianMs),
-      `${ms(p.minMs)}–${ms(p.maxMs)}`,
-      fixed(p.gbPerSecond, 1),
-      percent(p.copyShare),
-      speedup(p),
-    ]);
     out.push(
-      table(['peer', 'median ms', 'min–max ms', 'GB/s', '% copy', 'tirl faster'], rows, [false, true, true, true, true, true])
+      table(PEER_HEADER, peerRows(c), PEER_RIGHT)
         .split('\n')
         .map((l) => `  ${l}`)
         .join('\n'),
@@ -188,15 +196,7 @@ export function markdownReport(r: BenchReport): string {
   out.push('## Cases', '');
   for (const c of r.cases) {
     out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}. ${c.peers[0].samples} rounds.`, '');
-    const rows = c.peers.map((p) => [
-      p.name,
-      ms(p.medianMs),
-      `${ms(p.minMs)}–${ms(p.maxMs)}`,
-      fixed(p.gbPerSecond, 1),
-      percent(p.copyShare),
-      speedup(p),
-    ]);
-    out.push(markdownTable(['peer', 'median ms', 'min–max ms', 'GB/s', '% copy', 'tirl faster'], rows, [false, true, true, true, true, true]));
+    out.push(markdownTable(PEER_HEADER, peerRows(c), PEER_RIGHT));
     for (const s of c.skipped) out.push('', `${s.peer}: skipped (${s.reason}).`);
     if (c.mismatch) out.push('', `**Warning**: the TypeScript peer disagrees with the kernel: ${c.mismatch}.`);
     out.push('');

@@ -13,7 +13,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { BenchCase, TorchRunner } from './harness.js';
+import type { BenchCase, Sample, TorchRunner } from './harness.js';
 
 const PYTHON = process.env.TIRL_BENCH_PYTHON ?? '/usr/bin/python3';
 const JEMALLOC_DIRS = [
@@ -44,6 +44,7 @@ interface Reply {
   torch?: string;
   threads?: number;
   seconds?: number;
+  cpuSeconds?: number;
 }
 
 class TorchProcess implements TorchRunner {
@@ -86,12 +87,12 @@ class TorchProcess implements TorchRunner {
     return reply.error;
   }
 
-  async sample(id: string, inner: number): Promise<number> {
+  async sample(id: string, inner: number): Promise<Sample> {
     const reply = await this.request({ cmd: 'sample', id, inner });
-    if (reply.error !== undefined || reply.seconds === undefined) {
+    if (reply.error !== undefined || reply.seconds === undefined || reply.cpuSeconds === undefined) {
       throw new Error(`bench: PyTorch failed on ${id}: ${reply.error ?? 'no timing'}`);
     }
-    return reply.seconds;
+    return { wall: reply.seconds, cpu: reply.cpuSeconds };
   }
 
   async drop(id: string): Promise<void> {

@@ -10,7 +10,7 @@ Two modes:
   --serve           (used by `tirl bench`) first stdin line: {"threads": T, "cases": [...]};
                     then one JSON command per line, one JSON reply per line:
                     {"cmd": "setup", "id"} -> {"ok": true} | {"error"}
-                    {"cmd": "sample", "id", "inner"} -> {"seconds": per call}
+                    {"cmd": "sample", "id", "inner"} -> {"seconds", "cpuSeconds": per call}
                     {"cmd": "drop", "id"} -> {"ok": true}
   CASES.json        standalone: {"threads", "cases", "reps"}; prints {"id": median seconds}.
 """
@@ -190,10 +190,11 @@ BUILDERS = {
 
 
 def timed(call, inner):
-    start = time.perf_counter()
+    """Wall-clock and process CPU seconds (all threads) per call."""
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(inner):
         call()
-    return (time.perf_counter() - start) / inner
+    return ((time.perf_counter() - start) / inner, (time.process_time() - cpu_start) / inner)
 
 
 def reply(message):
@@ -226,7 +227,8 @@ def serve():
                 live[case_id] = BUILDERS[case['op']](torch, **case['params'])
                 reply({'ok': True})
             elif command == 'sample':
-                reply({'seconds': timed(live[case_id], message['inner'])})
+                seconds, cpu_seconds = timed(live[case_id], message['inner'])
+                reply({'seconds': seconds, 'cpuSeconds': cpu_seconds})
             elif command == 'drop':
                 live.pop(case_id, None)
                 gc.collect()
@@ -246,7 +248,7 @@ def standalone(path):
     for case in spec['cases']:
         call = BUILDERS[case['op']](torch, **case['params'])
         call()
-        samples = sorted(timed(call, 1) for _ in range(spec.get('reps', 5)))
+        samples = sorted(timed(call, 1)[0] for _ in range(spec.get('reps', 5)))
         medians[case['id']] = samples[len(samples) // 2]
         del call
         gc.collect()
