@@ -6,3 +6,5 @@ export * from './info.js';
 export * from './kernels/index.js';
 export * from './tools/index.js';
 export * from './policies/index.js';
+export * from './sdk.js';
+export * from './agents/index.js';

@@ -1,0 +1,188 @@
+/**
+ * What the agents share: the task they are given, how they score an episode, and how a
+ * model's turn becomes a tool execution (a structured tool call, or a code block written
+ * inline in the text, SimpleTIR/THOR style).
+ */
+import { randomUUID } from 'node:crypto';
+import { answersMatch } from '../rewards/math.js';
+import { ToolRegistry } from '../tools/registry.js';
+import type { ToolResponse as ToolCallResult } from '../tools/types.js';
+import { checkFiniteNumber, checkObject, checkPositiveInteger, checkString, rangeError, typeError } from '../trajectory/check.js';
+import type { Action, ToolFeedback, Trajectory } from '../trajectory/model.js';
+
+/** One problem for an agent. */
+export interface AgentTask {
+  /** The question or problem, as the user states it. */
+  prompt: string;
+  /** Episode id. Default: a random UUID. */
+  id?: string;
+  /** Rollout group, copied to the trajectory (episodes sampled for one prompt share it). */
+  groupId?: string;
+  /** Reference answer(s); when given, the episode gets a reward (see each agent's `reward` option). */
+  gold?: string | readonly string[];
+  /** JSON metadata copied into the trajectory's `metadata.task`. */
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * Scores a finished episode: `answer` is the agent's final answer (null when it gave none).
+ * Called only for tasks with a `gold`; must return a finite number.
+ */
+export type RewardFunction = (answer: string | null, task: AgentTask, trajectory: Trajectory) => number;
+
+/** Math-style reward: 1 when the answer equals any gold answer (`answersMatch`), else 0. */
+export function mathReward(answer: string | null, task: AgentTask): number {
+  if (answer === null || task.gold === undefined) return 0;
+  const golds = typeof task.gold === 'string' ? [task.gold] : task.gold;
+  return golds.some((gold) => answersMatch(answer, gold)) ? 1 : 0;
+}
+
+/** Validates a task; returns it unchanged. */
+export function checkTask(task: unknown, name = 'task'): AgentTask {
+  const raw = checkObject(name, task);
+  checkString(`${name}.prompt`, raw.prompt);
+  if (raw.id !== undefined) checkString(`${name}.id`, raw.id);
+  if (raw.groupId !== undefined) checkString(`${name}.groupId`, raw.groupId);
+  if (raw.gold !== undefined && typeof raw.gold !== 'string' &&
+      !(Array.isArray(raw.gold) && raw.gold.every((item) => typeof item === 'string'))) {
+    throw typeError(`${name}.gold`, 'a string or an array of strings', raw.gold);
+  }
+  if (raw.metadata !== undefined) checkObject(`${name}.metadata`, raw.metadata);
+  return task as AgentTask;
+}
+
+/** A fresh trajectory for `task`, with `metadata.agent` naming the agent that ran it. */
+export function startTrajectory(task: AgentTask, agent: string, system: string | undefined): Trajectory {
+  const trajectory: Trajectory = { id: task.id ?? randomUUID(), prompt: task.prompt, turns: [] };
+  if (system !== undefined) trajectory.system = system;
+  if (task.groupId !== undefined) trajectory.groupId = task.groupId;
+  trajectory.metadata = { agent };
+  if (task.metadata !== undefined) trajectory.metadata.task = structuredClone(task.metadata);
+  return trajectory;
+}
+
+/**
+ * Records the final answer in `metadata.answer` and, when the task has a gold answer, sets
+ * the reward with `reward` (the agent's default when the caller gave none).
+ */
+export function finishTrajectory(trajectory: Trajectory, task: AgentTask, answer: string | null, reward: RewardFunction): Trajectory {
+  trajectory.metadata!.answer = answer;
+  if (task.gold !== undefined) {
+    trajectory.reward = checkFiniteNumber('reward(answer, task, trajectory)', reward(answer, task, trajectory));
+  }
+  return trajectory;
+}
+
+/** Reads an optional positive-integer option, with its default. */
+export function positiveOption(name: string, value: unknown, fallback: number): number {
+  return value === undefined ? fallback : checkPositiveInteger(name, value);
+}
+
+/** Reads an optional non-negative-integer option, with its default. */
+export function nonNegativeOption(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value)) throw typeError(name, 'an integer', value);
+  if (value < 0) throw rangeError(name, 'a non-negative integer', value);
+  return value;
+}
+
+/** Reads an optional string option. */
+export function stringOption(name: string, value: unknown): string | undefined {
+  return value === undefined ? undefined : checkString(name, value);
+}
+
+/** Reads an optional function option. */
+export function functionOption<F>(name: string, value: unknown): F | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'function') throw typeError(name, 'a function', value);
+  return value as F;
+}
+
+/**
+ * The code of the last complete fenced block of `language` in `text` (an opening
+ * "```python" fence that ends its line, and a closing "```"), or null when there is none.
+ * The last block is the one a tool-integrated model just wrote and waits to see run.
+ */
+export function lastCodeBlock(text: string, language = 'python'): string | null {
+  const lower = text.toLowerCase();
+  const fence = '```' + language.toLowerCase();
+  let code: string | null = null;
+  let at = lower.indexOf(fence);
+  while (at >= 0) {
+    const lineEnd = text.indexOf('\n', at + fence.length);
+    // "```python" must end its line: "```pythonic" is another language.
+    const rest = lineEnd < 0 ? '' : text.slice(at + fence.length, lineEnd);
+    const close = lineEnd < 0 ? -1 : text.indexOf('```', lineEnd + 1);
+    if (lineEnd < 0 || close < 0) break;
+    if (rest.trim() === '') code = text.slice(lineEnd + 1, close);
+    at = lower.indexOf(fence, close + 3);
+  }
+  return code;
+}
+
+/** The text a model reads for a tool's result: what it printed, then what went wrong. */
+export function responseText(result: ToolCallResult): string {
+  const parts: string[] = [];
+  if (result.result !== undefined && result.result !== '') parts.push(result.result);
+  if (result.status !== 'success' && result.error !== undefined && result.error !== '') parts.push(result.error);
+  if (result.status === 'timeout' && parts.length === 0) parts.push('The call timed out.');
+  return parts.join('\n');
+}
+
+/** How agents run the tools a model asks for. */
+export interface ToolUseOptions {
+  /** The tools the model may call. Default: an empty registry. */
+  tools?: ToolRegistry;
+  /**
+   * Name of the registered tool that runs code written inline in the text (a fenced block;
+   * the tool takes `{ code }`, as `codeExecutionTool(sandbox)` does). Default 'python', used
+   * when the registry has a tool of that name; a name given explicitly must be registered.
+   */
+  codeTool?: string;
+  /** Language tag of the fences whose code `codeTool` runs. Default 'python'. */
+  codeFence?: string;
+}
+
+/** Validated {@link ToolUseOptions}. */
+export interface ToolUse {
+  tools: ToolRegistry;
+  /** Undefined when inline code is not run. */
+  codeTool: string | undefined;
+  codeFence: string;
+}
+
+/** Validates {@link ToolUseOptions}; `prefix` names the options object in errors. */
+export function toolUse(options: ToolUseOptions, prefix = 'options'): ToolUse {
+  const tools = options.tools ?? new ToolRegistry();
+  if (!(tools instanceof ToolRegistry)) throw typeError(`${prefix}.tools`, 'a ToolRegistry', tools);
+  let codeTool: string | undefined;
+  if (options.codeTool !== undefined) {
+    codeTool = checkString(`${prefix}.codeTool`, options.codeTool);
+    if (!tools.has(codeTool)) throw rangeError(`${prefix}.codeTool`, `a registered tool (${tools.names.join(', ') || 'none registered'})`, codeTool);
+  } else if (tools.has('python')) {
+    codeTool = 'python';
+  }
+  const codeFence = stringOption(`${prefix}.codeFence`, options.codeFence) ?? 'python';
+  if (!/^[A-Za-z0-9_+-]+$/.test(codeFence)) throw rangeError(`${prefix}.codeFence`, 'a language tag of letters, digits, _, + or -', codeFence);
+  return { tools, codeTool, codeFence };
+}
+
+/**
+ * Runs what `action` asks for: its structured tool call, else its last inline code block
+ * (when a code tool is set). Returns the response for the trajectory, or undefined when the
+ * action asked for nothing (a reasoning or answer turn). Tool failures are responses with
+ * status 'error' or 'timeout', never exceptions.
+ */
+export async function executeAction(action: Action, use: ToolUse): Promise<ToolFeedback | undefined> {
+  if (action.toolCall !== undefined) {
+    const result = await use.tools.call(action.toolCall.name, action.toolCall.arguments);
+    const response: ToolFeedback = { toolName: action.toolCall.name, status: result.status, text: responseText(result) };
+    if (action.toolCall.id !== undefined) response.toolCallId = action.toolCall.id;
+    return response;
+  }
+  if (use.codeTool === undefined) return undefined;
+  const code = lastCodeBlock(action.text, use.codeFence);
+  if (code === null) return undefined;
+  const result = await use.tools.call(use.codeTool, { code });
+  return { toolName: use.codeTool, status: result.status, text: responseText(result) };
+}

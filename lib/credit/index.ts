@@ -1,0 +1,3 @@
+export * from './broadcast.js';
+export * from './advantages.js';
+export * from './turns.js';

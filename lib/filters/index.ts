@@ -1,0 +1,2 @@
+export { isVoidTurn, type VoidTurnOptions } from './void-turn.js';
+export * from './filters.js';

@@ -1,0 +1,2 @@
+export * from './pairs.js';
+export * from './dpo.js';

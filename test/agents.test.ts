@@ -1,0 +1,737 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import {
+  BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, ChatCompletionPolicy, DecomposerSolver, MultiTurnReasoner, decomposerPreferenceQuestion,
+  ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, parseSubquestions,
+  resolveReferences, splitDocumentBudget, toolVerifier, type Generation, type StepAttempt, type Verifier,
+} from '../lib/agents/index.js';
+import { OpenAIChatClient, type ChatCompletion, type ChatPolicy, type ChatRequest } from '../lib/policies/index.js';
+import { buildPreferencePairs } from '../lib/preferences/index.js';
+import { PythonSandbox } from '../lib/tools/sandbox.js';
+import { ToolRegistry, codeExecutionTool } from '../lib/tools/registry.js';
+import type { Tool } from '../lib/tools/types.js';
+import { readTrajectories, toChatMessages, type TrajectoryChatMessage as ChatMessage, type Trajectory } from '../lib/trajectory/index.js';
+
+const py = (code: string): string => '```python\n' + code + '\n```';
+
+/**
+ * A stand-in for the Python sandbox, so control-flow tests are instant: `print(x)` prints x
+ * literally, `raise Name` fails with a traceback-like error, `while True` times out.
+ */
+function fakePython(): Tool<{ code: string }> {
+  return {
+    name: 'python',
+    description: 'Runs Python (fake)',
+    parameters: { type: 'object', properties: { code: { type: 'string' } }, required: ['code'] },
+    async call({ code }) {
+      const raised = /raise (\w+)/.exec(code);
+      if (raised !== null) return { status: 'error', error: `Traceback (most recent call last):\n${raised[1]}: raised` };
+      if (code.includes('while True')) return { status: 'timeout', error: 'Timed out after 1000 ms' };
+      const printed = [...code.matchAll(/print\((.*)\)/g)].map((match) => match[1]).join('\n');
+      return { status: 'success', result: printed === '' ? '' : `${printed}\n` };
+    },
+  };
+}
+
+const addTool: Tool<{ a: number; b: number }> = {
+  name: 'add',
+  description: 'Adds two numbers',
+  parameters: { type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] },
+  async call({ a, b }) {
+    return { status: 'success', result: String(a + b) };
+  },
+};
+
+function registry(...tools: Tool<never>[]): ToolRegistry {
+  const result = new ToolRegistry();
+  for (const tool of tools) result.register(tool);
+  return result;
+}
+
+/** The user/tool message contents of a conversation, joined: what the model was told. */
+function told(messages: readonly ChatMessage[]): string {
+  return messages.filter((message) => message.role !== 'assistant').map((message) => message.content ?? '').join('\n---\n');
+}
+
+function assistantTexts(messages: readonly ChatMessage[]): string[] {
+  return messages.filter((message) => message.role === 'assistant').map((message) => message.content ?? '');
+}
+
+let sandbox: PythonSandbox | undefined;
+let sandboxProblem = '';
+before(async () => {
+  try {
+    const candidate = new PythonSandbox({ timeoutMs: 5000, concurrency: 1 });
+    const probe = await candidate.run('print(1)');
+    if (probe.status === 'success') sandbox = candidate;
+    else {
+      sandboxProblem = `the sandbox answered ${probe.status}: ${probe.error ?? ''}`;
+      await candidate.close();
+    }
+  } catch (error) {
+    sandboxProblem = `no sandbox here: ${(error as Error).message}`;
+  }
+});
+after(async () => {
+  await sandbox?.close();
+});
+
+describe('ScriptedPolicy', () => {
+  test('answers in order, records copies of each conversation, and fails when the script runs out', async () => {
+    const policy = new ScriptedPolicy(['one', { text: 'two', toolCall: { name: 'add', arguments: '{"a":1,"b":2}' } }]);
+    const messages: ChatMessage[] = [{ role: 'user', content: 'hi' }];
+    assert.deepEqual(await policy.generate(messages), { text: 'one' });
+    messages.push({ role: 'assistant', content: 'one' });
+    assert.deepEqual(await policy.generate(messages, { tools: [] }), { text: 'two', toolCall: { name: 'add', arguments: '{"a":1,"b":2}' } });
+    messages[0]!.content = 'changed';
+    assert.equal(policy.calls.length, 2);
+    assert.equal(policy.calls[0]![0]!.content, 'hi');
+    assert.equal(policy.calls[1]!.length, 2);
+    assert.deepEqual(policy.callOptions, [undefined, { tools: [] }]);
+    await assert.rejects(policy.generate(messages), /2 responses but was asked for response 3/);
+  });
+
+  test('a function script sees the conversation and the call number', async () => {
+    const policy = new ScriptedPolicy((messages, call) => `${call}:${messages.length}`);
+    assert.equal((await policy.generate([{ role: 'user', content: 'x' }])).text, '0:1');
+    assert.equal((await policy.generate([])).text, '1:0');
+  });
+
+  test('bad scripts are TypeErrors naming the entry', async () => {
+    assert.throws(() => new ScriptedPolicy(42 as never), (error: Error) => error instanceof TypeError && /script/.test(error.message));
+    assert.throws(() => new ScriptedPolicy([{ text: 1 }] as never), (error: Error) => error instanceof TypeError && /script\[0\]\.text/.test(error.message));
+    await assert.rejects(new ScriptedPolicy(() => 5 as never).generate([]), TypeError);
+  });
+});
+
+describe('ChatCompletionPolicy', () => {
+  class RecordingClient implements ChatPolicy {
+    requests: ChatRequest[] = [];
+    constructor(private readonly completion: ChatCompletion) {}
+    async chat(request: ChatRequest): Promise<ChatCompletion> {
+      this.requests.push(structuredClone({ ...request, onDelta: undefined, signal: undefined }));
+      return this.completion;
+    }
+  }
+
+  test('sends the wire format and reads one turn back', async () => {
+    const client = new RecordingClient({
+      id: 'c1', model: 'm', content: 'Let me add.', reasoning: 'think first',
+      toolCalls: [
+        { id: 'call_a', type: 'function', function: { name: 'add', arguments: '{"a":1,"b":2}' } },
+        { id: 'call_b', type: 'function', function: { name: 'add', arguments: '{"a":3,"b":4}' } },
+      ],
+      finishReason: 'tool_calls', tokenIds: [5, 6, 7],
+      logprobs: [5, 6, 7].map((id) => ({ token: `token_id:${id}`, tokenId: id, logprob: -0.5, topLogprobs: [] })),
+    });
+    const policy = new ChatCompletionPolicy(client, { temperature: 0.7, maxTokens: 64 });
+    const tools = registry(addTool as Tool<never>).toOpenAITools();
+    const generation = await policy.generate([
+      { role: 'system', content: 'sys' },
+      { role: 'user', content: 'q' },
+      { role: 'assistant', content: 'call', tool_calls: [{ id: 'c0', type: 'function', function: { name: 'add', arguments: '{}' } }] },
+      { role: 'tool', content: '3', name: 'add', status: 'success' },
+      { role: 'assistant', content: py('print(1)') },
+      { role: 'tool', content: '1', name: 'python', status: 'success' },
+    ], { tools });
+    assert.deepEqual(generation, {
+      text: '<think>think first</think>Let me add.',
+      toolCall: { id: 'call_a', name: 'add', arguments: '{"a":1,"b":2}' },
+      tokenIds: [5, 6, 7], logprobs: [-0.5, -0.5, -0.5], finishReason: 'tool_calls',
+    });
+    const [request] = client.requests;
+    assert.equal(request!.temperature, 0.7);
+    assert.equal(request!.maxTokens, 64);
+    assert.deepEqual(request!.tools, tools);
+    assert.deepEqual(request!.extraBody, { parallel_tool_calls: false });
+    assert.deepEqual(request!.messages, [
+      { role: 'system', content: 'sys' },
+      { role: 'user', content: 'q' },
+      { role: 'assistant', content: 'call', tool_calls: [{ id: 'c0', type: 'function', function: { name: 'add', arguments: '{}' } }] },
+      { role: 'tool', content: '3', tool_call_id: 'c0', name: 'add' },
+      { role: 'assistant', content: py('print(1)') },
+      // Output of inline code answers no tool call: servers only accept it as a user message.
+      { role: 'user', content: '1' },
+    ]);
+  });
+
+  test('without tools no tools are sent; log-probs that do not line up with ids are left out', async () => {
+    const client = new RecordingClient({
+      id: 'c', model: 'm', content: null, toolCalls: [], finishReason: 'length', tokenIds: [1, 2],
+      logprobs: [{ token: 'a', logprob: -1, topLogprobs: [] }],
+    });
+    const generation = await new ChatCompletionPolicy(client).generate([{ role: 'user', content: 'q' }]);
+    assert.deepEqual(generation, { text: '', tokenIds: [1, 2], finishReason: 'length' });
+    assert.equal(client.requests[0]!.tools, undefined);
+    assert.equal(client.requests[0]!.extraBody, undefined);
+  });
+
+  test('works with the real client against a loopback server', async () => {
+    const server = createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk) => (body += chunk));
+      request.on('end', () => {
+        const parsed = JSON.parse(body) as { messages: unknown[] };
+        response.setHeader('content-type', 'application/json');
+        response.end(JSON.stringify({
+          id: 'x', model: 'mock',
+          choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: `saw ${parsed.messages.length} messages \\boxed{4}` } }],
+        }));
+      });
+    });
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    try {
+      const { port } = server.address() as { port: number };
+      const policy = new ChatCompletionPolicy(new OpenAIChatClient({ baseUrl: `http://127.0.0.1:${port}/v1`, model: 'mock' }));
+      const trajectory = await new MultiTurnReasoner({ policy }).run({ prompt: '2+2?', gold: '4' });
+      assert.equal(trajectory.turns[0]!.action.text, 'saw 2 messages \\boxed{4}');
+      assert.equal(trajectory.reward, 1);
+    } finally {
+      server.close();
+    }
+  });
+
+  test('bad arguments', () => {
+    assert.throws(() => new ChatCompletionPolicy({} as never), (error: Error) => error instanceof TypeError && /client/.test(error.message));
+    assert.throws(() => new ChatCompletionPolicy({ chat: async () => ({}) } as never, { messages: [] } as never), RangeError);
+  });
+});
+
+describe('lastCodeBlock', () => {
+  test('finds the last complete block of the language', () => {
+    assert.equal(lastCodeBlock(`a ${py('x = 1')} b ${py('print(2)')}`), 'print(2)\n');
+    assert.equal(lastCodeBlock(`${py('x = 1')}\n\`\`\`python\nunclosed`), 'x = 1\n');
+    assert.equal(lastCodeBlock('```pythonic\nno\n```'), null);
+    assert.equal(lastCodeBlock('```js\nno\n```'), null);
+    assert.equal(lastCodeBlock('```JavaScript\nlet a\n```', 'javascript'), 'let a\n');
+    assert.equal(lastCodeBlock('no code'), null);
+  });
+});
+
+describe('MultiTurnReasoner', () => {
+  test('reason, tool call, inline code and answer turns, each action apart from its response', async () => {
+    const policy = new ScriptedPolicy([
+      'First I think about it.',
+      { text: 'Add them.', toolCall: { id: 'c1', name: 'add', arguments: '{"a":40,"b":2}' } },
+      `Check: ${py('print(42)')}`,
+      'So the answer is \\boxed{42}.',
+    ]);
+    const reasoner = new MultiTurnReasoner({ policy, tools: registry(fakePython() as Tool<never>, addTool as Tool<never>), system: 'S' });
+    const trajectory = await reasoner.run({ prompt: 'What is 40 + 2?', id: 'e1', groupId: 'g', gold: '42', metadata: { source: 't' } });
+    assert.equal(trajectory.id, 'e1');
+    assert.equal(trajectory.groupId, 'g');
+    assert.equal(trajectory.turns.length, 4);
+    assert.equal(trajectory.turns[0]!.response, undefined);
+    assert.deepEqual(trajectory.turns[1]!.response, { toolName: 'add', status: 'success', text: '42', toolCallId: 'c1' });
+    assert.deepEqual(trajectory.turns[2]!.response, { toolName: 'python', status: 'success', text: '42\n' });
+    assert.equal(trajectory.turns[3]!.response, undefined);
+    assert.equal(trajectory.reward, 1);
+    assert.equal(trajectory.truncated, undefined);
+    assert.deepEqual(trajectory.metadata, { agent: 'multi-turn-reasoner', task: { source: 't' }, answer: '42' });
+    // The model saw exactly the trajectory so far, with the tools offered.
+    policy.calls.forEach((messages, k) => {
+      assert.deepEqual(messages, toChatMessages({ ...trajectory, turns: trajectory.turns.slice(0, k) }));
+    });
+    assert.deepEqual(policy.callOptions[0]!.tools!.map((tool) => tool.function.name), ['python', 'add']);
+  });
+
+  test('stops at maxTurns without an answer, truncated, reward 0', async () => {
+    const policy = new ScriptedPolicy(() => py('raise ValueError'));
+    const trajectory = await new MultiTurnReasoner({ policy, tools: registry(fakePython() as Tool<never>), maxTurns: 3 }).run({ prompt: 'p', gold: '1' });
+    assert.equal(policy.calls.length, 3);
+    assert.equal(trajectory.turns.length, 3);
+    assert.ok(trajectory.turns.every((turn) => turn.response?.status === 'error' && /ValueError: raised/.test(turn.response.text)));
+    assert.equal(trajectory.truncated, true);
+    assert.equal(trajectory.reward, 0);
+    assert.equal(trajectory.metadata!.answer, null);
+  });
+
+  test('a turn cut off by the length limit ends the episode; no gold means no reward', async () => {
+    const policy = new ScriptedPolicy([{ text: `${py('print(1)')} \\boxed{1}`, finishReason: 'length' }, 'never']);
+    const trajectory = await new MultiTurnReasoner({ policy, tools: registry(fakePython() as Tool<never>) }).run({ prompt: 'p' });
+    assert.equal(trajectory.turns.length, 1);
+    assert.equal(trajectory.turns[0]!.response, undefined);
+    assert.equal(trajectory.truncated, true);
+    assert.equal('reward' in trajectory, false);
+    assert.equal(policy.calls.length, 1);
+  });
+
+  test('without a python tool, inline code is not run; a custom reward is used', async () => {
+    const policy = new ScriptedPolicy([`${py('print(1)')}`, 'The answer is 7.']);
+    const trajectory = await new MultiTurnReasoner({ policy, reward: (answer) => (answer === '7' ? 0.5 : -1) }).run({ prompt: 'p', gold: 'x' });
+    assert.equal(trajectory.turns.length, 2);
+    assert.equal(trajectory.turns[0]!.response, undefined);
+    assert.equal(trajectory.reward, 0.5);
+  });
+
+  test('with reasoningTurns false, a reply without a tool call is the answer', async () => {
+    const policy = new ScriptedPolicy([{ text: '', toolCall: { name: 'add', arguments: '{"a":1,"b":1}' } }, '  2\n']);
+    const reasoner = new MultiTurnReasoner({ policy, tools: registry(addTool as Tool<never>), reasoningTurns: false });
+    const trajectory = await reasoner.run({ prompt: '1+1?', gold: '2' });
+    assert.equal(trajectory.turns.length, 2);
+    assert.equal(trajectory.metadata!.answer, '2');
+    assert.equal(trajectory.reward, 1);
+  });
+
+  test('bad options and tasks name the argument', async () => {
+    const policy = new ScriptedPolicy([]);
+    const cases: Array<[unknown, ErrorConstructor, RegExp]> = [
+      [undefined, TypeError, /options/],
+      [{}, TypeError, /options\.policy/],
+      [{ policy, maxTurns: 0 }, RangeError, /options\.maxTurns/],
+      [{ policy, maxTurns: 1.5 }, TypeError, /options\.maxTurns/],
+      [{ policy, tools: {} }, TypeError, /options\.tools/],
+      [{ policy, codeTool: 'python' }, RangeError, /options\.codeTool/],
+      [{ policy, codeFence: 'py thon' }, RangeError, /options\.codeFence/],
+      [{ policy, system: 3 }, TypeError, /options\.system/],
+      [{ policy, reward: 'x' }, TypeError, /options\.reward/],
+      [{ policy, reasoningTurns: 1 }, TypeError, /options\.reasoningTurns/],
+    ];
+    for (const [options, kind, name] of cases) {
+      assert.throws(() => new MultiTurnReasoner(options as never), (error: Error) => error instanceof kind && name.test(error.message), String(name));
+    }
+    const reasoner = new MultiTurnReasoner({ policy });
+    await assert.rejects(reasoner.run({} as never), /task\.prompt/);
+    await assert.rejects(reasoner.run({ prompt: 'p', gold: [1] } as never), /task\.gold/);
+    await assert.rejects(reasoner.run({ prompt: 'p', id: 1 } as never), /task\.id/);
+  });
+});
+
+describe('SelfCorrectingAgent', () => {
+  const tools = () => registry(fakePython() as Tool<never>);
+
+  test('backtracks a failed step up to the depth, with only the latest error in context', async () => {
+    const policy = new ScriptedPolicy([
+      `Step A1 ${py('raise NameError')}`,
+      `Step A2 ${py('raise TypeError')}`,
+      `Step A3 ${py('print(6)')}`,
+      'Done: \\boxed{6}',
+    ]);
+    const agent = new SelfCorrectingAgent({ policy, tools: tools(), maxBacktracks: 2 });
+    const trajectory = await agent.run({ prompt: 'p', gold: '6' });
+    assert.deepEqual(trajectory.turns.map((turn) => turn.action.text.slice(0, 7)), ['Step A3', 'Done: \\']);
+    assert.deepEqual(trajectory.turns[0]!.response, { toolName: 'python', status: 'success', text: '6\n' });
+    const attempts = trajectory.metadata!.attempts as StepAttempt[];
+    assert.deepEqual(attempts.map((a) => [a.step, a.attempt, a.backtracked]), [[0, 0, true], [0, 1, true], [0, 2, false], [1, 0, false]]);
+    assert.equal(attempts[0]!.response!.status, 'error');
+    assert.equal(attempts[0]!.correction, undefined);
+    assert.match(attempts[1]!.correction!, /NameError: raised/);
+    assert.equal(trajectory.metadata!.backtracks, 2);
+    assert.equal(trajectory.reward, 1);
+    // Regenerations start from the same prefix plus one correction message.
+    assert.equal(policy.calls[1]!.length, 3);
+    assert.deepEqual(assistantTexts(policy.calls[1]!), []);
+    assert.match(told(policy.calls[1]!), /Step A1[\s\S]*NameError: raised/);
+    assert.doesNotMatch(told(policy.calls[2]!), /NameError|Step A1/);
+    assert.match(told(policy.calls[2]!), /Step A2[\s\S]*TypeError: raised/);
+    // The next step sees the kept path only.
+    assert.deepEqual(policy.calls[3], toChatMessages({ ...trajectory, turns: trajectory.turns.slice(0, 1) }));
+  });
+
+  test('when the depth is spent the failed step stays and the episode goes on', async () => {
+    const policy = new ScriptedPolicy([py('raise E1'), py('raise E2'), `${py('while True: pass')}`, py('raise E3'), '\\boxed{1}']);
+    const agent = new SelfCorrectingAgent({ policy, tools: tools(), maxBacktracks: 1 });
+    const trajectory = await agent.run({ prompt: 'p' });
+    assert.deepEqual(trajectory.turns.map((turn) => turn.response?.status), ['error', 'error', undefined]);
+    assert.match(trajectory.turns[0]!.response!.text, /E2/);
+    assert.match(trajectory.turns[1]!.response!.text, /E3/);
+    const attempts = trajectory.metadata!.attempts as StepAttempt[];
+    assert.deepEqual(attempts.map((a) => [a.step, a.attempt, a.backtracked, a.response?.status]),
+      [[0, 0, true, 'error'], [0, 1, false, 'error'], [1, 0, true, 'timeout'], [1, 1, false, 'error'], [2, 0, false, undefined]]);
+    assert.match(attempts[3]!.correction!, /timed out/);
+    assert.equal(trajectory.metadata!.answer, '1');
+    assert.equal(trajectory.truncated, undefined);
+  });
+
+  test('depth 0 never backtracks; maxTurns bounds the kept steps', async () => {
+    const policy = new ScriptedPolicy(() => py('raise E'));
+    const trajectory = await new SelfCorrectingAgent({ policy, tools: tools(), maxBacktracks: 0, maxTurns: 2 }).run({ prompt: 'p', gold: '1' });
+    assert.equal(policy.calls.length, 2);
+    assert.equal(trajectory.metadata!.backtracks, 0);
+    assert.equal(trajectory.truncated, true);
+    assert.equal(trajectory.reward, 0);
+  });
+
+  test('bad options', () => {
+    const policy = new ScriptedPolicy([]);
+    assert.throws(() => new SelfCorrectingAgent({ policy, maxBacktracks: -1 }), (error: Error) => error instanceof RangeError && /options\.maxBacktracks/.test(error.message));
+    assert.throws(() => new SelfCorrectingAgent({ policy, correctionPrompt: 1 as never }), (error: Error) => error instanceof TypeError && /options\.correctionPrompt/.test(error.message));
+  });
+
+  test('corrects a real sandbox error', async (t) => {
+    if (sandbox === undefined) return t.skip(sandboxProblem);
+    const policy = new ScriptedPolicy([py('print(10 / 0)'), py('print(10 // 2 + 37)'), 'So \\boxed{42}']);
+    const agent = new SelfCorrectingAgent({ policy, tools: new ToolRegistry().register(codeExecutionTool(sandbox)) });
+    const trajectory = await agent.run({ prompt: 'p', gold: '42' });
+    const attempts = trajectory.metadata!.attempts as StepAttempt[];
+    assert.match(attempts[0]!.response!.text, /ZeroDivisionError/);
+    assert.deepEqual(trajectory.turns[0]!.response, { toolName: 'python', status: 'success', text: '42\n' });
+    assert.equal(trajectory.reward, 1);
+  });
+});
+
+describe('ProposeJudgeUpdate', () => {
+  /** A verifier scoring by a table of answers, recording what it saw. */
+  function tableVerifier(scores: Record<string, number>): Verifier & { seen: string[] } {
+    const seen: string[] = [];
+    return {
+      name: 'table', seen,
+      async verify(candidate) {
+        seen.push(candidate.text);
+        const score = scores[candidate.answer ?? ''] ?? 0;
+        return { score, passed: score === 1, status: 'success', critique: `critique of ${candidate.answer}` };
+      },
+    };
+  }
+
+  test('round limit, memory of earlier attempts, best kept (earliest on ties)', async () => {
+    const policy = new ScriptedPolicy(['\\boxed{1}', '\\boxed{2}', '\\boxed{3}', '\\boxed{4}']);
+    const verifier = tableVerifier({ 1: 0.2, 2: 0.6, 3: 0.6, 4: 0.1 });
+    const agent = new ProposeJudgeUpdate({ policy, verifier, maxRounds: 4, memorySize: 2 });
+    const trajectory = await agent.run({ prompt: 'Find x.', gold: '2' });
+    assert.equal(policy.calls.length, 4);
+    assert.equal(trajectory.turns.length, 4);
+    assert.deepEqual(trajectory.turns[1]!.response, { toolName: 'table', status: 'success', text: 'critique of 2' });
+    assert.equal(trajectory.metadata!.best, 1);
+    assert.equal(trajectory.metadata!.answer, '2');
+    assert.equal(trajectory.reward, 1);
+    // Each call is a fresh two-message conversation: the system prompt and one user message.
+    assert.ok(policy.calls.every((messages) => messages.length === 2 && messages[1]!.role === 'user'));
+    assert.equal(policy.calls[0]![1]!.content, 'Find x.');
+    const round1 = policy.calls[1]![1]!.content!;
+    assert.doesNotMatch(round1, /Earlier attempts/);
+    assert.match(round1, /latest attempt \(attempt 1, score 0\.20\):\n\\boxed\{1\}[\s\S]*critique of 1/);
+    const round3 = policy.calls[3]![1]!.content!;
+    // memorySize 2: attempts 1 and 2 remembered, 3 is the latest.
+    assert.match(round3, /Attempt 1: answer 1, score 0\.20\. Critique: critique of 1\n- Attempt 2: answer 2, score 0\.60/);
+    assert.match(round3, /attempt 3, score 0\.60\):\n\\boxed\{3\}/);
+    const rounds = trajectory.metadata!.rounds as Array<{ prompt: string; score: number }>;
+    assert.deepEqual(rounds.map((round) => round.score), [0.2, 0.6, 0.6, 0.1]);
+    assert.equal(rounds[3]!.prompt, round3);
+  });
+
+  test('memory keeps only the most recent rounds', async () => {
+    const policy = new ScriptedPolicy(['\\boxed{1}', '\\boxed{2}', '\\boxed{3}', '\\boxed{4}']);
+    await new ProposeJudgeUpdate({ policy, verifier: tableVerifier({}), maxRounds: 4, memorySize: 1 }).run({ prompt: 'p' });
+    const last = policy.calls[3]![1]!.content!;
+    assert.doesNotMatch(last, /Attempt 1:/);
+    assert.match(last, /Attempt 2: answer 2/);
+    const none = new ScriptedPolicy(['\\boxed{1}', '\\boxed{2}', '\\boxed{3}']);
+    await new ProposeJudgeUpdate({ policy: none, verifier: tableVerifier({}), memorySize: 0 }).run({ prompt: 'p' });
+    assert.doesNotMatch(none.calls[2]![1]!.content!, /Earlier attempts/);
+  });
+
+  test('stops at the first passing candidate unless told not to', async () => {
+    const scores = { 7: 1 };
+    const policy = new ScriptedPolicy(['\\boxed{5}', '\\boxed{7}', '\\boxed{9}']);
+    const trajectory = await new ProposeJudgeUpdate({ policy, verifier: tableVerifier(scores) }).run({ prompt: 'p' });
+    assert.equal(policy.calls.length, 2);
+    assert.equal(trajectory.metadata!.answer, '7');
+    const all = new ScriptedPolicy(['\\boxed{7}', '\\boxed{5}', '\\boxed{9}']);
+    const full = await new ProposeJudgeUpdate({ policy: all, verifier: tableVerifier(scores), stopWhenPassed: false }).run({ prompt: 'p' });
+    assert.equal(all.calls.length, 3);
+    assert.equal(full.metadata!.best, 0);
+  });
+
+  test('tool verifier runs the candidate check', async () => {
+    const verifier = toolVerifier({ tools: registry(fakePython() as Tool<never>) });
+    const passed = await verifier.verify({ text: `${py('print(1)')} \\boxed{1}`, answer: '1', round: 0 }, { prompt: 'p' });
+    assert.deepEqual(passed, { score: 1, passed: true, status: 'success', critique: 'The check ran without error. It printed:\n1\n' });
+    const failed = await verifier.verify({ text: py('raise AssertionError'), answer: null, round: 0 }, { prompt: 'p' });
+    assert.equal(failed.passed, false);
+    assert.match(failed.critique, /^The check failed:\n[\s\S]*AssertionError: raised/);
+    const missing = await verifier.verify({ text: 'no code', answer: null, round: 0 }, { prompt: 'p' });
+    assert.deepEqual([missing.score, missing.status], [0, 'error']);
+    assert.throws(() => toolVerifier({ tools: new ToolRegistry() }), (error: Error) => error instanceof RangeError && /options\.codeTool/.test(error.message));
+  });
+
+  test('judge verifier reads the boxed score out of 10', async () => {
+    const judge = new ScriptedPolicy(['Looks right. \\boxed{9}', 'Wrong sign. \\boxed{3}', 'No verdict.', '\\boxed{11}']);
+    const verifier = judgeVerifier({ policy: judge });
+    const candidate = { text: 'x = 2', answer: '2', round: 0 };
+    const verdicts = [];
+    for (let i = 0; i < 4; i++) verdicts.push(await verifier.verify(candidate, { prompt: 'Solve x' }));
+    assert.deepEqual(verdicts.map((v) => [v.score, v.passed]), [[0.9, true], [0.3, false], [0, false], [0, false]]);
+    assert.equal(verdicts[1]!.critique, 'Wrong sign. \\boxed{3}');
+    assert.match(judge.calls[0]![1]!.content!, /Problem:\nSolve x\n\nProposed solution:\nx = 2/);
+    assert.throws(() => judgeVerifier({ policy: judge, passThreshold: 2 }), RangeError);
+  });
+
+  test('bad options and verdicts', async () => {
+    const policy = new ScriptedPolicy(['a']);
+    assert.throws(() => new ProposeJudgeUpdate({ policy } as never), (error: Error) => error instanceof TypeError && /options\.verifier/.test(error.message));
+    assert.throws(() => new ProposeJudgeUpdate({ policy, verifier: tableVerifier({}), maxRounds: 0 }), RangeError);
+    assert.throws(() => new ProposeJudgeUpdate({ policy, verifier: tableVerifier({}), stopWhenPassed: 1 as never }), TypeError);
+    const broken: Verifier = { name: 'v', verify: async () => ({ score: Number.NaN, passed: false, status: 'success', critique: '' }) };
+    await assert.rejects(new ProposeJudgeUpdate({ policy, verifier: broken }).run({ prompt: 'p' }), /verdict\.score/);
+  });
+});
+
+describe('DecomposerSolver', () => {
+  test('splitDocumentBudget gives earlier hops the remainder', () => {
+    assert.deepEqual(splitDocumentBudget(10, 3), [4, 3, 3]);
+    assert.deepEqual(splitDocumentBudget(6, 3), [2, 2, 2]);
+    assert.deepEqual(splitDocumentBudget(2, 3), [1, 1, 0]);
+    assert.deepEqual(splitDocumentBudget(0, 2), [0, 0]);
+    assert.deepEqual(splitDocumentBudget(7, 1), [7]);
+    assert.throws(() => splitDocumentBudget(-1, 2), RangeError);
+    assert.throws(() => splitDocumentBudget(3, 0), (error: Error) => error instanceof RangeError && /count/.test(error.message));
+    assert.throws(() => splitDocumentBudget(1.5, 2), TypeError);
+  });
+
+  test('#k references are replaced by earlier answers only', () => {
+    assert.equal(resolveReferences('Where was #1 born, and is #2 near #1?', ['Ilsa', 'Quillmoor']), 'Where was Ilsa born, and is Quillmoor near Ilsa?');
+    assert.equal(resolveReferences('#3 and #0 and #12', ['a']), '#3 and #0 and #12');
+    assert.equal(resolveReferences('#10', Array.from({ length: 10 }, (_, i) => `a${i + 1}`)), 'a10');
+    assert.throws(() => resolveReferences(1 as never, []), TypeError);
+  });
+
+  test('### sub-questions are parsed with their labels removed', () => {
+    assert.deepEqual(parseSubquestions('Plan:\n### Q1: Who wrote X?\n### Q2: Where was #1 born?\n###\n### 3. Final #2?'),
+      ['Who wrote X?', 'Where was #1 born?', 'Final #2?']);
+    assert.deepEqual(parseSubquestions('no markers'), []);
+  });
+
+  test('the built-in corpus is consistent and BM25 finds each hop’s passage', () => {
+    assert.ok(BUILTIN_CORPUS.length >= 40);
+    assert.equal(new Set(BUILTIN_CORPUS.map((document) => document.id)).size, BUILTIN_CORPUS.length);
+    assert.ok(BUILTIN_QUESTIONS.length >= 12);
+    const byId = new Map(BUILTIN_CORPUS.map((document) => [document.id, document]));
+    const retriever = new Bm25Retriever(BUILTIN_CORPUS);
+    assert.equal(retriever.size, BUILTIN_CORPUS.length);
+    for (const question of BUILTIN_QUESTIONS) {
+      assert.ok(question.steps.length >= 2, question.id);
+      assert.equal(question.steps.at(-1)!.answer, question.answers[0], question.id);
+      const answers: string[] = [];
+      for (const step of question.steps) {
+        const passage = byId.get(step.supportingId);
+        assert.ok(passage !== undefined, `${question.id}: ${step.supportingId}`);
+        assert.ok(passage.text.toLowerCase().includes(step.answer.toLowerCase()), `${question.id}: ${step.answer} in ${step.supportingId}`);
+        const query = resolveReferences(step.question, answers);
+        assert.doesNotMatch(query, /#\d/);
+        const found = retriever.search(query, 3).map((document) => document.id);
+        assert.ok(found.includes(step.supportingId), `${question.id}: "${query}" found ${found.join(', ')}`);
+        answers.push(step.answer);
+      }
+    }
+  });
+
+  test('BM25 ranks, limits and validates', () => {
+    const retriever = new Bm25Retriever([
+      { id: 'a', title: 'Apples', text: 'Apples are red fruit.' },
+      { id: 'b', title: 'Pears', text: 'Pears are green fruit, unlike apples.' },
+      { id: 'c', title: 'Stones', text: 'Stones are grey.' },
+    ]);
+    const results = retriever.search('apples', 5);
+    assert.deepEqual(results.map((document) => document.id), ['a', 'b']);
+    assert.ok(results[0]!.score > results[1]!.score);
+    assert.deepEqual(retriever.search('apples', 1).map((document) => document.id), ['a']);
+    assert.deepEqual(retriever.search('the of which', 5), []);
+    assert.deepEqual(retriever.search('apples', 0), []);
+    assert.throws(() => retriever.search('x', -1), (error: Error) => error instanceof RangeError && /limit/.test(error.message));
+    assert.throws(() => retriever.search(3 as never, 1), (error: Error) => error instanceof TypeError && /query/.test(error.message));
+    assert.throws(() => new Bm25Retriever([{ id: 'a', title: '', text: '' }, { id: 'a', title: '', text: '' }]), (error: Error) => error instanceof RangeError && /documents\[1\]\.id/.test(error.message));
+    assert.throws(() => new Bm25Retriever([{ id: 'a', title: 1 } as never]), /documents\[0\]\.title/);
+    assert.throws(() => new Bm25Retriever([], { b: 2 }), (error: Error) => error instanceof RangeError && /options\.b/.test(error.message));
+    assert.throws(() => new Bm25Retriever([], { k1: 0 }), RangeError);
+  });
+
+  test('one conversation: decomposition, retrieval per sub-question within the budget, #k answers, final answer', async () => {
+    const policy = new ScriptedPolicy([
+      '### Q1: Who wrote the novel The Glass Orchard?\n### Q2: In which town was #1 born?\n### Q3: In which country is the town #2?',
+      'It was \\boxed{Ilsa Marrow}.',
+      '\\boxed{Quillmoor}',
+      '\\boxed{Valdoria}',
+      'The author was born in \\boxed{Valdoria}.',
+    ]);
+    const retriever = new Bm25Retriever(BUILTIN_CORPUS);
+    const agent = new DecomposerSolver({ policy, retriever, documentBudget: 5 });
+    const trajectory = await agent.run({ prompt: 'In which country was the author of The Glass Orchard born?', gold: ['Valdoria'] });
+    const metadata = trajectory.metadata!;
+    assert.deepEqual(metadata.allocation, [2, 2, 1]);
+    assert.deepEqual(metadata.resolvedSubquestions, [
+      'Who wrote the novel The Glass Orchard?', 'In which town was Ilsa Marrow born?', 'In which country is the town Quillmoor?',
+    ]);
+    assert.deepEqual(metadata.intermediateAnswers, ['Ilsa Marrow', 'Quillmoor', 'Valdoria']);
+    assert.deepEqual((metadata.documentIds as string[][]).map((ids) => ids.length), [2, 2, 1]);
+    assert.deepEqual((metadata.documentIds as string[][]).map((ids) => ids[0]), ['glass-orchard-novel', 'ilsa-marrow', 'quillmoor']);
+    assert.equal(metadata.answer, 'Valdoria');
+    assert.equal(trajectory.reward, 1);
+    assert.equal(trajectory.turns.length, 5);
+    assert.deepEqual(trajectory.turns.map((turn) => turn.response?.toolName), ['retrieve', 'retrieve', 'retrieve', 'user', undefined]);
+    assert.match(trajectory.turns[1]!.response!.text, /\[1\] Ilsa Marrow: [\s\S]*Sub-question 2: In which town was Ilsa Marrow born\?/);
+    assert.deepEqual(trajectory.turns.slice(0, 3).map((turn) => turn.response!.text.match(/^\[\d\]/gm)!.length), [2, 2, 1]);
+    assert.match(trajectory.prompt, /Question: In which country was the author/);
+    // The model saw exactly the trajectory so far.
+    policy.calls.forEach((messages, k) => {
+      assert.deepEqual(messages, toChatMessages({ ...trajectory, turns: trajectory.turns.slice(0, k) }));
+    });
+  });
+
+  test('no ### markers: the question is the one sub-question; extra sub-questions are dropped', async () => {
+    const retriever = new Bm25Retriever(BUILTIN_CORPUS);
+    const single = new ScriptedPolicy(['I will just look it up.', 'Osk', '\\boxed{1888}']);
+    const trajectory = await new DecomposerSolver({ policy: single, retriever, documentBudget: 3 }).run({ prompt: 'When was Keswater Observatory founded?', gold: '1888' });
+    assert.deepEqual(trajectory.metadata!.subquestions, []);
+    assert.deepEqual(trajectory.metadata!.resolvedSubquestions, ['When was Keswater Observatory founded?']);
+    assert.deepEqual(trajectory.metadata!.allocation, [3]);
+    assert.equal(trajectory.reward, 1);
+    const many = new ScriptedPolicy(['### a\n### b\n### c', 'A', 'B', 'final \\boxed{B}']);
+    const capped = await new DecomposerSolver({ policy: many, retriever, maxSubquestions: 2, documentBudget: 0 }).run({ prompt: 'q' });
+    assert.deepEqual(capped.metadata!.resolvedSubquestions, ['a', 'b']);
+    assert.equal(capped.metadata!.droppedSubquestions, 1);
+    assert.deepEqual(capped.metadata!.documentIds, [[], []]);
+    assert.match(capped.turns[0]!.response!.text, /No documents\./);
+  });
+
+  test('m decompositions × m′ solutions become AceSearcher preference pairs', async () => {
+    const question = 'In which country was the author of The Glass Orchard born?';
+    const good = { text: '### Who wrote The Glass Orchard?\n### Where was #1 born?', tokenIds: [1, 2], logprobs: [-0.1, -0.2] };
+    const bad = '### Where is the orchard?';
+    const retriever = new Bm25Retriever(BUILTIN_CORPUS);
+    const episodes: Trajectory[] = [];
+    const scripts = [
+      [good, '\\boxed{Ilsa Marrow}', '\\boxed{Quillmoor}', '\\boxed{Valdoria}'],
+      [good, '\\boxed{Sabine Roe}', '\\boxed{Dravenholm}', '\\boxed{Ostrand}'],
+      [bad, '\\boxed{Dravenholm}', '\\boxed{Ostrand}'],
+      [bad, '\\boxed{Lunport}', '\\boxed{Valdoria}'],
+    ];
+    for (const [decomposition, ...rest] of scripts) {
+      const agent = new DecomposerSolver({ policy: new ScriptedPolicy(rest as string[]), retriever });
+      const given = typeof decomposition === 'string' ? { text: decomposition } : decomposition!;
+      episodes.push(await agent.run({ prompt: question, gold: 'Valdoria' }, { decomposition: given as Generation }));
+    }
+    assert.deepEqual(episodes[0]!.turns[0]!.action, good);
+    assert.deepEqual(episodes.map((episode) => episode.reward), [1, 0, 0, 1]);
+    const preference = decomposerPreferenceQuestion('q01', episodes);
+    assert.deepEqual(preference.decompositions.map((d) => [d.text, d.solutions.length, d.subQuestions]), [
+      [good.text, 2, ['Who wrote The Glass Orchard?', 'Where was #1 born?']], [bad, 2, ['Where is the orchard?']],
+    ]);
+    assert.deepEqual(preference.decompositions[0]!.solutions[1], { text: '\\boxed{Ostrand}', intermediateAnswers: ['Sabine Roe', 'Dravenholm'], reward: 0 });
+    const pairs = buildPreferencePairs(preference);
+    // Equal mean rewards (0.5 and 0.5): no decomposition pair; within the first, two intermediate pairs and a final one.
+    assert.deepEqual(pairs.map((pair) => [pair.kind, pair.step, pair.chosen, pair.rejected]), [
+      ['intermediate', 0, 'Ilsa Marrow', 'Sabine Roe'],
+      ['intermediate', 1, 'Quillmoor', 'Dravenholm'],
+      ['final', undefined, '\\boxed{Valdoria}', '\\boxed{Ostrand}'],
+    ]);
+    assert.throws(() => decomposerPreferenceQuestion('q', []), RangeError);
+    assert.throws(() => decomposerPreferenceQuestion('q', [{ ...episodes[0]!, reward: undefined }]), /trajectories\[0\]\.reward/);
+    assert.throws(() => decomposerPreferenceQuestion('q', [episodes[0]!, { ...episodes[1]!, metadata: { ...episodes[1]!.metadata, question: 'other' } }]), /trajectories\[1\]\.metadata\.question/);
+    const other = await new MultiTurnReasoner({ policy: new ScriptedPolicy(['\\boxed{1}']) }).run({ prompt: 'p', gold: '1' });
+    assert.throws(() => decomposerPreferenceQuestion('q', [other]), (error: Error) => error instanceof TypeError && /trajectories\[0\]/.test(error.message));
+    await assert.rejects(new DecomposerSolver({ policy: new ScriptedPolicy([]), retriever }).run({ prompt: 'q' }, { decomposition: {} as never }), /options\.decomposition\.text/);
+  });
+
+  test('a cut-off turn ends the episode', async () => {
+    const policy = new ScriptedPolicy(['### a\n### b', { text: 'partial', finishReason: 'length' }]);
+    const trajectory = await new DecomposerSolver({ policy, retriever: new Bm25Retriever(BUILTIN_CORPUS) }).run({ prompt: 'q', gold: 'x' });
+    assert.equal(trajectory.truncated, true);
+    assert.equal(trajectory.turns.length, 2);
+    assert.equal(trajectory.metadata!.answer, null);
+    assert.equal(trajectory.reward, 0);
+  });
+
+  test('bad options', () => {
+    const policy = new ScriptedPolicy([]);
+    const retriever = new Bm25Retriever([]);
+    assert.throws(() => new DecomposerSolver({ policy } as never), (error: Error) => error instanceof TypeError && /options\.retriever/.test(error.message));
+    assert.throws(() => new DecomposerSolver({ policy, retriever, documentBudget: -2 }), (error: Error) => error instanceof RangeError && /options\.documentBudget/.test(error.message));
+    assert.throws(() => new DecomposerSolver({ policy, retriever, prompts: { other: () => '' } as never }), /options\.prompts\.other/);
+    assert.throws(() => new DecomposerSolver({ policy, retriever, prompts: { final: 'x' } as never }), (error: Error) => error instanceof TypeError && /options\.prompts\.final/.test(error.message));
+  });
+});
+
+describe('TIRGen', () => {
+  const tools = () => registry(fakePython() as Tool<never>);
+
+  test('keeps only executable steps and verified solutions, as JSONL', async () => {
+    // Task 1: the first refined step fails to run, is dropped and drafted again; verified.
+    // Task 2: wrong final answer. Task 3: no draft gives code that runs.
+    const generator = new ScriptedPolicy([
+      'Compute 6*7.', 'Compute 6 times 7.', 'So \\boxed{42}',
+      'Guess. \\boxed{5}',
+      'Compute.', 'Compute again.',
+    ]);
+    const refiner = new ScriptedPolicy([
+      `Compute: ${py('raise SyntaxError')}`, `Compute: ${py('print(42)')}`,
+      py('raise ValueError'), py('raise ValueError'),
+    ]);
+    const tirgen = new TIRGen({ generator, refiner, tools: tools() });
+    const output = new PassThrough();
+    const tasks = [{ prompt: 'What is 6*7?', gold: '42', id: 't1' }, { prompt: 'p2', gold: '4', id: 't2' }, { prompt: 'p3', gold: '1', id: 't3' }];
+    const report = await tirgen.generate(tasks, output);
+    output.end();
+    assert.deepEqual(report, {
+      attempted: 3, kept: 1, discardedSteps: 3,
+      outcomes: { 'verified': 1, 'wrong-answer': 1, 'no-answer': 0, 'not-executable': 1 },
+    });
+    const written: Trajectory[] = [];
+    for await (const trajectory of readTrajectories(output)) written.push(trajectory);
+    assert.equal(written.length, 1);
+    const [solution] = written;
+    assert.equal(solution!.id, 't1');
+    assert.equal(solution!.reward, 1);
+    assert.deepEqual(solution!.turns, [
+      { action: { text: `Compute: ${py('print(42)')}` }, response: { toolName: 'python', status: 'success', text: '42\n' } },
+      { action: { text: 'So \\boxed{42}' } },
+    ]);
+    assert.deepEqual(solution!.metadata, { agent: 'tirgen', outcome: 'verified', answer: '42', discardedSteps: 1 });
+    // The generator's second draft of step 1 starts again from the empty solution.
+    assert.deepEqual(assistantTexts(generator.calls[1]!), []);
+    assert.deepEqual(assistantTexts(generator.calls[2]!), [`Compute: ${py('print(42)')}`]);
+    assert.match(refiner.calls[0]![1]!.content!, /Problem:\nWhat is 6\*7\?\n\nStep:\nCompute 6\*7\./);
+  });
+
+  test('steps without code are kept as reasoning; maxSteps bounds a solution', async () => {
+    const generator = new ScriptedPolicy(() => 'Think.');
+    const refiner = new ScriptedPolicy(() => 'Thought, no code needed.');
+    const result = await new TIRGen({ generator, refiner, tools: tools(), maxSteps: 3 }).construct({ prompt: 'p', gold: '1' });
+    assert.equal(result.outcome, 'no-answer');
+    assert.equal(result.kept, false);
+    assert.equal(result.trajectory.turns.length, 3);
+    assert.equal(result.trajectory.truncated, true);
+    assert.equal(result.trajectory.reward, 0);
+  });
+
+  test('writes a file with the real sandbox', async (t) => {
+    if (sandbox === undefined) return t.skip(sandboxProblem);
+    const generator = new ScriptedPolicy(['Sum the first 100 integers.', 'Sum again.', 'Hence \\boxed{5050}']);
+    const refiner = new ScriptedPolicy([py('print(sum(range(1, 101))'), py('print(sum(range(1, 101)))')]);
+    const directory = mkdtempSync(join(tmpdir(), 'tirl-tirgen-'));
+    try {
+      const path = join(directory, 'data.jsonl');
+      const tirgen = new TIRGen({ generator, refiner, tools: new ToolRegistry().register(codeExecutionTool(sandbox)) });
+      const report = await tirgen.generate([{ prompt: 'Sum 1..100', gold: '5050' }], path);
+      assert.equal(report.kept, 1);
+      assert.equal(report.discardedSteps, 1);
+      const written: Trajectory[] = [];
+      for await (const trajectory of readTrajectories(path)) written.push(trajectory);
+      assert.deepEqual(written[0]!.turns[0]!.response, { toolName: 'python', status: 'success', text: '5050\n' });
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
+  test('bad options and tasks', async () => {
+    const policy = new ScriptedPolicy([]);
+    assert.throws(() => new TIRGen({ generator: policy, refiner: policy }), (error: Error) => error instanceof RangeError && /options\.codeTool/.test(error.message));
+    assert.throws(() => new TIRGen({ generator: policy, tools: tools() } as never), /options\.refiner/);
+    const tirgen = new TIRGen({ generator: policy, refiner: policy, tools: tools() });
+    await assert.rejects(tirgen.construct({ prompt: 'p' }), (error: Error) => error instanceof TypeError && /task\.gold/.test(error.message));
+    await assert.rejects(tirgen.generate(5 as never, new PassThrough()), /tasks/);
+  });
+});
+
+test('scripted generations are returned as copies', async () => {
+  const shared: Generation = { text: 'a', tokenIds: [1] };
+  const policy = new ScriptedPolicy([shared]);
+  const generation = await policy.generate([]);
+  generation.tokenIds!.push(2);
+  assert.deepEqual(shared.tokenIds, [1]);
+});
