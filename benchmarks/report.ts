@@ -275,6 +275,10 @@ export function svgChart(r: BenchReport): string {
       const label = `${peer.tirlSpeedup >= 10 ? peer.tirlSpeedup.toFixed(0) : peer.tirlSpeedup.toFixed(1)}×`;
       text(x < one ? x - 30 : x + 4, y + dy + 8.5, label, ' font-size="10"');
     }
+    if (c.callOverhead) {
+      text(left2, y + 15, 'the fixed cost of a call: see the table', ' font-size="11" fill="#777"');
+      return;
+    }
     const share = c.peers[0].copyShare;
     const colour = share >= 0.6 ? '#3a9a5b' : '#b8b8b8';
     parts.push(`<rect x="${left2}" y="${y + 4}" width="${Math.max(1, shareX(share) - left2).toFixed(1)}" height="14" fill="${colour}"/>`);
