@@ -12,7 +12,11 @@ export interface NativeInfo {
   version: string;
   /** Threads the CPU kernels use (see {@link NativeAddon.setThreads}). */
   threads: number;
-  /** SIMD code path the CPU kernels run, e.g. `"avx2"`. */
+  /**
+   * SIMD code path the CPU kernels run: `"avx512"`, `"avx2"` (with FMA) or the baseline
+   * (`"sse2"` on x86-64), chosen at load from the CPU; `TIRL_SIMD=baseline|avx2|avx512`
+   * asks for a narrower one.
+   */
   simd: string;
   /** Compiler, build type and architecture of the native build. */
   build: string;

@@ -1,6 +1,7 @@
 // Library-wide queries: version, threads, SIMD path, build flags.
 #include "common/error.h"
 #include "common/parallel.h"
+#include "common/simd.h"
 #include "tirl/tirl.h"
 
 #ifndef TIRL_BUILD_INFO
@@ -28,17 +29,6 @@ tirl_device tirl_cpu(void) { return tirl_device{TIRL_DEVICE_CPU, 0, nullptr}; }
 
 }  // extern "C"
 
-// The kernels are compiled for the baseline of the target architecture; this names it.
-extern "C" const char* tirl_simd_level(void) {
-#if defined(__AVX512F__)
-  return "avx512";
-#elif defined(__AVX2__)
-  return "avx2";
-#elif defined(__SSE2__)
-  return "sse2";
-#elif defined(__ARM_NEON)
-  return "neon";
-#else
-  return "scalar";
-#endif
-}
+// The path the hot loops run with (common/simd.h): chosen at run time from the CPU and
+// TIRL_SIMD, whatever the build's baseline.
+extern "C" const char* tirl_simd_level(void) { return tirl::simd_path_name(tirl::simd_path()); }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/parallel.h"
+#include "common/simd.h"
 #include "common/validate.h"
 #include "math/dpo_loss.h"
 
@@ -36,63 +37,9 @@ struct DpoArrays {
   float* rejected_rewards;
 };
 
-// One block of pairs, fused: each pair's inputs are read once and all four outputs
-// written. Branch-free and free of aliasing (restrict), so it vectorizes. Returns the
-// number of pairs whose chosen reward beats the rejected one.
-template <tirl_dpo_variant kVariant>
-int32_t dpo_block(const float* __restrict policy_chosen, const float* __restrict policy_rejected,
-                  const float* __restrict ref_chosen, const float* __restrict ref_rejected,
-                  int64_t n, DpoParams params, float inverse_pairs, float* __restrict grad_chosen,
-                  float* __restrict grad_rejected, float* __restrict chosen_rewards,
-                  float* __restrict rejected_rewards, float* __restrict losses) {
-  int32_t correct = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float chosen_logratio = policy_chosen[i] - ref_chosen[i];
-    const float rejected_logratio = policy_rejected[i] - ref_rejected[i];
-    const DpoPairTerm term = dpo_pair_term<kVariant>(chosen_logratio - rejected_logratio, params);
-    losses[i] = term.loss;
-    // d(mean loss)/d policy_chosen = dloss/ddelta / P; policy_rejected enters delta negated.
-    const float grad = term.dloss_ddelta * inverse_pairs;
-    grad_chosen[i] = grad;
-    grad_rejected[i] = -grad;
-    // The accuracy compares the rewards as returned (f32), as TRL compares its tensors.
-    const float chosen_reward = params.beta * chosen_logratio;
-    const float rejected_reward = params.beta * rejected_logratio;
-    chosen_rewards[i] = chosen_reward;
-    rejected_rewards[i] = rejected_reward;
-    correct += chosen_reward > rejected_reward ? 1 : 0;
-  }
-  return correct;
-}
-
-// A chunk, block by block: the block's losses go to the stack and are then added in
-// double (eight lanes in a fixed pattern). Outputs the caller skipped (null) go to stack
-// scratch, so the block loop needs no branches.
-template <tirl_dpo_variant kVariant>
-ChunkTotals dpo_chunk(const DpoArrays& a, int64_t first, int64_t last, const DpoParams& params,
-                      float inverse_pairs) {
-  ChunkTotals totals;
-  float losses[kPairsPerBlock];
-  float scratch[4][kPairsPerBlock];
-  for (int64_t block = first; block < last; block += kPairsPerBlock) {
-    const int64_t n = std::min(kPairsPerBlock, last - block);
-    totals.correct += dpo_block<kVariant>(
-        a.policy_chosen + block, a.policy_rejected + block, a.ref_chosen + block,
-        a.ref_rejected + block, n, params, inverse_pairs,
-        a.grad_chosen != nullptr ? a.grad_chosen + block : scratch[0],
-        a.grad_rejected != nullptr ? a.grad_rejected + block : scratch[1],
-        a.chosen_rewards != nullptr ? a.chosen_rewards + block : scratch[2],
-        a.rejected_rewards != nullptr ? a.rejected_rewards + block : scratch[3], losses);
-    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      for (int k = 0; k < 8; ++k) lanes[k] += losses[i + k];
-    }
-    for (int k = 0; i < n; ++i, ++k) lanes[k] += losses[i];
-    totals.loss += ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  }
-  return totals;
-}
+// The pair loops, compiled once per SIMD path (common/simd.h).
+#define TIRL_SIMD_KERNELS "cpu/dpo_loss_kernels.inc"
+#include "common/simd_kernels.h"
 
 void dpo_loss_cpu(const DpoArrays& arrays, int64_t num_pairs, const tirl_dpo_options& options,
                   tirl_dpo_result* result) {
@@ -101,23 +48,11 @@ void dpo_loss_cpu(const DpoArrays& arrays, int64_t num_pairs, const tirl_dpo_opt
   const DpoParams params = dpo_params(options.beta, options.label_smoothing, options.variant);
   const double inverse_pairs = num_pairs > 0 ? 1.0 / static_cast<double>(num_pairs) : 0.0;
   const float inverse_pairs_f32 = static_cast<float>(inverse_pairs);
+  const auto run_chunk = TIRL_SIMD_SELECT(chunk_kernel)(options.variant);
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kPairsPerChunk;
     const int64_t last = std::min(num_pairs, first + kPairsPerChunk);
-    switch (options.variant) {
-      case TIRL_DPO_HINGE:
-        totals[chunk] = dpo_chunk<TIRL_DPO_HINGE>(arrays, first, last, params, inverse_pairs_f32);
-        break;
-      case TIRL_DPO_IPO:
-        totals[chunk] = dpo_chunk<TIRL_DPO_IPO>(arrays, first, last, params, inverse_pairs_f32);
-        break;
-      case TIRL_DPO_ROBUST:
-        totals[chunk] = dpo_chunk<TIRL_DPO_ROBUST>(arrays, first, last, params, inverse_pairs_f32);
-        break;
-      case TIRL_DPO_SIGMOID:
-        totals[chunk] = dpo_chunk<TIRL_DPO_SIGMOID>(arrays, first, last, params, inverse_pairs_f32);
-        break;
-    }
+    totals[chunk] = run_chunk(arrays, first, last, params, inverse_pairs_f32);
   };
   parallel_for(num_chunks, body);
   double loss = 0.0;

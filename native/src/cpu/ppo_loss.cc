@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/parallel.h"
+#include "common/simd.h"
 #include "common/validate.h"
 #include "math/ppo_loss.h"
 
@@ -97,30 +98,14 @@ struct Lanes {
   }
 };
 
-// The token kernels, compiled for the baseline and, on x86-64, once more for AVX2 (without
-// FMA, whose contraction would change results), chosen at run time.
-namespace baseline {
-#include "cpu/ppo_loss_kernel.inc"
-}  // namespace baseline
+// The token kernels, compiled once per SIMD path (common/simd.h).
+#define TIRL_SIMD_KERNELS "cpu/ppo_loss_kernels.inc"
+#include "common/simd_kernels.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__AVX2__)
-#define TIRL_PPO_AVX2_DISPATCH 1
-#pragma GCC push_options
-#pragma GCC target("avx2")
-namespace avx2 {
-#include "cpu/ppo_loss_kernel.inc"
-}  // namespace avx2
-#pragma GCC pop_options
-#endif
-
-using ChunkKernel = baseline::ChunkKernel;
+using ChunkKernel = simd_baseline::ChunkKernel;
 
 ChunkKernel pick_kernel(bool kl, tirl_kl_estimator estimator, bool weights, bool sequence_ratio) {
-#if defined(TIRL_PPO_AVX2_DISPATCH)
-  static const bool has_avx2 = __builtin_cpu_supports("avx2");
-  if (has_avx2) return avx2::pick_kernel(kl, estimator, weights, sequence_ratio);
-#endif
-  return baseline::pick_kernel(kl, estimator, weights, sequence_ratio);
+  return TIRL_SIMD_SELECT(select_chunk_kernel)(kl, estimator, weights, sequence_ratio);
 }
 
 // ---------------------------------------------------------------- pre-passes
@@ -159,13 +144,14 @@ void sequence_sums(const Inputs& in, bool log_ratio, std::vector<int64_t>& maske
       if (!log_ratio) continue;
       double lanes[kLanes] = {};
       float block[kTokensPerBlock];
+      const auto add = TIRL_SIMD_SELECT(add_to_lanes);
       for (int64_t b = begin; b < end; b += kTokensPerBlock) {
         const int64_t n = std::min(kTokensPerBlock, end - b);
         for (int64_t j = 0; j < n; ++j) {
           // A select, so that a NaN under the mask cannot leak in.
           block[j] = in.mask[b + j] != 0 ? in.logp[b + j] - in.old_logp[b + j] : 0.0f;
         }
-        baseline::add_to_lanes(block, n, lanes);
+        add(block, n, lanes);
       }
       log_ratio_sum[static_cast<size_t>(s)] = lane_total(lanes);
     }

@@ -16,6 +16,7 @@
 #endif
 
 #include "common/parallel.h"
+#include "common/simd.h"
 #include "common/validate.h"
 #include "math/sequence_logprobs.h"
 
@@ -34,61 +35,9 @@ struct MaskedSum {
   }
 };
 
-// Sum of logp over the masked tokens of [begin, end) and their count (kWithValues false:
-// the count only, logp unused). Masked-out tokens are skipped (their bits cleared,
-// branch-free), not multiplied by 0, so garbage (even NaN) there cannot leak in. Eight
-// double accumulators in a fixed lane pattern (lane = position mod 8 from `begin`) keep
-// the summation order fixed whether the SSE2 loop or the scalar loop adds a token.
-template <bool kWithValues>
-MaskedSum masked_sum(const float* logp, const uint8_t* mask, int64_t begin, int64_t end) {
-  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t count = 0;
-  int64_t t = begin;
-#if defined(__SSE2__)
-  __m128d sum01 = _mm_setzero_pd(), sum23 = _mm_setzero_pd();
-  __m128d sum45 = _mm_setzero_pd(), sum67 = _mm_setzero_pd();
-  __m128i kept_count = _mm_setzero_si128();  // two 64-bit counters
-  for (; t + 8 <= end; t += 8) {
-    const __m128i dropped = _mm_cmpeq_epi8(
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mask + t)), _mm_setzero_si128());
-    // Sum of the kept flags (bytes 0/1) with SAD: no popcnt needed on baseline x86-64.
-    kept_count = _mm_add_epi64(
-        kept_count, _mm_sad_epu8(_mm_andnot_si128(dropped, _mm_set1_epi8(1)), _mm_setzero_si128()));
-    if (kWithValues) {
-      const __m128i dropped16 = _mm_unpacklo_epi8(dropped, dropped);
-      const __m128 low = _mm_andnot_ps(
-          _mm_castsi128_ps(_mm_unpacklo_epi16(dropped16, dropped16)), _mm_loadu_ps(logp + t));
-      const __m128 high = _mm_andnot_ps(
-          _mm_castsi128_ps(_mm_unpackhi_epi16(dropped16, dropped16)), _mm_loadu_ps(logp + t + 4));
-      sum01 = _mm_add_pd(sum01, _mm_cvtps_pd(low));
-      sum23 = _mm_add_pd(sum23, _mm_cvtps_pd(_mm_movehl_ps(low, low)));
-      sum45 = _mm_add_pd(sum45, _mm_cvtps_pd(high));
-      sum67 = _mm_add_pd(sum67, _mm_cvtps_pd(_mm_movehl_ps(high, high)));
-    }
-  }
-  _mm_storeu_pd(lane + 0, sum01);
-  _mm_storeu_pd(lane + 2, sum23);
-  _mm_storeu_pd(lane + 4, sum45);
-  _mm_storeu_pd(lane + 6, sum67);
-  int64_t counts[2];
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(counts), kept_count);
-  count += counts[0] + counts[1];
-#endif
-  for (int k = static_cast<int>((t - begin) & 7); t < end; ++t, k = (k + 1) & 7) {
-    const uint32_t keep = 0u - static_cast<uint32_t>(mask[t] != 0);
-    count += keep & 1u;
-    if (kWithValues) {
-      uint32_t bits;
-      std::memcpy(&bits, logp + t, sizeof bits);
-      bits &= keep;
-      float value;
-      std::memcpy(&value, &bits, sizeof value);
-      lane[k] += static_cast<double>(value);
-    }
-  }
-  return {((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7])),
-          count};
-}
+// The token loops, compiled once per SIMD path (common/simd.h).
+#define TIRL_SIMD_KERNELS "cpu/sequence_logprobs_kernels.inc"
+#include "common/simd_kernels.h"
 
 // Calls emit(s, masked sum of sequence s) exactly once for every sequence.
 template <bool kWithValues, class Emit>
@@ -107,6 +56,7 @@ void for_each_sequence_sum(const float* logp, const uint8_t* mask, int64_t num_t
     MaskedSum open_part;      // that sequence's tokens inside the chunk
   };
   std::vector<Spill> spills(static_cast<size_t>(num_chunks));
+  const auto masked_sum = TIRL_SIMD_SELECT(masked_sum<kWithValues>);
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kTokensPerChunk;
     const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
@@ -114,15 +64,15 @@ void for_each_sequence_sum(const float* logp, const uint8_t* mask, int64_t num_t
     int64_t s = std::lower_bound(seq_offsets, seq_offsets + num_seqs, first) - seq_offsets;
     const int64_t first_owned_start = s < num_seqs ? seq_offsets[s] : num_tokens;
     Spill& spill = spills[chunk];
-    spill.lead = masked_sum<kWithValues>(logp, mask, first, std::min(first_owned_start, last));
+    spill.lead = masked_sum(logp, mask, first, std::min(first_owned_start, last));
     for (; s < num_seqs && (seq_offsets[s] < last || (last_chunk && seq_offsets[s] == last)); ++s) {
       const int64_t start = seq_offsets[s];
       const int64_t end = seq_offsets[s + 1];
       if (end <= last) {
-        emit(s, masked_sum<kWithValues>(logp, mask, start, end));
+        emit(s, masked_sum(logp, mask, start, end));
       } else {
         spill.open_seq = s;
-        spill.open_part = masked_sum<kWithValues>(logp, mask, start, last);
+        spill.open_part = masked_sum(logp, mask, start, last);
       }
     }
   };
@@ -201,6 +151,7 @@ extern "C" tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, co
       for_each_sequence_sum<false>(nullptr, mask, num_tokens, seq_offsets, num_seqs,
                             [&](int64_t s, const MaskedSum& m) { counts[s] = m.count; });
     }
+    const auto fill_masked = TIRL_SIMD_SELECT(fill_masked);
     auto body = [&](int64_t chunk) {
       const int64_t first = chunk * kTokensPerChunk;
       const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
@@ -209,7 +160,8 @@ extern "C" tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, co
       for (int64_t t = first; t < last; ++s) {
         const int64_t end = std::min<int64_t>(seq_offsets[s + 1], last);
         const float g = sequence_logprob_token_grad(grad_seq[s], mean ? counts[s] : 0, mean);
-        for (; t < end; ++t) grad_logp[t] = mask[t] != 0 ? g : 0.0f;
+        fill_masked(grad_logp, mask, t, end, g);
+        t = end;
       }
     };
     parallel_for(chunk_count(num_tokens, kTokensPerChunk), body);

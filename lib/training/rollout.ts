@@ -1,0 +1,183 @@
+/**
+ * Rollouts: episodes of a policy in environments, recorded token by token with the role
+ * of every token (prompt, action, feedback) and the behaviour log-probs of the actions.
+ */
+import { Role } from '../kernels/index.js';
+import type { Environment, ToolStatus } from './environment.js';
+import type { Policy, PolicyBatch } from './policy.js';
+import type { SeededRandom } from './random.js';
+
+/** One action of an episode and what followed it. */
+export interface EpisodeTurn {
+  /** The action's text, as the environment received it. */
+  action: string;
+  /** The action's token span `[actionStart, actionEnd)` in {@link Episode.tokens}. */
+  actionStart: number;
+  actionEnd: number;
+  /** The tool call the action made, if any. */
+  tool?: { name: string; status: ToolStatus };
+  /** Text fed back after the action ('' for none). */
+  feedback: string;
+  /** Reward of this step. */
+  reward: number;
+}
+
+/** A whole episode: its tokens with roles, its turns, and its outcome. */
+export interface Episode<Problem> {
+  problem: Problem;
+  /** Index of the prompt group the episode belongs to (episodes of one problem share it). */
+  group: number;
+  /** All tokens: prompt, then each action and its feedback. */
+  tokens: Int32Array;
+  /** Role of each token (see `Role`). */
+  roles: Uint8Array;
+  /** Behaviour log-probs: the sampler's on action tokens, 0 elsewhere. */
+  behaviourLogp: Float32Array;
+  turns: EpisodeTurn[];
+  /** Sum of the step rewards. */
+  reward: number;
+  /** What the environment reported at the end; false when the episode never finished. */
+  success: boolean;
+  /** The environment said the episode is over. */
+  done: boolean;
+  /** Cut short by the turn or token limit before the environment said done. */
+  truncated: boolean;
+}
+
+/** Limits of one episode. */
+export interface RolloutLimits {
+  /** Most actions per episode. */
+  maxTurns: number;
+  /** Most tokens per action. */
+  maxTurnTokens: number;
+  /** Most tokens per episode, prompt and feedback included. */
+  maxTokens: number;
+}
+
+/** An episode while it is being played. */
+class EpisodeBuilder<Problem> {
+  tokens: number[] = [];
+  roles: number[] = [];
+  behaviour: number[] = [];
+  turns: EpisodeTurn[] = [];
+  reward = 0;
+  success = false;
+  done = false;
+  truncated = false;
+
+  constructor(
+    readonly problem: Problem,
+    readonly group: number,
+  ) {}
+
+  append(tokens: ArrayLike<number>, role: number, logprobs?: ArrayLike<number>): void {
+    for (let i = 0; i < tokens.length; i++) {
+      this.tokens.push(tokens[i]);
+      this.roles.push(role);
+      this.behaviour.push(logprobs ? logprobs[i] : 0);
+    }
+  }
+
+  /** Drops tokens past `maxTokens`; an episode that loses tokens is truncated. */
+  clip(maxTokens: number): void {
+    if (this.tokens.length < maxTokens || (this.tokens.length === maxTokens && this.done)) return;
+    if (this.tokens.length > maxTokens) {
+      this.tokens.length = maxTokens;
+      this.roles.length = maxTokens;
+      this.behaviour.length = maxTokens;
+      for (const turn of this.turns) turn.actionEnd = Math.min(turn.actionEnd, maxTokens);
+    }
+    if (!this.done) this.truncated = true;
+  }
+
+  get open(): boolean {
+    return !this.done && !this.truncated;
+  }
+
+  finish(): Episode<Problem> {
+    return {
+      problem: this.problem,
+      group: this.group,
+      tokens: Int32Array.from(this.tokens),
+      roles: Uint8Array.from(this.roles),
+      behaviourLogp: Float32Array.from(this.behaviour),
+      turns: this.turns,
+      reward: this.reward,
+      success: this.done && this.success,
+      done: this.done,
+      truncated: this.truncated,
+    };
+  }
+}
+
+/**
+ * Plays one episode per environment, all in lock step so the policy samples each turn of
+ * all open episodes in one batched call. `groups[i]` is the prompt group of episode i.
+ */
+export async function rollout<Problem>(
+  policy: Policy,
+  environments: readonly Environment<Problem>[],
+  problems: readonly Problem[],
+  groups: readonly number[],
+  limits: RolloutLimits,
+  random: SeededRandom,
+): Promise<Episode<Problem>[]> {
+  const episodes = problems.map((problem, i) => new EpisodeBuilder(problem, groups[i]));
+  const prompts = await Promise.all(problems.map((problem, i) => environments[i].reset(problem)));
+  prompts.forEach((prompt, i) => {
+    episodes[i].append(policy.encode(prompt, 'prompt'), Role.prompt);
+    episodes[i].clip(limits.maxTokens);
+  });
+  for (let turn = 0; turn < limits.maxTurns; turn++) {
+    const open = episodes.flatMap((e, i) => (e.open ? [i] : []));
+    if (open.length === 0) break;
+    // An action running past maxTokens is cut by clip() below, which truncates the episode.
+    const sampled = await policy.sampleTurns(
+      open.map((i) => Int32Array.from(episodes[i].tokens)),
+      { maxTokens: limits.maxTurnTokens, random: () => random.next() },
+    );
+    const results = await Promise.all(open.map((i, k) => environments[i].step(sampled[k].text)));
+    open.forEach((i, k) => {
+      const episode = episodes[i];
+      const result = results[k];
+      const actionStart = episode.tokens.length;
+      episode.append(sampled[k].tokens, Role.action, sampled[k].logprobs);
+      episode.turns.push({
+        action: sampled[k].text,
+        actionStart,
+        actionEnd: episode.tokens.length,
+        ...(result.tool ? { tool: result.tool } : {}),
+        feedback: result.feedback,
+        reward: result.reward,
+      });
+      episode.reward += result.reward;
+      episode.done = result.done;
+      episode.success = result.success ?? false;
+      if (!result.done && result.feedback !== '') episode.append(policy.encode(result.feedback, 'feedback'), Role.feedback);
+      episode.clip(limits.maxTokens);
+    });
+  }
+  for (const episode of episodes) if (!episode.done) episode.truncated = true;
+  return episodes.map((e) => e.finish());
+}
+
+/** Replays `actions` on a fresh episode of `problem`, then steps `next`; returns how `next` went. */
+export async function replayStep<Problem>(
+  environment: Environment<Problem>,
+  problem: Problem,
+  actions: readonly string[],
+  next: string,
+) {
+  await environment.reset(problem);
+  for (const action of actions) await environment.step(action);
+  return environment.step(next);
+}
+
+/** Ragged batch of token sequences. */
+export function packSequences(sequences: readonly Int32Array[]): PolicyBatch {
+  const seqOffsets = new Int32Array(sequences.length + 1);
+  sequences.forEach((s, i) => (seqOffsets[i + 1] = seqOffsets[i] + s.length));
+  const tokens = new Int32Array(seqOffsets[sequences.length]);
+  sequences.forEach((s, i) => tokens.set(s, seqOffsets[i]));
+  return { tokens, seqOffsets };
+}

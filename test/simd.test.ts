@@ -1,0 +1,190 @@
+/**
+ * The SIMD paths (TIRL_SIMD=baseline|avx2|avx512, see native/src/common/simd.h) give the
+ * same results. Each path this CPU supports runs the key ops in a child process (the path
+ * is chosen once per process); the results are compared with the baseline's.
+ *
+ * The avx2 and avx512 paths may fuse a * b + c into one FMA, the baseline cannot, so the
+ * paths agree to rounding, not bitwise: f32 values to 1e-5 relative (the kernel tests'
+ * own tolerance) plus 1e-6 of the array's largest magnitude, masks and counts exactly. Within one path results stay bitwise identical across
+ * thread counts, which each child checks itself.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import {
+  dpoLoss,
+  feedbackMask,
+  groupAdvantages,
+  info,
+  ppoLoss,
+  sequenceLogprobs,
+  setThreads,
+  tokenLogprobs,
+  tokenLogprobsBackward,
+} from '../lib/index.js';
+import { assertBitwiseEqual, assertClose, Random } from './support.js';
+
+const CHILD = 'TIRL_SIMD_TEST_CHILD';
+
+/** Named outputs of one run: f32 arrays and plain numbers. */
+type Outputs = Record<string, Float32Array | Int32Array | Uint8Array | number>;
+
+/** The key ops on fixed inputs large enough to reach every vector loop and its remainder. */
+function runOps(): Outputs {
+  const random = new Random(2024);
+  const tokens = 37;
+  const vocab = 5003;  // several 2048-entry blocks and a remainder
+  const logits = random.normals(tokens * vocab, 3);
+  logits[5] = -Infinity;
+  logits[vocab + 7] = 80;
+  const bf16 = new Uint16Array(tokens * vocab);
+  const bits = new Uint32Array(logits.buffer);
+  for (let i = 0; i < bits.length; i++) bf16[i] = bits[i] >>> 16;
+  const labels = new Int32Array(tokens).map(() => random.int(0, vocab));
+  const gradLogp = random.floats(tokens, -1, 1);
+  const gradEntropy = random.floats(tokens, -1, 1);
+
+  const n = 20011;
+  const seqOffsets = Int32Array.from([0, 3, 3, 4100, 9000, 17000, n]);
+  const logp = random.floats(n, -4, 0);
+  const oldLogp = logp.map((x) => x + random.uniform(-0.4, 0.4));
+  const refLogp = logp.map((x) => x + random.uniform(-0.3, 0.3));
+  const advantages = random.normals(n);
+  const mask = new Uint8Array(n).map(() => (random.next() < 0.6 ? 1 : 0));
+  const roles = new Uint8Array(n).map(() => random.int(0, 4));
+  const pairs = 3001;
+
+  const out: Outputs = {};
+  for (const dtype of ['f32', 'bf16'] as const) {
+    const input = dtype === 'f32' ? logits : bf16;
+    const forward = tokenLogprobs({ logits: input, dtype, vocabSize: vocab, labels, withEntropy: true });
+    out[`tokenLogprobs ${dtype} logp`] = forward.logp;
+    out[`tokenLogprobs ${dtype} entropy`] = forward.entropy!;
+    out[`tokenLogprobsBackward ${dtype}`] = tokenLogprobsBackward({ logits: input, dtype, vocabSize: vocab, labels, gradLogp });
+    out[`tokenLogprobsBackward ${dtype} entropy`] = tokenLogprobsBackward({
+      logits: input, dtype, vocabSize: vocab, labels, gradLogp, gradEntropy,
+    });
+  }
+  for (const aggregation of ['token-mean', 'seq-mean-token-mean'] as const) {
+    const r = ppoLoss({
+      logp, oldLogp, advantages, mask, seqOffsets, aggregation, refLogp, klCoef: 0.05, dualClip: 3,
+    });
+    for (const key of ['loss', 'pgLoss', 'klLoss', 'clipFraction', 'clipFractionLower', 'approxKl', 'maskedTokens'] as const) {
+      out[`ppoLoss ${aggregation} ${key}`] = r[key]!;
+    }
+    out[`ppoLoss ${aggregation} grad`] = r.grad;
+  }
+  for (const variant of ['sigmoid', 'robust', 'ipo', 'hinge'] as const) {
+    const r = dpoLoss({
+      policyChosen: logp.subarray(0, pairs),
+      policyRejected: oldLogp.subarray(0, pairs),
+      refChosen: refLogp.subarray(0, pairs),
+      refRejected: advantages.subarray(0, pairs),
+      variant,
+      labelSmoothing: variant === 'robust' ? 0.1 : 0,
+    });
+    out[`dpoLoss ${variant} loss`] = r.loss;
+    out[`dpoLoss ${variant} rewardAccuracy`] = r.rewardAccuracy;
+    out[`dpoLoss ${variant} gradChosen`] = r.gradChosen;
+    out[`dpoLoss ${variant} chosenRewards`] = r.chosenRewards;
+  }
+  out['groupAdvantages'] = groupAdvantages({ rewards: advantages.subarray(0, 20000), groupSize: 8 });
+  out['sequenceLogprobs'] = sequenceLogprobs({ logp, mask, seqOffsets, average: true });
+  const feedback = feedbackMask({ roles, seqOffsets });
+  out['feedbackMask mask'] = feedback.mask;
+  out['feedbackMask actionTokens'] = feedback.actionTokens;
+  return out;
+}
+
+function encode(outputs: Outputs): Record<string, [string, string | number]> {
+  const encoded: Record<string, [string, string | number]> = {};
+  for (const [key, value] of Object.entries(outputs)) {
+    encoded[key] = typeof value === 'number'
+      ? ['number', value]
+      : [value.constructor.name, Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64')];
+  }
+  return encoded;
+}
+
+function decode(encoded: Record<string, [string, string | number]>): Outputs {
+  const outputs: Outputs = {};
+  for (const [key, [type, value]] of Object.entries(encoded)) {
+    if (type === 'number') {
+      outputs[key] = value as number;
+      continue;
+    }
+    const bytes = Buffer.from(value as string, 'base64');
+    const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+    outputs[key] = type === 'Float32Array' ? new Float32Array(buffer)
+      : type === 'Int32Array' ? new Int32Array(buffer) : new Uint8Array(buffer);
+  }
+  return outputs;
+}
+
+/** Runs the ops in a child process with TIRL_SIMD = path; returns the path it reports. */
+function runChild(path: string): { simd: string; outputs: Outputs } {
+  const stdout = execFileSync(process.execPath, [fileURLToPath(import.meta.url)], {
+    env: { ...process.env, [CHILD]: '1', TIRL_SIMD: path },
+    encoding: 'utf8',
+    maxBuffer: 256 << 20,
+  });
+  const { simd, outputs } = JSON.parse(stdout);
+  return { simd, outputs: decode(outputs) };
+}
+
+if (process.env[CHILD]) {
+  // The child: run on 1 and 3 threads, which must agree bitwise on any path.
+  setThreads(1);
+  const one = runOps();
+  setThreads(3);
+  const three = runOps();
+  for (const [key, value] of Object.entries(one)) {
+    const other = three[key];
+    if (typeof value === 'number') assert.ok(Object.is(value, other), `${key}: 1 vs 3 threads`);
+    else assertBitwiseEqual(value, other as typeof value, `${key} (1 vs 3 threads)`);
+  }
+  process.stdout.write(JSON.stringify({ simd: info().simd, outputs: encode(one) }));
+} else {
+  describe('SIMD paths', () => {
+    const baseline = runChild('baseline');
+    const names: Record<string, string> = { baseline: baseline.simd, avx2: 'avx2', avx512: 'avx512' };
+
+    it('reports the path that runs; TIRL_SIMD is clamped to what the CPU supports', () => {
+      assert.ok(['sse2', 'neon', 'scalar'].includes(baseline.simd), baseline.simd);
+      // An unknown name runs the widest path, as does no TIRL_SIMD at all.
+      const widest = runChild('no-such-path').simd;
+      if (process.env.TIRL_SIMD === undefined) assert.equal(info().simd, widest);
+      // A path the CPU lacks falls back to the widest it has: never an illegal instruction.
+      for (const path of ['avx2', 'avx512']) {
+        const { simd } = runChild(path);
+        assert.ok(simd === path || simd === widest, `TIRL_SIMD=${path} ran ${simd}`);
+      }
+    });
+
+    for (const path of ['avx2', 'avx512']) {
+      it(`${path} agrees with the baseline (where this CPU has ${path})`, (t) => {
+        const run = runChild(path);
+        if (run.simd !== names[path]) {
+          t.skip(`this CPU lacks ${path} (ran ${run.simd})`);
+          return;
+        }
+        for (const [key, expected] of Object.entries(baseline.outputs)) {
+          const actual = run.outputs[key];
+          if (expected instanceof Float32Array || typeof expected === 'number') {
+            // An absolute floor scaled to the array: gradients of tokenLogprobs are ~1/V
+            // but reach ~1 at the label, and the entropy term cancels near its zeros.
+            const scale = typeof expected === 'number' ? Math.abs(expected)
+              : expected.reduce((m, x) => (Number.isFinite(x) ? Math.max(m, Math.abs(x)) : m), 0);
+            assertClose(actual as Float32Array | number, expected, {
+              rtol: 1e-5, atol: 1e-6 * scale, label: `${path} ${key}`,
+            });
+          } else {
+            assertBitwiseEqual(actual as typeof expected, expected, `${path} ${key}`);
+          }
+        }
+      });
+    }
+  });
+}
