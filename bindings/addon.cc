@@ -9,6 +9,7 @@ namespace {
 Napi::Object init(Napi::Env env, Napi::Object exports) {
   using namespace tirl::binding;
   register_library(env, exports);
+  register_cuda(env, exports);
   register_group_advantages(env, exports);
   register_dpo_loss(env, exports);
   register_ppo_loss(env, exports);

@@ -48,6 +48,12 @@ std::string format_number(double value) {
 
 std::string describe(Napi::Value value) {
   if (value.IsUndefined()) return "undefined";
+  DeviceArrayInfo device_array;
+  if (read_device_array(value.Env(), value, &device_array)) {
+    return std::string(device_array.freed ? "a freed" : "a") + " DeviceArray of " +
+           dtype_name(device_array.dtype) + " of length " + std::to_string(device_array.length) +
+           " on cuda:" + std::to_string(device_array.device.index);
+  }
   if (value.IsNull()) return "null";
   if (value.IsNumber()) return "the number " + format_number(value.As<Napi::Number>().DoubleValue());
   if (value.IsBoolean()) return value.As<Napi::Boolean>().Value() ? "true" : "false";
@@ -99,16 +105,16 @@ void Options::range_error(const std::string& message) {
 }
 
 void Options::check_typed_array(Napi::Value value, const std::string& label,
-                                napi_typedarray_type kind, const char* kind_name, void** data,
+                                napi_typedarray_type kind, const std::string& expected, void** data,
                                 size_t* length) {
   if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != kind) {
-    type_error(std::string("a ") + kind_name, label, value);
+    type_error(expected, label, value);
   }
   Napi::TypedArray array = value.As<Napi::TypedArray>();
   bool detached = false;
   napi_status status = napi_is_detached_arraybuffer(env_, array.ArrayBuffer(), &detached);
   if (status != napi_ok || detached) {
-    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected a " + kind_name + " for " +
+    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected + " for " +
                                          label + " but received one whose buffer is detached");
   }
   napi_typedarray_type type;
@@ -119,20 +125,33 @@ void Options::check_typed_array(Napi::Value value, const std::string& label,
   }
 }
 
-Napi::Value Options::typed_array_field(const char* name, napi_typedarray_type kind,
-                                       const char* kind_name, bool required, void** data,
-                                       size_t* length) {
-  Napi::Value value = field(name);
-  if (value.IsUndefined()) {
-    if (required) type_error(std::string("a ") + kind_name, name, value);
-    return value;
+void Options::place(tirl_device device, const std::string& label, Napi::Value value) {
+  if (placed_by_.empty()) {
+    device_ = device;
+    placed_by_ = label;
+    return;
   }
-  check_typed_array(value, name, kind, kind_name, data, length);
-  return value;
+  if (device.type != device_.type || device.index != device_.index) {
+    const std::string where = device_.type == TIRL_DEVICE_CUDA
+                                  ? "a DeviceArray on cuda:" + std::to_string(device_.index)
+                                  : "a typed array in host memory";
+    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + where + " for " + label +
+                                         " (like " + placed_by_ + ") but received " +
+                                         describe(value));
+  }
 }
 
 void Options::verify_not_detached() {
   for (const Napi::Value& value : inputs_) {
+    DeviceArrayInfo device_array;
+    if (read_device_array(env_, value, &device_array)) {
+      if (device_array.freed) {
+        throw Napi::TypeError::New(env_, std::string(op_) +
+                                             ": an input DeviceArray was freed while the options "
+                                             "were being read");
+      }
+      continue;
+    }
     bool detached = false;
     if (napi_is_detached_arraybuffer(env_, value.As<Napi::TypedArray>().ArrayBuffer(), &detached) !=
             napi_ok ||

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "device_array.h"
 #include "tirl/tirl.h"
 
 namespace tirl::binding {
@@ -30,24 +32,38 @@ template <>
 struct TypedArrayTraits<float> {
   static constexpr napi_typedarray_type kind = napi_float32_array;
   static constexpr const char* name = "Float32Array";
+  static constexpr const char* device_dtypes = "f32";
+  static constexpr DeviceDtype dtype = DeviceDtype::f32;
+  static bool holds(DeviceDtype d) { return d == DeviceDtype::f32; }
 };
 template <>
 struct TypedArrayTraits<uint8_t> {
   static constexpr napi_typedarray_type kind = napi_uint8_array;
   static constexpr const char* name = "Uint8Array";
+  static constexpr const char* device_dtypes = "u8";
+  static constexpr DeviceDtype dtype = DeviceDtype::u8;
+  static bool holds(DeviceDtype d) { return d == DeviceDtype::u8; }
 };
 template <>
 struct TypedArrayTraits<uint16_t> {
   static constexpr napi_typedarray_type kind = napi_uint16_array;
   static constexpr const char* name = "Uint16Array";
+  static constexpr const char* device_dtypes = "bf16 or u16";
+  static constexpr DeviceDtype dtype = DeviceDtype::u16;
+  // bf16 logits are raw 16-bit words: either dtype name is accepted.
+  static bool holds(DeviceDtype d) { return d == DeviceDtype::u16 || d == DeviceDtype::bf16; }
 };
 template <>
 struct TypedArrayTraits<int32_t> {
   static constexpr napi_typedarray_type kind = napi_int32_array;
   static constexpr const char* name = "Int32Array";
+  static constexpr const char* device_dtypes = "i32";
+  static constexpr DeviceDtype dtype = DeviceDtype::i32;
+  static bool holds(DeviceDtype d) { return d == DeviceDtype::i32; }
 };
 
-// A typed array's memory, seen from C. `present` is false for an absent optional array.
+// A typed array's memory (or a DeviceArray's), seen from C. `present` is false for an
+// absent optional array.
 template <class T>
 struct ArrayView {
   T* data = nullptr;
@@ -66,14 +82,23 @@ class Options {
   // Whether the field is present (not undefined).
   bool has(const char* name);
 
-  // A typed array field of element type T; absent -> present = false, or a TypeError when
-  // required. Detached buffers are refused.
+  // For an op with a CUDA kernel (called by define_op before parse): every array may then
+  // be a DeviceArray instead of a typed array, all of the call's arrays on one device (all in
+  // host memory or all on the same GPU), and outputs are allocated where the inputs are.
+  // Without it an op sees only typed arrays, exactly as before.
+  void allow_device_arrays() { device_arrays_allowed_ = true; }
+  // Where the call's arrays live: the device to pass to the C ABI.
+  tirl_device device() const { return device_; }
+
+  // A typed array field of element type T (or a DeviceArray of the matching dtype, see
+  // allow_device_arrays); absent -> present = false, or a TypeError when required.
+  // Detached buffers and freed DeviceArrays are refused.
   template <class T>
   ArrayView<T> array(const char* name, bool required);
 
   // Where an op writes: `out` itself (member == nullptr) or `out[member]`, checked for
-  // type and length; a fresh zeroed array of `length` elements when absent. `holder`
-  // keeps the array alive until the result is built.
+  // type and length; a fresh zeroed array of `length` elements when absent (a DeviceArray
+  // when the call runs on CUDA). `holder` keeps the array alive until the result is built.
   template <class T>
   ArrayView<T> output(const char* member, int64_t length, Napi::ObjectReference& holder);
 
@@ -101,38 +126,78 @@ class Options {
   // Every array the call reads or writes; the async form keeps them alive while it runs.
   std::vector<Napi::Value>& inputs() { return inputs_; }
 
-  // TypeError if any array seen so far has been detached since it was checked (a getter
-  // on the options object can run JavaScript between two reads).
+  // TypeError if any array seen so far has been detached (or a DeviceArray freed) since it
+  // was checked (a getter on the options object can run JavaScript between two reads).
   void verify_not_detached();
 
  private:
   Napi::Value field(const char* name);
-  Napi::Value typed_array_field(const char* name, napi_typedarray_type kind,
-                                const char* kind_name, bool required, void** data,
-                                size_t* length);
+  // "a Float32Array"; "a Float32Array or a DeviceArray of f32" when a DeviceArray came
+  // where device arrays are allowed (messages about typed arrays stay as they always were).
+  template <class T>
+  std::string expected_array(bool device_array_received = false) const;
+  // Reads `value` as an array of T into `view` (typed array or allowed DeviceArray) and
+  // checks that it lives where the call's other arrays do.
+  template <class T>
+  void read_array(Napi::Value value, const std::string& label, ArrayView<T>* view);
+  // TypeError unless every array of the call is on the same device as the first one.
+  void place(tirl_device device, const std::string& label, Napi::Value value);
   // TypeError unless `value` is a non-detached typed array of `kind`.
   void check_typed_array(Napi::Value value, const std::string& label, napi_typedarray_type kind,
-                         const char* kind_name, void** data, size_t* length);
+                         const std::string& expected, void** data, size_t* length);
   Napi::Object out_object();
 
   Napi::Env env_;
   const char* op_;
   Napi::Object object_;
   std::vector<Napi::Value> inputs_;
+  bool device_arrays_allowed_ = false;
+  tirl_device device_{TIRL_DEVICE_CPU, 0, nullptr};
+  std::string placed_by_;  // label of the first array read, which fixed device_
 };
+
+template <class T>
+std::string Options::expected_array(bool device_array_received) const {
+  std::string text = std::string("a ") + TypedArrayTraits<T>::name;
+  if (device_arrays_allowed_ && device_array_received) {
+    text += std::string(" or a DeviceArray of ") + TypedArrayTraits<T>::device_dtypes;
+  }
+  return text;
+}
+
+template <class T>
+void Options::read_array(Napi::Value value, const std::string& label, ArrayView<T>* view) {
+  DeviceArrayInfo device_array;
+  if (device_arrays_allowed_ && read_device_array(env_, value, &device_array)) {
+    if (!TypedArrayTraits<T>::holds(device_array.dtype)) type_error(expected_array<T>(true), label, value);
+    if (device_array.freed) {
+      throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected_array<T>(true) +
+                                           " for " + label + " but received a freed DeviceArray");
+    }
+    place(device_array.device, label, value);
+    view->data = static_cast<T*>(device_array.data);
+    view->length = device_array.length;
+  } else {
+    void* data = nullptr;
+    size_t length = 0;
+    check_typed_array(value, label, TypedArrayTraits<T>::kind, expected_array<T>(), &data, &length);
+    place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
+    view->data = static_cast<T*>(data);
+    view->length = static_cast<int64_t>(length);
+  }
+  view->present = true;
+  inputs_.push_back(value);
+}
 
 template <class T>
 ArrayView<T> Options::array(const char* name, bool required) {
   ArrayView<T> view;
-  void* data = nullptr;
-  size_t length = 0;
-  Napi::Value value = typed_array_field(name, TypedArrayTraits<T>::kind,
-                                        TypedArrayTraits<T>::name, required, &data, &length);
-  if (value.IsUndefined()) return view;
-  view.data = static_cast<T*>(data);
-  view.length = static_cast<int64_t>(length);
-  view.present = true;
-  inputs_.push_back(value);
+  Napi::Value value = field(name);
+  if (value.IsUndefined()) {
+    if (required) type_error(expected_array<T>(), name, value);
+    return view;
+  }
+  read_array(value, name, &view);
   return view;
 }
 
@@ -148,17 +213,13 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
     label += std::string(".") + member;
   }
   if (value.IsUndefined()) {
-    value = Napi::TypedArrayOf<T>::New(env_, static_cast<size_t>(length));
+    value = device_.type == TIRL_DEVICE_CUDA
+                ? Napi::Value(new_device_array(env_, TypedArrayTraits<T>::dtype, length, device_.index))
+                : Napi::Value(Napi::TypedArrayOf<T>::New(env_, static_cast<size_t>(length)));
   }
-  void* data = nullptr;
-  size_t got = 0;
-  check_typed_array(value, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name, &data, &got);
-  view.data = static_cast<T*>(data);
-  view.length = static_cast<int64_t>(got);
-  view.present = true;
+  read_array(value, label, &view);
   require_length(view, label.c_str(), length, "the size of the result");
   holder = Napi::Persistent(value.As<Napi::Object>());
-  inputs_.push_back(value);
   return view;
 }
 
@@ -178,6 +239,22 @@ void Options::require_length(const ArrayView<T>& view, const char* name, int64_t
 //   static Call parse(Options&);       checks arguments, allocates outputs
 //   tirl_status run();                 the C call; may run on a worker thread
 //   Napi::Value result(Napi::Env);     builds the JS result on the main thread
+// An op with a CUDA kernel also has a member `tirl_device device = tirl_cpu();` that run()
+// passes to the C ABI: its arrays may then be DeviceArrays (see allow_device_arrays), and
+// `device` says where they are.
+template <class Call, class = void>
+struct HasDevice : std::false_type {};
+template <class Call>
+struct HasDevice<Call, std::void_t<decltype(std::declval<Call&>().device)>> : std::true_type {};
+
+template <class Call>
+Call parse_call(Options& options) {
+  if constexpr (HasDevice<Call>::value) options.allow_device_arrays();
+  Call call = Call::parse(options);
+  if constexpr (HasDevice<Call>::value) call.device = options.device();
+  options.verify_not_detached();
+  return call;
+}
 template <class Call>
 class KernelWorker : public Napi::AsyncWorker {
  public:
@@ -185,7 +262,15 @@ class KernelWorker : public Napi::AsyncWorker {
       : Napi::AsyncWorker(env, "tirl"),
         call_(std::move(call)),
         deferred_(Napi::Promise::Deferred::New(env)) {
-    for (const Napi::Value& v : inputs) held_.push_back(Napi::Persistent(v.As<Napi::Object>()));
+    for (const Napi::Value& v : inputs) {
+      held_.push_back(Napi::Persistent(v.As<Napi::Object>()));
+      lease_device_array(env, v, +1);
+    }
+  }
+
+  // Runs on the main thread once the Promise has settled.
+  ~KernelWorker() override {
+    for (Napi::ObjectReference& held : held_) lease_device_array(Env(), held.Value(), -1);
   }
 
   Napi::Promise promise() { return deferred_.Promise(); }
@@ -240,8 +325,7 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                         [name](const Napi::CallbackInfo& info) -> Napi::Value {
                           return guard(info.Env(), [&]() -> Napi::Value {
                             Options options(info, name);
-                            Call call = Call::parse(options);
-                            options.verify_not_detached();
+                            Call call = parse_call<Call>(options);
                             tirl_status status = call.run();
                             if (status != TIRL_OK) {
                               throw status_error(info.Env(), status, tirl_last_error());
@@ -256,8 +340,7 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                               [name](const Napi::CallbackInfo& info) -> Napi::Value {
                                 return guard(info.Env(), [&]() -> Napi::Value {
                                   Options options(info, name);
-                                  Call call = Call::parse(options);
-                                  options.verify_not_detached();
+                                  Call call = parse_call<Call>(options);
                                   auto* worker = new KernelWorker<Call>(info.Env(), std::move(call),
                                                                         options.inputs());
                                   Napi::Promise promise = worker->promise();

@@ -5,6 +5,7 @@ namespace tirl::binding {
 namespace {
 
 struct DpoLossCall {
+  tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   ArrayView<float> policy_chosen, policy_rejected, ref_chosen, ref_rejected;
   ArrayView<float> grad_chosen, grad_rejected, chosen_rewards, rejected_rewards;
   Napi::ObjectReference grad_chosen_ref, grad_rejected_ref, chosen_rewards_ref, rejected_rewards_ref;
@@ -41,7 +42,7 @@ struct DpoLossCall {
     return tirl_dpo_loss(policy_chosen.data, policy_rejected.data, ref_chosen.data,
                          ref_rejected.data, policy_chosen.length, &options, grad_chosen.data,
                          grad_rejected.data, chosen_rewards.data, rejected_rewards.data, &totals,
-                         tirl_cpu());
+                         device);
   }
 
   Napi::Value result(Napi::Env env) {

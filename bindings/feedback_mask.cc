@@ -7,6 +7,7 @@ struct FeedbackMaskCall {
   ArrayView<uint8_t> roles, keep, mask;
   ArrayView<int32_t> seq_offsets, action_tokens;
   Napi::ObjectReference mask_ref, action_tokens_ref;
+  tirl_device device = tirl_cpu();
 
   static FeedbackMaskCall parse(Options& o) {
     FeedbackMaskCall c;
@@ -27,7 +28,7 @@ struct FeedbackMaskCall {
   tirl_status run() {
     return tirl_feedback_mask(roles.data, roles.length, seq_offsets.data, seq_offsets.length - 1,
                               keep.present ? keep.data : nullptr, mask.data, action_tokens.data,
-                              tirl_cpu());
+                              device);
   }
 
   Napi::Value result(Napi::Env env) {

@@ -5,6 +5,7 @@ namespace tirl::binding {
 namespace {
 
 struct GroupAdvantagesCall {
+  tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   ArrayView<float> rewards, advantages;
   ArrayView<int32_t> group_ids;
   int64_t group_size = 0;
@@ -42,7 +43,7 @@ struct GroupAdvantagesCall {
   tirl_status run() {
     return tirl_group_advantages(rewards.data, rewards.length,
                                  group_ids.present ? group_ids.data : nullptr, group_size, &options,
-                                 advantages.data, tirl_cpu());
+                                 advantages.data, device);
   }
 
   Napi::Value result(Napi::Env) { return advantages_ref.Value(); }

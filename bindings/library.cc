@@ -13,6 +13,7 @@ void register_library(Napi::Env env, Napi::Object exports) {
                 r.Set("simd", tirl_simd_level());
                 r.Set("build", tirl_build_info());
                 r.Set("napiVersion", NAPI_VERSION);
+                r.Set("cuda", cuda_status_object(env));
                 return r;
               }));
   exports.Set("setThreads", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {

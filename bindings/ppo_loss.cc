@@ -4,6 +4,7 @@ namespace tirl::binding {
 namespace {
 
 struct PpoLossCall {
+  tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   ArrayView<float> logp, old_logp, advantages, ref_logp, weights, grad;
   ArrayView<uint8_t> mask;
   ArrayView<int32_t> seq_offsets;
@@ -88,7 +89,7 @@ struct PpoLossCall {
                          seq_offsets.present ? seq_offsets.length - 1 : 0,
                          ref_logp.present ? ref_logp.data : nullptr,
                          weights.present ? weights.data : nullptr, &options, grad.data, &stats,
-                         tirl_cpu());
+                         device);
   }
 
   Napi::Value result(Napi::Env env) {

@@ -15,6 +15,7 @@ ArrayView<int32_t> read_seq_offsets(Options& o) {
 }
 
 struct SequenceLogprobsCall {
+  tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   ArrayView<float> logp, out;
   ArrayView<uint8_t> mask;
   ArrayView<int32_t> seq_offsets;
@@ -34,13 +35,14 @@ struct SequenceLogprobsCall {
 
   tirl_status run() {
     return tirl_sequence_logprobs(logp.data, mask.data, logp.length, seq_offsets.data,
-                                  seq_offsets.length - 1, average ? 1 : 0, out.data, tirl_cpu());
+                                  seq_offsets.length - 1, average ? 1 : 0, out.data, device);
   }
 
   Napi::Value result(Napi::Env) { return out_ref.Value(); }
 };
 
 struct SequenceLogprobsBackwardCall {
+  tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   ArrayView<float> grad_seq, out;
   ArrayView<uint8_t> mask;
   ArrayView<int32_t> seq_offsets;
@@ -62,7 +64,7 @@ struct SequenceLogprobsBackwardCall {
   tirl_status run() {
     return tirl_sequence_logprobs_backward(grad_seq.data, mask.data, mask.length, seq_offsets.data,
                                            seq_offsets.length - 1, average ? 1 : 0, out.data,
-                                           tirl_cpu());
+                                           device);
   }
 
   Napi::Value result(Napi::Env) { return out_ref.Value(); }

@@ -43,6 +43,7 @@ struct LogitsInput {
 };
 
 struct TokenLogprobsCall {
+  tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   LogitsInput in;
   bool with_entropy = false;
   ArrayView<float> logp, entropy;
@@ -60,7 +61,7 @@ struct TokenLogprobsCall {
   tirl_status run() {
     return tirl_token_logprobs(in.data, in.dtype, in.num_tokens(), in.vocab_size, in.labels.data,
                                in.temperature, logp.data, with_entropy ? entropy.data : nullptr,
-                               tirl_cpu());
+                               device);
   }
 
   Napi::Value result(Napi::Env env) {
@@ -72,6 +73,7 @@ struct TokenLogprobsCall {
 };
 
 struct TokenLogprobsBackwardCall {
+  tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   LogitsInput in;
   ArrayView<float> grad_logp, grad_entropy, grad_logits;
   Napi::ObjectReference grad_logits_ref;
@@ -95,7 +97,7 @@ struct TokenLogprobsBackwardCall {
     return tirl_token_logprobs_backward(in.data, in.dtype, in.num_tokens(), in.vocab_size,
                                         in.labels.data, in.temperature, grad_logp.data,
                                         grad_entropy.present ? grad_entropy.data : nullptr,
-                                        grad_logits.data, tirl_cpu());
+                                        grad_logits.data, device);
   }
 
   Napi::Value result(Napi::Env) { return grad_logits_ref.Value(); }

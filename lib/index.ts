@@ -4,6 +4,8 @@
  */
 export * from './info.js';
 export * from './kernels/index.js';
+export * as cuda from './cuda.js';
+export type { DeviceArray, DeviceDtype, OnDevice } from './cuda.js';
 export * from './tools/index.js';
 export * from './policies/index.js';
 export * from './sdk.js';

@@ -22,6 +22,19 @@ export interface NativeInfo {
   build: string;
   /** N-API version the addon targets. */
   napiVersion: number;
+  /** Whether the CUDA kernels can run here, and why not when they cannot. */
+  cuda: CudaStatus;
+}
+
+/** Whether the CUDA kernels can run in this process. */
+export interface CudaStatus {
+  /** True when libtirl_cuda loaded, the NVIDIA driver is present and reports a device. */
+  available: boolean;
+  /**
+   * Why CUDA is unavailable (absent when it is available): the CUDA library was not built
+   * or not found, no NVIDIA driver, a CUDA error, or no device.
+   */
+  reason?: string;
 }
 
 /** The addon's functions. Ops extend this interface from their own files. */

@@ -10,7 +10,7 @@ import { calculate, resolveReferences } from '../lib/demo/calculator.js';
 import { ArithmeticEnvironment, isVoidAction } from '../lib/demo/environment.js';
 import { DEFAULT_CONFIG, parseDemoArgs } from '../lib/demo/index.js';
 import { ProblemSplits, drawProblem } from '../lib/demo/problems.js';
-import { Random } from '../lib/demo/random.js';
+import { SeededRandom } from '../lib/training/random.js';
 import { propose, refine } from '../lib/demo/tirgen.js';
 import { decode, encode } from '../lib/demo/vocab.js';
 import { Role } from '../lib/index.js';
@@ -42,7 +42,7 @@ describe('demo calculator', () => {
 });
 
 describe('demo environment', () => {
-  const problem = drawProblem(new Random(3));
+  const problem = drawProblem(new SeededRandom(3));
 
   it('runs a tool call, feeds its output back and rewards the exact answer', () => {
     const env = new ArithmeticEnvironment();
@@ -92,7 +92,7 @@ describe('demo problems and warm-start data', () => {
   });
 
   it('refines proposals: only traces whose calls ran and whose answer checks', () => {
-    const rng = new Random(9);
+    const rng = new SeededRandom(9);
     let kept = 0;
     for (let i = 0; i < 300; i++) {
       const problem = drawProblem(rng);

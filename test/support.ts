@@ -4,19 +4,10 @@
  */
 import assert from 'node:assert/strict';
 
-/** A small, seeded PRNG (mulberry32): tests are reproducible. */
-export class Random {
-  private state: number;
-  constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-  /** Uniform in [0, 1). */
-  next(): number {
-    let t = (this.state = (this.state + 0x6d2b79f5) >>> 0);
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
+import { SeededRandom } from '../lib/training/random.js';
+
+/** The library's seeded PRNG with the draws tests need: tests are reproducible. */
+export class Random extends SeededRandom {
   uniform(lo: number, hi: number): number {
     return lo + (hi - lo) * this.next();
   }

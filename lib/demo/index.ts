@@ -23,7 +23,6 @@ import { rollout, type Episode } from '../training/rollout.js';
 import { ArithmeticEnvironment, MAX_TURNS, MAX_TURN_TOKENS, isVoidAction } from './environment.js';
 import { DemoPolicy } from './policy.js';
 import { ProblemSplits, type Problem } from './problems.js';
-import { Random } from './random.js';
 import { buildWarmStartData } from './tirgen.js';
 import { warmStart } from './warm_start.js';
 
@@ -219,7 +218,7 @@ export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
   };
   const backend = await initTensorFlow();
   const progress = new Progress();
-  const rng = new Random(config.seed);
+  const rng = new SeededRandom(config.seed);
   const splits = new ProblemSplits(config.seed, { testSize: config.testProblems });
   await mkdir(config.out, { recursive: true });
 

@@ -5,7 +5,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import type { Random } from './random.js';
+import type { SeededRandom } from '../training/random.js';
 
 export interface GruShape {
   vocabSize: number;
@@ -26,7 +26,7 @@ export class GruLanguageModel {
   readonly output: tf.Variable<tf.Rank.R2>;
   readonly outputBias: tf.Variable<tf.Rank.R1>;
 
-  constructor(shape: GruShape, rng: Random) {
+  constructor(shape: GruShape, rng: SeededRandom) {
     this.shape = shape;
     const { vocabSize: v, hidden: h } = shape;
     // tfjs variable names are global: each model gets its own prefix.

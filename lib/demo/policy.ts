@@ -9,13 +9,13 @@ import * as tf from '@tensorflow/tfjs';
 import { TfjsPolicy } from '../training/tfjs.js';
 import type { ObservationRole, SampleOptions, SampledTurn } from '../training/policy.js';
 import { GruLanguageModel } from './model.js';
-import type { Random } from './random.js';
+import type { SeededRandom } from '../training/random.js';
 import { TOKEN, VOCAB_SIZE, decode, encode } from './vocab.js';
 
 export interface DemoPolicyOptions {
   hidden: number;
   learningRate: number;
-  rng: Random;
+  rng: SeededRandom;
 }
 
 export class DemoPolicy extends TfjsPolicy {

@@ -4,7 +4,7 @@
  * expression a correct tool call evaluates and its exact answer.
  */
 import { calculate, resolveReferences } from './calculator.js';
-import { Random } from './random.js';
+import { SeededRandom } from '../training/random.js';
 
 export interface Problem {
   /** The question, in the demo vocabulary. */
@@ -18,7 +18,7 @@ export interface Problem {
   kind: string;
 }
 
-type Template = (rng: Random) => { text: string; expression: string; kind: string };
+type Template = (rng: SeededRandom) => { text: string; expression: string; kind: string };
 
 const UNITS: ReadonlyArray<[string, string, number]> = [
   ['m', 'km', 1000],
@@ -29,36 +29,36 @@ const UNITS: ReadonlyArray<[string, string, number]> = [
 
 const TEMPLATES: readonly Template[] = [
   (rng) => {
-    const a = rng.int(100, 999);
-    const b = rng.int(10, 99);
+    const a = rng.between(100, 999);
+    const b = rng.between(10, 99);
     return { text: `what is ${a} times ${b} ?`, expression: '#1*#2', kind: 'product' };
   },
   (rng) => {
-    const a = rng.int(10, 999);
-    const b = rng.int(10, 99);
-    const c = rng.int(10, 99);
+    const a = rng.between(10, 999);
+    const b = rng.between(10, 99);
+    const c = rng.between(10, 99);
     return { text: `what is ${a} plus ${b} times ${c} ?`, expression: '#1+#2*#3', kind: 'multi-step' };
   },
   (rng) => {
-    const a = rng.int(10, 99);
-    const b = rng.int(10, 99);
-    const c = rng.int(10, 999);
+    const a = rng.between(10, 99);
+    const b = rng.between(10, 99);
+    const c = rng.between(10, 999);
     return { text: `what is ${a} times ${b} minus ${c} ?`, expression: '#1*#2-#3', kind: 'multi-step' };
   },
   (rng) => {
-    const a = rng.int(12, 99);
-    const b = rng.int(12, 99);
+    const a = rng.between(12, 99);
+    const b = rng.between(12, 99);
     return { text: `a box holds ${a} items . how many items in ${b} boxes ?`, expression: '#1*#2', kind: 'word' };
   },
   (rng) => {
     const [small, large, factor] = rng.pick(UNITS);
-    const a = rng.int(2, 999);
+    const a = rng.between(2, 999);
     return { text: `how many ${small} in ${a} ${large} ?`, expression: `#1*${factor}`, kind: 'conversion' };
   },
 ];
 
 /** Draws one problem from `rng`. */
-export function drawProblem(rng: Random): Problem {
+export function drawProblem(rng: SeededRandom): Problem {
   const { text, expression, kind } = rng.pick(TEMPLATES)(rng);
   const quantities = text.match(/\d+/g) ?? [];
   const resolved = resolveReferences(expression, { quantities });
@@ -71,14 +71,14 @@ export function drawProblem(rng: Random): Problem {
 export class ProblemSplits {
   readonly validation: Problem[];
   readonly test: Problem[];
-  private readonly train: Random;
+  private readonly train: SeededRandom;
   private readonly heldOut: Set<string>;
 
   constructor(seed: number, { validationSize = 64, testSize = 200 } = {}) {
-    this.test = drawUnique(new Random(seed * 3 + 2), testSize, new Set());
-    this.validation = drawUnique(new Random(seed * 3 + 1), validationSize, new Set(this.test.map((p) => p.text)));
+    this.test = drawUnique(new SeededRandom(seed * 3 + 2), testSize, new Set());
+    this.validation = drawUnique(new SeededRandom(seed * 3 + 1), validationSize, new Set(this.test.map((p) => p.text)));
     this.heldOut = new Set([...this.test, ...this.validation].map((p) => p.text));
-    this.train = new Random(seed * 3);
+    this.train = new SeededRandom(seed * 3);
   }
 
   /** The next training problem (never one of the validation or test problems). */
@@ -90,7 +90,7 @@ export class ProblemSplits {
   }
 }
 
-function drawUnique(rng: Random, count: number, exclude: Set<string>): Problem[] {
+function drawUnique(rng: SeededRandom, count: number, exclude: Set<string>): Problem[] {
   const problems: Problem[] = [];
   const seen = new Set(exclude);
   while (problems.length < count) {

@@ -9,7 +9,7 @@
 import { Role } from '../kernels/index.js';
 import { ArithmeticEnvironment } from './environment.js';
 import type { Problem } from './problems.js';
-import type { Random } from './random.js';
+import type { SeededRandom } from '../training/random.js';
 import { TOKEN, encode } from './vocab.js';
 
 /** A proposed solution: the text of each action turn, in order. */
@@ -22,7 +22,7 @@ export interface Trace {
 }
 
 /** The generator: plausible solutions, some wrong in the ways weak models are. */
-export function propose(problem: Problem, rng: Random): Proposal {
+export function propose(problem: Problem, rng: SeededRandom): Proposal {
   const call = (expression: string) => `<calc> ${expression} </calc>`;
   // The final answer either refers to the last tool result or copies a number.
   const answer = rng.next() < 0.75 ? '<ans> #r </ans>' : 'copy';
@@ -33,7 +33,7 @@ export function propose(problem: Problem, rng: Random): Proposal {
   else if (roll < 0.7) calls = [call(problem.expression.replace('#1', '#3'))];
   else if (roll < 0.8) calls = [call(problem.expression.replace(/[*+-]/, (op) => (op === '*' ? '+' : '*')))];
   else if (roll < 0.88) calls = [call(`(${problem.expression}`)];
-  else return [`<ans> ${rng.next() < 0.5 ? '#1' : String(rng.int(1, 99999))} </ans>`];
+  else return [`<ans> ${rng.next() < 0.5 ? '#1' : String(rng.between(1, 99999))} </ans>`];
   return [...calls, answer];
 }
 
@@ -67,7 +67,7 @@ export function refine(problem: Problem, proposal: Proposal): Trace | null {
 export function buildWarmStartData(
   nextProblem: () => Problem,
   count: number,
-  rng: Random,
+  rng: SeededRandom,
 ): { traces: Trace[]; proposed: number } {
   const traces: Trace[] = [];
   let proposed = 0;

@@ -7,13 +7,13 @@
 import { feedbackMask, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
 import { packSequences } from '../training/rollout.js';
 import type { DemoPolicy } from './policy.js';
-import type { Random } from './random.js';
+import type { SeededRandom } from '../training/random.js';
 import type { Trace } from './tirgen.js';
 
 export interface WarmStartOptions {
   steps: number;
   batchSize: number;
-  rng: Random;
+  rng: SeededRandom;
   onStep?: (step: number, loss: number) => void;
 }
 
@@ -21,7 +21,7 @@ export interface WarmStartOptions {
 export async function warmStart(policy: DemoPolicy, traces: readonly Trace[], options: WarmStartOptions): Promise<number[]> {
   const losses: number[] = [];
   for (let step = 0; step < options.steps; step++) {
-    const batchTraces = Array.from({ length: options.batchSize }, () => traces[options.rng.int(0, traces.length - 1)]);
+    const batchTraces = Array.from({ length: options.batchSize }, () => traces[options.rng.between(0, traces.length - 1)]);
     const batch = packSequences(batchTraces.map((t) => Int32Array.from(t.tokens)));
     const roles = Uint8Array.from(batchTraces.flatMap((t) => t.roles));
     const { mask, actionTokens } = feedbackMask({ roles, seqOffsets: batch.seqOffsets });

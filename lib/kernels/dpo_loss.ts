@@ -1,3 +1,4 @@
+import type { OnDevice } from '../cuda.js';
 import { native } from '../native.js';
 
 /** The DPO loss family (TRL's `loss_type`): see {@link dpoLoss}. */
@@ -75,11 +76,17 @@ declare module '../native.js' {
  * @throws TypeError for a wrong argument type; RangeError for mismatched lengths, beta not
  *   > 0, labelSmoothing outside [0, 0.5), an unknown variant.
  */
-export function dpoLoss(options: DpoLossOptions): DpoLossResult {
-  return native.dpoLoss(options);
+export function dpoLoss(options: OnDevice<DpoLossOptions>): OnDevice<DpoLossResult>;
+export function dpoLoss(options: DpoLossOptions): DpoLossResult;
+export function dpoLoss(options: DpoLossOptions | OnDevice<DpoLossOptions>): DpoLossResult | OnDevice<DpoLossResult> {
+  return native.dpoLoss(options as DpoLossOptions);
 }
 
 /** {@link dpoLoss} off the event loop. Rejects with the same errors. */
-export async function dpoLossAsync(options: DpoLossOptions): Promise<DpoLossResult> {
-  return native.dpoLossAsync(options);
+export async function dpoLossAsync(options: OnDevice<DpoLossOptions>): Promise<OnDevice<DpoLossResult>>;
+export async function dpoLossAsync(options: DpoLossOptions): Promise<DpoLossResult>;
+export async function dpoLossAsync(
+  options: DpoLossOptions | OnDevice<DpoLossOptions>,
+): Promise<DpoLossResult | OnDevice<DpoLossResult>> {
+  return native.dpoLossAsync(options as DpoLossOptions);
 }

@@ -1,3 +1,4 @@
+import type { OnDevice } from '../cuda.js';
 import { native } from '../native.js';
 
 /** Token roles of the ragged batch layout: what produced each token. */
@@ -33,22 +34,33 @@ export interface FeedbackMaskResult {
 declare module '../native.js' {
   interface NativeAddon {
     feedbackMask(options: FeedbackMaskOptions): FeedbackMaskResult;
+    feedbackMask(options: OnDevice<FeedbackMaskOptions>): OnDevice<FeedbackMaskResult>;
     feedbackMaskAsync(options: FeedbackMaskOptions): Promise<FeedbackMaskResult>;
+    feedbackMaskAsync(options: OnDevice<FeedbackMaskOptions>): Promise<OnDevice<FeedbackMaskResult>>;
   }
 }
 
 /**
  * The loss mask of a batch from its token roles: only action tokens of kept trajectories
- * are trained on; prompt, tool feedback and padding are masked out.
+ * are trained on; prompt, tool feedback and padding are masked out. Given device arrays
+ * (`cuda.DeviceArray`, all on one GPU) it runs there and returns device arrays.
  *
  * @throws TypeError for a wrong argument type; RangeError for a length or value out of
  *   range (e.g. a role outside 0..3, seqOffsets not ending at `roles.length`).
  */
-export function feedbackMask(options: FeedbackMaskOptions): FeedbackMaskResult {
-  return native.feedbackMask(options);
+export function feedbackMask(options: OnDevice<FeedbackMaskOptions>): OnDevice<FeedbackMaskResult>;
+export function feedbackMask(options: FeedbackMaskOptions): FeedbackMaskResult;
+export function feedbackMask(
+  options: FeedbackMaskOptions | OnDevice<FeedbackMaskOptions>,
+): FeedbackMaskResult | OnDevice<FeedbackMaskResult> {
+  return native.feedbackMask(options as FeedbackMaskOptions);
 }
 
 /** {@link feedbackMask} off the event loop. Rejects with the same errors. */
-export async function feedbackMaskAsync(options: FeedbackMaskOptions): Promise<FeedbackMaskResult> {
-  return native.feedbackMaskAsync(options);
+export async function feedbackMaskAsync(options: OnDevice<FeedbackMaskOptions>): Promise<OnDevice<FeedbackMaskResult>>;
+export async function feedbackMaskAsync(options: FeedbackMaskOptions): Promise<FeedbackMaskResult>;
+export async function feedbackMaskAsync(
+  options: FeedbackMaskOptions | OnDevice<FeedbackMaskOptions>,
+): Promise<FeedbackMaskResult | OnDevice<FeedbackMaskResult>> {
+  return native.feedbackMaskAsync(options as FeedbackMaskOptions);
 }

@@ -1,3 +1,4 @@
+import type { OnDevice } from '../cuda.js';
 import { native } from '../native.js';
 
 export interface GroupAdvantagesOptions {
@@ -41,11 +42,17 @@ declare module '../native.js' {
  *   `groupSize` is given; RangeError for a length or value out of range (`groupIds`
  *   length not B, `groupSize` not dividing B, negative `epsilon`).
  */
-export function groupAdvantages(options: GroupAdvantagesOptions): Float32Array {
-  return native.groupAdvantages(options);
+export function groupAdvantages(options: OnDevice<GroupAdvantagesOptions>): OnDevice<Float32Array>;
+export function groupAdvantages(options: GroupAdvantagesOptions): Float32Array;
+export function groupAdvantages(options: GroupAdvantagesOptions | OnDevice<GroupAdvantagesOptions>): Float32Array | OnDevice<Float32Array> {
+  return native.groupAdvantages(options as GroupAdvantagesOptions);
 }
 
 /** {@link groupAdvantages} off the event loop. Rejects with the same errors. */
-export async function groupAdvantagesAsync(options: GroupAdvantagesOptions): Promise<Float32Array> {
-  return native.groupAdvantagesAsync(options);
+export async function groupAdvantagesAsync(options: OnDevice<GroupAdvantagesOptions>): Promise<OnDevice<Float32Array>>;
+export async function groupAdvantagesAsync(options: GroupAdvantagesOptions): Promise<Float32Array>;
+export async function groupAdvantagesAsync(
+  options: GroupAdvantagesOptions | OnDevice<GroupAdvantagesOptions>,
+): Promise<Float32Array | OnDevice<Float32Array>> {
+  return native.groupAdvantagesAsync(options as GroupAdvantagesOptions);
 }

@@ -1,3 +1,4 @@
+import type { OnDevice } from '../cuda.js';
 import { native } from '../native.js';
 
 /**
@@ -139,11 +140,17 @@ declare module '../native.js' {
  *   for the `seq-*` aggregations and GSPO, `refLogp` with `klCoef > 0`); RangeError for a
  *   length or value out of range.
  */
-export function ppoLoss(options: PpoLossOptions): PpoLossResult {
-  return native.ppoLoss(options);
+export function ppoLoss(options: OnDevice<PpoLossOptions>): OnDevice<PpoLossResult>;
+export function ppoLoss(options: PpoLossOptions): PpoLossResult;
+export function ppoLoss(options: PpoLossOptions | OnDevice<PpoLossOptions>): PpoLossResult | OnDevice<PpoLossResult> {
+  return native.ppoLoss(options as PpoLossOptions);
 }
 
 /** {@link ppoLoss} off the event loop. Rejects with the same errors. */
-export async function ppoLossAsync(options: PpoLossOptions): Promise<PpoLossResult> {
-  return native.ppoLossAsync(options);
+export async function ppoLossAsync(options: OnDevice<PpoLossOptions>): Promise<OnDevice<PpoLossResult>>;
+export async function ppoLossAsync(options: PpoLossOptions): Promise<PpoLossResult>;
+export async function ppoLossAsync(
+  options: PpoLossOptions | OnDevice<PpoLossOptions>,
+): Promise<PpoLossResult | OnDevice<PpoLossResult>> {
+  return native.ppoLossAsync(options as PpoLossOptions);
 }

@@ -1,3 +1,4 @@
+import type { OnDevice } from '../cuda.js';
 import { native } from '../native.js';
 
 export interface SequenceLogprobsOptions {
@@ -44,13 +45,19 @@ declare module '../native.js' {
  * @throws TypeError for a wrong argument type; RangeError for mismatched lengths or
  *   seqOffsets not starting at 0, decreasing, or not ending at N.
  */
-export function sequenceLogprobs(options: SequenceLogprobsOptions): Float32Array {
-  return native.sequenceLogprobs(options);
+export function sequenceLogprobs(options: OnDevice<SequenceLogprobsOptions>): OnDevice<Float32Array>;
+export function sequenceLogprobs(options: SequenceLogprobsOptions): Float32Array;
+export function sequenceLogprobs(options: SequenceLogprobsOptions | OnDevice<SequenceLogprobsOptions>): Float32Array | OnDevice<Float32Array> {
+  return native.sequenceLogprobs(options as SequenceLogprobsOptions);
 }
 
 /** {@link sequenceLogprobs} off the event loop. Rejects with the same errors. */
-export async function sequenceLogprobsAsync(options: SequenceLogprobsOptions): Promise<Float32Array> {
-  return native.sequenceLogprobsAsync(options);
+export async function sequenceLogprobsAsync(options: OnDevice<SequenceLogprobsOptions>): Promise<OnDevice<Float32Array>>;
+export async function sequenceLogprobsAsync(options: SequenceLogprobsOptions): Promise<Float32Array>;
+export async function sequenceLogprobsAsync(
+  options: SequenceLogprobsOptions | OnDevice<SequenceLogprobsOptions>,
+): Promise<Float32Array | OnDevice<Float32Array>> {
+  return native.sequenceLogprobsAsync(options as SequenceLogprobsOptions);
 }
 
 /**
@@ -62,11 +69,17 @@ export async function sequenceLogprobsAsync(options: SequenceLogprobsOptions): P
  * @throws TypeError for a wrong argument type; RangeError for mismatched lengths or bad
  *   seqOffsets.
  */
-export function sequenceLogprobsBackward(options: SequenceLogprobsBackwardOptions): Float32Array {
-  return native.sequenceLogprobsBackward(options);
+export function sequenceLogprobsBackward(options: OnDevice<SequenceLogprobsBackwardOptions>): OnDevice<Float32Array>;
+export function sequenceLogprobsBackward(options: SequenceLogprobsBackwardOptions): Float32Array;
+export function sequenceLogprobsBackward(options: SequenceLogprobsBackwardOptions | OnDevice<SequenceLogprobsBackwardOptions>): Float32Array | OnDevice<Float32Array> {
+  return native.sequenceLogprobsBackward(options as SequenceLogprobsBackwardOptions);
 }
 
 /** {@link sequenceLogprobsBackward} off the event loop. Rejects with the same errors. */
-export async function sequenceLogprobsBackwardAsync(options: SequenceLogprobsBackwardOptions): Promise<Float32Array> {
-  return native.sequenceLogprobsBackwardAsync(options);
+export async function sequenceLogprobsBackwardAsync(options: OnDevice<SequenceLogprobsBackwardOptions>): Promise<OnDevice<Float32Array>>;
+export async function sequenceLogprobsBackwardAsync(options: SequenceLogprobsBackwardOptions): Promise<Float32Array>;
+export async function sequenceLogprobsBackwardAsync(
+  options: SequenceLogprobsBackwardOptions | OnDevice<SequenceLogprobsBackwardOptions>,
+): Promise<Float32Array | OnDevice<Float32Array>> {
+  return native.sequenceLogprobsBackwardAsync(options as SequenceLogprobsBackwardOptions);
 }

@@ -1,3 +1,4 @@
+import type { OnDevice } from '../cuda.js';
 import { native } from '../native.js';
 
 /** Element type of a logits array: `'f32'` (a `Float32Array`) or `'bf16'` (a `Uint16Array` of raw bfloat16 bits). */
@@ -67,13 +68,19 @@ declare module '../native.js' {
  *   match `dtype`); RangeError for a length or value out of range (a label outside
  *   `[0, vocabSize)`, `temperature <= 0`, `logits.length != labels.length * vocabSize`).
  */
-export function tokenLogprobs(options: TokenLogprobsOptions): TokenLogprobsResult {
-  return native.tokenLogprobs(options);
+export function tokenLogprobs(options: OnDevice<TokenLogprobsOptions>): OnDevice<TokenLogprobsResult>;
+export function tokenLogprobs(options: TokenLogprobsOptions): TokenLogprobsResult;
+export function tokenLogprobs(options: TokenLogprobsOptions | OnDevice<TokenLogprobsOptions>): TokenLogprobsResult | OnDevice<TokenLogprobsResult> {
+  return native.tokenLogprobs(options as TokenLogprobsOptions);
 }
 
 /** {@link tokenLogprobs} off the event loop. Rejects with the same errors. */
-export async function tokenLogprobsAsync(options: TokenLogprobsOptions): Promise<TokenLogprobsResult> {
-  return native.tokenLogprobsAsync(options);
+export async function tokenLogprobsAsync(options: OnDevice<TokenLogprobsOptions>): Promise<OnDevice<TokenLogprobsResult>>;
+export async function tokenLogprobsAsync(options: TokenLogprobsOptions): Promise<TokenLogprobsResult>;
+export async function tokenLogprobsAsync(
+  options: TokenLogprobsOptions | OnDevice<TokenLogprobsOptions>,
+): Promise<TokenLogprobsResult | OnDevice<TokenLogprobsResult>> {
+  return native.tokenLogprobsAsync(options as TokenLogprobsOptions);
 }
 
 /**
@@ -84,11 +91,17 @@ export async function tokenLogprobsAsync(options: TokenLogprobsOptions): Promise
  * @throws TypeError / RangeError as {@link tokenLogprobs}, and for gradients whose length
  *   is not N or an `out` that overlaps `logits` without being it.
  */
-export function tokenLogprobsBackward(options: TokenLogprobsBackwardOptions): Float32Array {
-  return native.tokenLogprobsBackward(options);
+export function tokenLogprobsBackward(options: OnDevice<TokenLogprobsBackwardOptions>): OnDevice<Float32Array>;
+export function tokenLogprobsBackward(options: TokenLogprobsBackwardOptions): Float32Array;
+export function tokenLogprobsBackward(options: TokenLogprobsBackwardOptions | OnDevice<TokenLogprobsBackwardOptions>): Float32Array | OnDevice<Float32Array> {
+  return native.tokenLogprobsBackward(options as TokenLogprobsBackwardOptions);
 }
 
 /** {@link tokenLogprobsBackward} off the event loop. Rejects with the same errors. */
-export async function tokenLogprobsBackwardAsync(options: TokenLogprobsBackwardOptions): Promise<Float32Array> {
-  return native.tokenLogprobsBackwardAsync(options);
+export async function tokenLogprobsBackwardAsync(options: OnDevice<TokenLogprobsBackwardOptions>): Promise<OnDevice<Float32Array>>;
+export async function tokenLogprobsBackwardAsync(options: TokenLogprobsBackwardOptions): Promise<Float32Array>;
+export async function tokenLogprobsBackwardAsync(
+  options: TokenLogprobsBackwardOptions | OnDevice<TokenLogprobsBackwardOptions>,
+): Promise<Float32Array | OnDevice<Float32Array>> {
+  return native.tokenLogprobsBackwardAsync(options as TokenLogprobsBackwardOptions);
 }

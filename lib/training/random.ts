@@ -23,6 +23,16 @@ export class SeededRandom {
     return Math.floor(this.next() * n);
   }
 
+  /** Integer in [lo, hi], both included. */
+  between(lo: number, hi: number): number {
+    return lo + this.below(hi - lo + 1);
+  }
+
+  /** One of `items`, uniformly. */
+  pick<T>(items: readonly T[]): T {
+    return items[this.below(items.length)];
+  }
+
   /** A uniformly shuffled copy of `items` (Fisher-Yates). */
   shuffled<T>(items: readonly T[]): T[] {
     const out = items.slice();

@@ -122,6 +122,48 @@ static void test_threads_deterministic(void) {
         "results differ between 1 and 4 threads");
 }
 
+/* With a GPU: feedbackMask on device memory equals the CPU result. Without one: CUDA
+ * calls fail with TIRL_ERROR_UNSUPPORTED and the reason, and nothing crashes. */
+static void test_cuda(void) {
+  const uint8_t roles[8] = {0, 0, 1, 2, 1, 0, 1, 3};
+  const int32_t offsets[3] = {0, 5, 8};
+  const uint8_t expected[8] = {0, 0, 1, 0, 1, 0, 1, 0};
+  tirl_device gpu = {TIRL_DEVICE_CUDA, 0, NULL};
+  if (!tirl_cuda_available()) {
+    uint8_t mask[8];
+    void* pointer = (void*)1;
+    printf("CUDA unavailable: %s\n", tirl_cuda_status());
+    CHECK(strlen(tirl_cuda_status()) > 0, "no reason given for CUDA being unavailable");
+    CHECK(tirl_feedback_mask(roles, 8, offsets, 2, NULL, mask, NULL, gpu) == TIRL_ERROR_UNSUPPORTED,
+          "CUDA call without CUDA did not fail with TIRL_ERROR_UNSUPPORTED");
+    CHECK(strstr(tirl_last_error(), tirl_cuda_status()) != NULL, "message: %s", tirl_last_error());
+    CHECK(tirl_cuda_malloc(gpu, 16, &pointer) == TIRL_ERROR_UNSUPPORTED && pointer == NULL,
+          "tirl_cuda_malloc without CUDA");
+    return;
+  }
+  {
+    void *d_roles = NULL, *d_offsets = NULL, *d_mask = NULL, *d_counts = NULL;
+    uint8_t mask[8];
+    int32_t counts[2];
+    CHECK(tirl_cuda_malloc(gpu, 8, &d_roles) == TIRL_OK, "malloc: %s", tirl_last_error());
+    CHECK(tirl_cuda_malloc(gpu, sizeof offsets, &d_offsets) == TIRL_OK, "malloc offsets");
+    CHECK(tirl_cuda_malloc(gpu, 8, &d_mask) == TIRL_OK, "malloc mask");
+    CHECK(tirl_cuda_malloc(gpu, sizeof counts, &d_counts) == TIRL_OK, "malloc counts");
+    tirl_cuda_memcpy_h2d(gpu, d_roles, roles, 8);
+    tirl_cuda_memcpy_h2d(gpu, d_offsets, offsets, sizeof offsets);
+    CHECK(tirl_feedback_mask(d_roles, 8, d_offsets, 2, NULL, d_mask, d_counts, gpu) == TIRL_OK,
+          "feedback_mask on CUDA: %s", tirl_last_error());
+    tirl_cuda_memcpy_d2h(gpu, mask, d_mask, 8);
+    tirl_cuda_memcpy_d2h(gpu, counts, d_counts, sizeof counts);
+    CHECK(memcmp(mask, expected, 8) == 0, "CUDA mask differs");
+    CHECK(counts[0] == 2 && counts[1] == 1, "CUDA counts %d %d", counts[0], counts[1]);
+    tirl_cuda_free(gpu, d_roles);
+    tirl_cuda_free(gpu, d_offsets);
+    tirl_cuda_free(gpu, d_mask);
+    tirl_cuda_free(gpu, d_counts);
+  }
+}
+
 static void test_group_advantages(void) {
   /* One group [1, 0, 0, 1]: mean 0.5, unbiased std 0.57735, so +-0.866. */
   const float rewards[4] = {1, 0, 0, 1};
@@ -178,6 +220,7 @@ int main(void) {
   test_errors();
   test_token_logprobs();
   test_threads_deterministic();
+  test_cuda();
   test_group_advantages();
   test_dpo_loss();
   test_sequence_logprobs();

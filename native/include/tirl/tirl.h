@@ -79,6 +79,36 @@ TIRL_API tirl_device tirl_cpu(void);
 
 typedef enum tirl_dtype { TIRL_DTYPE_F32 = 0, TIRL_DTYPE_BF16 = 1 } tirl_dtype;
 
+/* ---------------------------------------------------------------- CUDA
+ * The CUDA kernels live in libtirl_cuda.so, loaded on first use from the directory this
+ * library was loaded from; nothing here needs CUDA to be installed. With a CUDA device,
+ * every op takes device pointers and queues its work on device.stream. Ops that return
+ * results in host memory (a result struct) or that validate device data (seq_offsets,
+ * roles, labels) wait for their stream before returning; pointer and size checks that
+ * need no device data happen on the host first. Buffers from any allocator (PyTorch's
+ * included) may be passed: the helpers below are a convenience, not a requirement.
+ */
+
+/* 1 when the CUDA library loaded and the driver reports at least one device, else 0. */
+TIRL_API int32_t tirl_cuda_available(void);
+/* Why CUDA is unavailable ("" when it is available): the library was not built or not
+ * found, no NVIDIA driver, a CUDA error from cudaGetDeviceCount, or no device. */
+TIRL_API const char* tirl_cuda_status(void);
+
+/* Allocates `bytes` of zeroed memory on CUDA device device.index (cudaMalloc); *pointer is
+ * NULL on failure. */
+TIRL_API tirl_status tirl_cuda_malloc(tirl_device device, size_t bytes, void** pointer);
+/* Frees memory from tirl_cuda_malloc (NULL is a no-op); waits for work using it. */
+TIRL_API tirl_status tirl_cuda_free(tirl_device device, void* pointer);
+/* Copies `bytes` between host and device memory in the order of device.stream and returns
+ * once the copy is complete (the host buffer may be reused at once). */
+TIRL_API tirl_status tirl_cuda_memcpy_h2d(tirl_device device, void* device_destination,
+                                         const void* host_source, size_t bytes);
+TIRL_API tirl_status tirl_cuda_memcpy_d2h(tirl_device device, void* host_destination,
+                                         const void* device_source, size_t bytes);
+/* Waits for all work queued on device.stream; reports an error a kernel raised. */
+TIRL_API tirl_status tirl_cuda_synchronize(tirl_device device);
+
 /* ---------------------------------------------------------------- ppoLoss */
 
 typedef enum tirl_aggregation {
@@ -212,7 +242,8 @@ typedef enum tirl_role {
  * Loss mask from token roles: mask[t] = 1 where roles[t] is an action token of a kept
  * sequence. roles: [num_tokens] with values 0..3; keep: [num_seqs] or NULL (keep all).
  * mask: [num_tokens]; action_tokens: [num_seqs] receives each sequence's mask count
- * (may be NULL).
+ * (may be NULL). On CUDA, roles and seq_offsets are validated on the device and the call
+ * waits for its stream to report them.
  */
 TIRL_API tirl_status tirl_feedback_mask(const uint8_t* roles, int64_t num_tokens,
                                         const int32_t* seq_offsets, int64_t num_seqs,

@@ -54,11 +54,15 @@ tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int6
   return TIRL_OK;
 }
 
-tirl_status check_cpu_device(tirl_device device, const char* op) {
+tirl_status check_device(tirl_device device, const char* op) {
   if (device.type == TIRL_DEVICE_CPU) return TIRL_OK;
   if (device.type == TIRL_DEVICE_CUDA) {
-    return fail(TIRL_ERROR_UNSUPPORTED,
-                std::string(op) + ": CUDA kernels are not available in this build");
+    if (device.index < 0) {
+      return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                  std::string(op) + ": expected a CUDA device index >= 0 but received " +
+                      std::to_string(device.index));
+    }
+    return TIRL_OK;
   }
   return fail(TIRL_ERROR_INVALID_ARGUMENT,
               std::string(op) + ": unknown device type " + std::to_string(device.type));

@@ -19,8 +19,9 @@ tirl_status check_count(int64_t count, const char* op, const char* name);
 tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int64_t num_tokens,
                               const char* op);
 
-// Kernels here run on the host; a CUDA device goes to the CUDA library.
-tirl_status check_cpu_device(tirl_device device, const char* op);
+// A known device type with a non-negative CUDA ordinal. An op with a CUDA kernel checks
+// this, then hands a CUDA device to the CUDA library (common/cuda.h: run_on_cuda).
+tirl_status check_device(tirl_device device, const char* op);
 
 std::string format_double(double value);
 

@@ -6,6 +6,7 @@
 
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "common/cuda.h"
 #include "common/validate.h"
 #include "math/dpo_loss.h"
 
@@ -90,7 +91,7 @@ extern "C" tirl_status tirl_dpo_loss(const float* policy_chosen, const float* po
         (s = check_pointer(policy_rejected, num_pairs, kOp, "policy_rejected")) ||
         (s = check_pointer(ref_chosen, num_pairs, kOp, "ref_chosen")) ||
         (s = check_pointer(ref_rejected, num_pairs, kOp, "ref_rejected")) ||
-        (s = check_cpu_device(device, kOp))) {
+        (s = check_device(device, kOp))) {
       return s;
     }
     if (options == nullptr || result == nullptr) {
@@ -109,6 +110,13 @@ extern "C" tirl_status tirl_dpo_loss(const float* policy_chosen, const float* po
     if (options->variant < TIRL_DPO_SIGMOID || options->variant > TIRL_DPO_ROBUST) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) + ": unknown variant " +
                                                    std::to_string(options->variant));
+    }
+    if (device.type == TIRL_DEVICE_CUDA) {
+      return run_on_cuda(kOp, [&](const tirl_cuda_backend& cuda) {
+        return cuda.dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, num_pairs,
+                             options, grad_chosen, grad_rejected, chosen_rewards,
+                             rejected_rewards, result, device);
+      });
     }
     dpo_loss_cpu({policy_chosen, policy_rejected, ref_chosen, ref_rejected, grad_chosen,
                   grad_rejected, chosen_rewards, rejected_rewards},

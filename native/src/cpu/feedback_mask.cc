@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cuda.h"
 #include "common/parallel.h"
 #include "common/simd.h"
 #include "common/validate.h"
@@ -107,10 +108,18 @@ extern "C" tirl_status tirl_feedback_mask(const uint8_t* roles, int64_t num_toke
         (s = check_count(num_seqs, kOp, "num_seqs")) ||
         (s = check_pointer(roles, num_tokens, kOp, "roles")) ||
         (s = check_pointer(mask, num_tokens, kOp, "mask")) ||
-        (s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp)) ||
-        (s = check_cpu_device(device, kOp))) {
+        (s = check_device(device, kOp))) {
       return s;
     }
+    if (device.type == TIRL_DEVICE_CUDA) {
+      // seq_offsets and roles are in device memory: the CUDA kernel validates them.
+      if ((s = check_pointer(seq_offsets, 1, kOp, "seq_offsets"))) return s;
+      return run_on_cuda(kOp, [&](const tirl_cuda_backend& cuda) {
+        return cuda.feedback_mask(roles, num_tokens, seq_offsets, num_seqs, keep, mask,
+                                  action_tokens, device);
+      });
+    }
+    if ((s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) return s;
     return feedback_mask_cpu(roles, num_tokens, seq_offsets, num_seqs, keep, mask, action_tokens);
   });
 }

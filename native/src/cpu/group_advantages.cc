@@ -11,6 +11,7 @@
 
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "common/cuda.h"
 #include "common/validate.h"
 #include "math/group_advantages.h"
 
@@ -155,7 +156,7 @@ extern "C" tirl_status tirl_group_advantages(const float* rewards, int64_t num_r
     if ((s = check_count(num_rewards, kOp, "num_rewards")) ||
         (s = check_pointer(rewards, num_rewards, kOp, "rewards")) ||
         (s = check_pointer(advantages, num_rewards, kOp, "advantages")) ||
-        (s = check_cpu_device(device, kOp))) {
+        (s = check_device(device, kOp))) {
       return s;
     }
     if (options == nullptr) return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) + ": expected options");
@@ -177,6 +178,12 @@ extern "C" tirl_status tirl_group_advantages(const float* rewards, int64_t num_r
                         std::to_string(num_rewards) + " rewards, but received group size " +
                         std::to_string(group_size));
       }
+    }
+    if (device.type == TIRL_DEVICE_CUDA) {
+      return run_on_cuda(kOp, [&](const tirl_cuda_backend& cuda) {
+        return cuda.group_advantages(rewards, num_rewards, group_ids, group_size, options,
+                                     advantages, device);
+      });
     }
     const bool scale_by_std = options->scale_by_std != 0;
     if (!normalize_runs(rewards, num_rewards, group_ids, group_size, scale_by_std,

@@ -14,6 +14,7 @@
 
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "common/cuda.h"
 #include "common/validate.h"
 #include "math/ppo_loss.h"
 
@@ -320,14 +321,18 @@ extern "C" tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
         (s = check_pointer(mask, num_tokens, kOp, "mask")) ||
         (s = check_pointer(options, 1, kOp, "options")) ||
         (s = check_pointer(result, 1, kOp, "result")) ||
-        (s = check_cpu_device(device, kOp)) || (s = check_options(*options))) {
+        (s = check_device(device, kOp)) || (s = check_options(*options))) {
       return s;
     }
     const tirl_ppo_options& o = *options;
     const bool needs_sequences = o.aggregation != TIRL_AGG_TOKEN_MEAN &&
                                  o.aggregation != TIRL_AGG_TOKEN_SUM;
     if (seq_offsets != nullptr) {
-      if ((s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) return s;
+      // On CUDA the offsets are in device memory: the kernel checks them.
+      if (device.type == TIRL_DEVICE_CPU &&
+          (s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) {
+        return s;
+      }
     } else if (num_seqs != 0 || needs_sequences || o.ratio_level == TIRL_RATIO_SEQUENCE) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
                   std::string(kOp) + ": Expected seqOffsets (seq_offsets) with " +
@@ -339,6 +344,13 @@ extern "C" tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
     if (o.kl_coef > 0 && ref_logp == nullptr) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
                   std::string(kOp) + ": Expected refLogp (ref_logp) with klCoef > 0 but received NULL");
+    }
+    if (device.type == TIRL_DEVICE_CUDA) {
+      return run_on_cuda(kOp, [&](const tirl_cuda_backend& cuda) {
+        return cuda.ppo_loss(logp, old_logp, advantages, mask, num_tokens, seq_offsets,
+                             seq_offsets ? num_seqs : 0, ref_logp, weights, options, grad, result,
+                             device);
+      });
     }
     const Inputs in{logp,       old_logp,   advantages, mask,        ref_logp,
                     weights,    grad,       num_tokens, seq_offsets, seq_offsets ? num_seqs : 0};

@@ -17,6 +17,7 @@
 
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "common/cuda.h"
 #include "common/validate.h"
 #include "math/sequence_logprobs.h"
 
@@ -104,11 +105,12 @@ tirl_status check_common(const uint8_t* mask, int64_t num_tokens, const int32_t*
       (s = check_pointer(mask, num_tokens, op, "mask")) ||
       (s = check_pointer(per_token, num_tokens, op, per_token_name)) ||
       (s = check_pointer(per_seq, num_seqs, op, per_seq_name)) ||
-      (s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, op)) ||
-      (s = check_cpu_device(device, op))) {
+      (s = check_device(device, op))) {
     return s;
   }
-  return TIRL_OK;
+  // On CUDA the offsets are in device memory: the kernel checks them.
+  if (device.type == TIRL_DEVICE_CUDA) return check_pointer(seq_offsets, 1, op, "seq_offsets");
+  return check_seq_offsets(seq_offsets, num_seqs, num_tokens, op);
 }
 
 }  // namespace
@@ -123,6 +125,12 @@ extern "C" tirl_status tirl_sequence_logprobs(const float* logp, const uint8_t* 
     if (tirl_status s = check_common(mask, num_tokens, seq_offsets, num_seqs, logp, "logp", out,
                                      "out", device, "sequenceLogprobs")) {
       return s;
+    }
+    if (device.type == TIRL_DEVICE_CUDA) {
+      return run_on_cuda("sequenceLogprobs", [&](const tirl_cuda_backend& cuda) {
+        return cuda.sequence_logprobs(logp, mask, num_tokens, seq_offsets, num_seqs, average, out,
+                                      device);
+      });
     }
     const bool mean = average != 0;
     for_each_sequence_sum<true>(logp, mask, num_tokens, seq_offsets, num_seqs,
@@ -142,6 +150,12 @@ extern "C" tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, co
                                      "grad_logp", grad_seq, "grad_seq", device,
                                      "sequenceLogprobsBackward")) {
       return s;
+    }
+    if (device.type == TIRL_DEVICE_CUDA) {
+      return run_on_cuda("sequenceLogprobsBackward", [&](const tirl_cuda_backend& cuda) {
+        return cuda.sequence_logprobs_backward(grad_seq, mask, num_tokens, seq_offsets, num_seqs,
+                                               average, grad_logp, device);
+      });
     }
     const bool mean = average != 0;
     // Averaging needs each sequence's masked count before its tokens are written.

@@ -20,6 +20,7 @@
 #include "common/bf16.h"
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "common/cuda.h"
 #include "common/validate.h"
 #include "math/token_logprobs.h"
 
@@ -122,9 +123,11 @@ tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, i
                     format_double(temperature));
   }
   if ((s = check_pointer(logits, num_tokens * vocab_size, op, "logits")) ||
-      (s = check_pointer(labels, num_tokens, op, "labels")) || (s = check_cpu_device(device, op))) {
+      (s = check_pointer(labels, num_tokens, op, "labels")) || (s = check_device(device, op))) {
     return s;
   }
+  // On CUDA the labels are in device memory: the kernel checks them.
+  if (device.type == TIRL_DEVICE_CUDA) return TIRL_OK;
   // Checked up front (N reads), so a bad label leaves every output untouched.
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (labels[t] < 0 || labels[t] >= vocab_size) {
@@ -151,6 +154,12 @@ extern "C" tirl_status tirl_token_logprobs(const void* logits, tirl_dtype dtype,
                           device)) ||
         (s = check_pointer(logp, num_tokens, kForwardOp, "logp"))) {
       return s;
+    }
+    if (device.type == TIRL_DEVICE_CUDA) {
+      return run_on_cuda(kForwardOp, [&](const tirl_cuda_backend& cuda) {
+        return cuda.token_logprobs(logits, dtype, num_tokens, vocab_size, labels, temperature, logp,
+                                   entropy, device);
+      });
     }
     const bool bf16 = dtype == TIRL_DTYPE_BF16;
     if (entropy != nullptr) {
@@ -201,6 +210,13 @@ extern "C" tirl_status tirl_token_logprobs_backward(const void* logits, tirl_dty
                   std::string(kBackwardOp) +
                       ": expected grad_logits to be the f32 logits buffer itself or not to "
                       "overlap it, but the two overlap partially");
+    }
+    if (device.type == TIRL_DEVICE_CUDA) {
+      return run_on_cuda(kBackwardOp, [&](const tirl_cuda_backend& cuda) {
+        return cuda.token_logprobs_backward(logits, dtype, num_tokens, vocab_size, labels,
+                                            temperature, grad_logp, grad_entropy, grad_logits,
+                                            device);
+      });
     }
     if (grad_entropy != nullptr) {
       if (bf16) {

@@ -2,8 +2,9 @@
 // and for both host and device by nvcc.
 #pragma once
 
+// Used as `TIRL_HD inline`: the `inline` is written at each function, so this adds none.
 #if defined(__CUDACC__)
-#define TIRL_HD __host__ __device__ __forceinline__
+#define TIRL_HD __host__ __device__
 #else
 #define TIRL_HD
 #endif
