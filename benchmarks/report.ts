@@ -26,7 +26,7 @@ export interface BindingOverhead {
 export interface BenchReport {
   date: string;
   seconds: number;
-  machine: { cpu: string; cores: number; memoryGiB: number; os: string; node: string; tirl: TirlInfo };
+  machine: { cpu: string; cores: number; memoryGiB: number; os: string; node: string; tirl: TirlInfo; commit?: string };
   settings: { sizes: string; threads: number; reps: number; warmup: number; minSampleMs: number; caseBudgetSeconds: number };
   stream: StreamResult;
   torch: string;
@@ -78,7 +78,7 @@ function machineLines(r: BenchReport): string[] {
     : `STREAM: ${s.skipped}`;
   return [
     `${r.date} · ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB · ${r.machine.os} · Node ${r.machine.node}`,
-    `tirl ${r.machine.tirl.version} (${r.machine.tirl.simd}; ${r.machine.tirl.build}) · ${r.settings.threads} threads · ` +
+    `tirl ${r.machine.tirl.version}${r.machine.commit ? ` at ${r.machine.commit}` : ''} (${r.machine.tirl.simd}; ${r.machine.tirl.build}) · ${r.settings.threads} threads · ` +
       `sizes ${r.settings.sizes} · up to ${r.settings.reps} interleaved rounds (at least 3; fewer past ${r.settings.caseBudgetSeconds} s a case) after ${r.settings.warmup} warm-up calls`,
     `PyTorch: ${r.torch}`,
     stream,

@@ -126,6 +126,16 @@ async function cpuDescription(): Promise<string> {
   return cpus()[0]?.model ?? 'unknown CPU';
 }
 
+/** The checkout's commit, when the package runs from a git checkout. */
+async function gitCommit(): Promise<string | undefined> {
+  try {
+    const { stdout } = await promisify(execFile)('git', ['rev-parse', '--short', 'HEAD'], { cwd: packageRoot });
+    return stdout.trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** STREAM copy/triad and the C ABI ppoLoss call, from the native tirl_stream program. */
 async function measureStream(threads: number, quick: boolean): Promise<StreamResult> {
   const program = join(packageRoot, 'build', 'Release', 'tirl_stream');
@@ -211,6 +221,7 @@ export async function runBench(argv: string[]): Promise<number> {
     if (interactive) process.stderr.write(`\r${' '.repeat(lastLength)}\r`);
   }
 
+  const commit = await gitCommit();
   const report: BenchReport = {
     date: started.toISOString(),
     seconds: (Date.now() - started.getTime()) / 1e3,
@@ -221,6 +232,7 @@ export async function runBench(argv: string[]): Promise<number> {
       os: `${platform()} ${release()}`,
       node: process.version,
       tirl: info(),
+      ...(commit ? { commit } : {}),
     },
     settings: {
       sizes: flags.sizes,
