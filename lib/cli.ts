@@ -1,5 +1,5 @@
 /**
- * The `tirl` command (bin/tirl.js): `tirl bench`, `tirl info`, `tirl help`. Each command
+ * The `tirl` command (bin/tirl.js): `tirl demo`, `tirl bench`, `tirl info`, `tirl help`. Each command
  * loads what it needs on demand, so `tirl help` works even where the addon does not load.
  */
 
@@ -9,7 +9,8 @@ Commands:
   bench    measure the kernels against TypeScript, PyTorch and memory bandwidth
            (tirl bench --help for its options; --quick for a short run)
   info     print the version, threads, SIMD path and build of the native library
-  demo     a worked example (not available yet)
+  demo     train a small tool-using policy with GRPO and evaluate it on held-out
+           problems (tirl demo --help for its options; --quick for a short run)
   help     this text`;
 
 /** Runs one command line (without `node` and the script); resolves to the exit code. */
@@ -26,10 +27,11 @@ export async function main(argv: string[]): Promise<number> {
         console.log(JSON.stringify(info(), null, 2));
         return 0;
       }
-      case 'demo':
-        // The demo command is added here with its module.
-        console.error('tirl demo: not available yet in this version of tirl');
-        return 1;
+      case 'demo': {
+        const { runDemo } = await import('./demo/index.js');
+        await runDemo(rest);
+        return 0;
+      }
       case undefined:
       case 'help':
       case '--help':

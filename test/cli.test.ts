@@ -35,10 +35,15 @@ describe('tirl command', () => {
     assert.ok(info.threads >= 1);
   });
 
-  it('says that demo is not available yet', () => {
-    const r = tirl('demo');
-    assert.equal(r.code, 1);
-    assert.match(r.stderr, /not available yet/);
+  it('prints the demo usage, and rejects bad demo flags with exit code 2', () => {
+    const help = tirl('demo', '--help');
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /usage: tirl demo/);
+    for (const args of [['--bogus'], ['--steps', 'many']]) {
+      const r = tirl('demo', ...args);
+      assert.equal(r.code, 2, args.join(' '));
+      assert.match(r.stderr, /usage: tirl demo/);
+    }
   });
 
   it('rejects an unknown command with exit code 2', () => {
