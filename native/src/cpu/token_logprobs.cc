@@ -12,6 +12,7 @@
 // AVX2 + FMA (~0.6 ns per logit forward, f32 and bf16 alike, on a 2.45 GHz Zen 3 core):
 // the block max and the exp polynomial take ~3.5 instructions per logit.
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -40,18 +41,6 @@ constexpr int64_t kLogitsPerChunk = 1 << 16;
 
 TIRL_HD inline float to_f32(float x) { return x; }
 TIRL_HD inline float to_f32(uint16_t bits) { return bf16_to_f32(bits); }
-
-// Floats ordered as their bits read as sign-magnitude integers: mapping them to two's
-// complement (flip the magnitude of negatives) makes an integer max a float max, which
-// vectorises as a plain reduction (a float max reduction would need -ffinite-math-only).
-// +NaN orders above +inf, so a row holding one gets a NaN max and a NaN result.
-TIRL_HD inline int32_t ordered_bits(float x) {
-  const int32_t bits = static_cast<int32_t>(float_bits(x));
-  return bits ^ ((bits >> 31) & 0x7fffffff);
-}
-TIRL_HD inline float from_ordered_bits(int32_t ordered) {
-  return bits_float(static_cast<uint32_t>(ordered ^ ((ordered >> 31) & 0x7fffffff)));
-}
 
 // Rows of up to this many blocks take the one-exp backward below (kept on the stack).
 constexpr int64_t kMaxKeptBlocks = 256;
