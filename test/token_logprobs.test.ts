@@ -315,6 +315,34 @@ describe('tokenLogprobs', () => {
     assert.ok(g2.every(Number.isNaN));
   });
 
+  it('propagates a NaN met by the vectorised loops, of either sign, f32 and bf16', () => {
+    // Rows of two whole blocks plus a tail, so the NaN sits in the SIMD part of a block
+    // (the block max ignores NaN; the NaN must still reach the sum and every result).
+    const v = 2 * 2048 + 37;
+    const rng = new Random(11);
+    const logits = rng.normals(4 * v, 3);
+    logits[v + 2048 + 100] = NaN; // row 1, second block
+    new Uint32Array(logits.buffer)[2 * v + 5] = 0xffc00000; // row 2: a NaN with the sign bit
+    const labels = Int32Array.from([3, 4, 5, 6]);
+    const gradLogp = rng.normals(4);
+    const gradEntropy = rng.normals(4);
+    const ref = reference(logits, v, labels, 1);
+    for (const [dtype, input] of [['f32', logits], ['bf16', toBf16(logits)]] as const) {
+      const tol = dtype === 'f32' ? F32 : { rtol: 2e-2, atol: 2e-2 };
+      const got = tokenLogprobs({ logits: input, vocabSize: v, labels, dtype, withEntropy: true });
+      for (const t of [1, 2]) {
+        assert.ok(Number.isNaN(got.logp[t]) && Number.isNaN(got.entropy![t]), `${dtype} NaN row ${t}`);
+      }
+      for (const t of [0, 3]) assertClose(got.logp[t], ref.logp[t], tol);
+      for (const ge of [undefined, gradEntropy]) {
+        const grad = tokenLogprobsBackward({ logits: input, vocabSize: v, labels, dtype, gradLogp, gradEntropy: ge });
+        assert.ok(grad.subarray(v, 3 * v).every(Number.isNaN), `${dtype} NaN rows' gradient`);
+        assert.ok(grad.subarray(0, v).every(Number.isFinite), `${dtype} finite row gradient`);
+        assert.ok(grad.subarray(3 * v).every(Number.isFinite), `${dtype} finite row gradient`);
+      }
+    }
+  });
+
   it('handles V = 1 and N = 0', () => {
     const one = tokenLogprobs({ logits: Float32Array.from([5, -3]), vocabSize: 1, labels: Int32Array.from([0, 0]), withEntropy: true, temperature: 0.7 });
     assert.deepEqual([...one.logp], [0, 0]);

@@ -302,7 +302,14 @@ export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
 
 /** Entry point of `tirl demo ARGS`. */
 export async function runDemo(argv: string[]): Promise<void> {
-  const config = parseDemoArgs(argv);
+  let config: DemoConfig | 'help';
+  try {
+    config = parseDemoArgs(argv);
+  } catch (error) {
+    // A flag error: the CLI prints it with the usage and exits with status 2.
+    const message = (error as Error).message.split('\n')[0];
+    throw Object.assign(new Error(`${message.startsWith('tirl demo') ? message : `tirl demo: ${message}`}\n\n${USAGE}`), { usage: true });
+  }
   if (config === 'help') {
     process.stdout.write(USAGE + '\n');
     return;

@@ -105,8 +105,10 @@ struct Lanes {
 
 using ChunkKernel = simd_baseline::ChunkKernel;
 
-ChunkKernel pick_kernel(bool kl, tirl_kl_estimator estimator, bool weights, bool sequence_ratio) {
-  return TIRL_SIMD_SELECT(select_chunk_kernel)(kl, estimator, weights, sequence_ratio);
+ChunkKernel pick_kernel(bool kl, tirl_kl_estimator estimator, bool weights, bool sequence_ratio,
+                        bool dual_clip) {
+  return TIRL_SIMD_SELECT(select_chunk_kernel)(kl, estimator, weights, sequence_ratio,
+                                               dual_clip);
 }
 
 // ---------------------------------------------------------------- pre-passes
@@ -218,7 +220,8 @@ tirl_status ppo_loss_cpu(const Inputs& in, const tirl_ppo_options& o, tirl_ppo_r
   const PpoConstants constants{static_cast<float>(1.0 - o.clip_low),
                                static_cast<float>(1.0 + o.clip_high),
                                static_cast<float>(o.dual_clip), static_cast<float>(o.kl_coef)};
-  const ChunkKernel kernel = pick_kernel(kl, o.kl_estimator, in.weights != nullptr, sequence_ratio);
+  const ChunkKernel kernel =
+      pick_kernel(kl, o.kl_estimator, in.weights != nullptr, sequence_ratio, o.dual_clip > 0);
   const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
   std::vector<Totals> partial(static_cast<size_t>(num_chunks));
   auto body = [&](int64_t chunk) {

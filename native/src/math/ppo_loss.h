@@ -217,14 +217,16 @@ TIRL_HD inline float finite_probe(float x) { return x - x; }
 // token loop is all 32-bit lanes. `scale` is the aggregation's factor for this token's
 // sequence; with
 // kSequenceRatio the ratio comes from sequence_level_ratio() of its sequence, else from the
-// token itself; the Kl and kWeights flags say whether ref_logp and weight are inputs.
-template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRatio>
+// token itself; the Kl and kWeights flags say whether ref_logp and weight are inputs;
+// kDualClip whether c.dual_clip is on (a constant 0 otherwise, so its work folds away).
+template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRatio,
+          bool kDualClip>
 TIRL_HD inline PpoToken ppo_token(float logp, float old_logp, float advantage, float mask,
                                   float ref_logp, float weight, float scale,
                                   Ratio sequence_ratio_value, const PpoConstants& c) {
   const Ratio ratio = kSequenceRatio ? sequence_ratio_value : token_ratio(logp, old_logp);
   const PpoTerm term = ppo_term(advantage, ratio.ratio, c.ratio_low, c.ratio_high,
-                                kSequenceRatio ? 0.0f : c.dual_clip);
+                                kDualClip && !kSequenceRatio ? c.dual_clip : 0.0f);
   float pg = term.loss;
   float dpg = term.dloss_dratio * ratio.dratio_dlogp;
   float probe = finite_probe(logp) + finite_probe(old_logp) + finite_probe(advantage);

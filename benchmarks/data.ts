@@ -1,0 +1,115 @@
+/**
+ * Inputs of the benchmark cases: seeded, realistic in shape and value range (ratios near 1
+ * with some clipping, masks made of action spans between prompt and tool feedback). The
+ * PyTorch peer draws its own inputs with the same shapes and distributions.
+ */
+
+/** A small, fast seeded generator (mulberry32). */
+export class Rng {
+  private state: number;
+  constructor(seed: number) {
+    this.state = seed >>> 0;
+  }
+  /** Uniform in [0, 1). */
+  next(): number {
+    let t = (this.state = (this.state + 0x6d2b79f5) >>> 0);
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+  int(lo: number, hi: number): number {
+    return lo + Math.floor(this.next() * (hi - lo));
+  }
+  uniform(n: number, lo: number, hi: number): Float32Array {
+    const a = new Float32Array(n);
+    for (let i = 0; i < n; i++) a[i] = lo + (hi - lo) * this.next();
+    return a;
+  }
+  /**
+   * Bell-shaped values with the given mean and std (the sum of two uniforms, a triangular
+   * distribution): cheap for the 155M logits, and the kernels' speed does not depend on
+   * the exact shape.
+   */
+  bell(n: number, mean = 0, std = 1): Float32Array {
+    const a = new Float32Array(n);
+    const scale = std * Math.sqrt(6); // a sum of 2 U(-0.5, 0.5) has variance 1/6
+    for (let i = 0; i < n; i++) a[i] = mean + scale * (this.next() + this.next() - 1);
+    return a;
+  }
+}
+
+/** Token roles (0 prompt, 1 action, 2 feedback, 3 padding) of a padded batch. */
+export interface Batch {
+  roles: Uint8Array;
+  /** 1 where the role is an action: the loss mask. */
+  mask: Uint8Array;
+  seqOffsets: Int32Array;
+  numSeqs: number;
+  seqLen: number;
+  /** Fraction of tokens with mask 1. */
+  maskedIn: number;
+}
+
+/**
+ * A padded batch of `numSeqs` sequences of `seqLen` tokens shaped like a multi-turn tool-use
+ * rollout: a prompt (10% of the sequence), then action spans (40-200 tokens) alternating
+ * with tool feedback (10-90 tokens), then padding (0-10%). About 60% of tokens are actions.
+ */
+export function toolUseBatch(numSeqs: number, seqLen: number, seed = 1): Batch {
+  const rng = new Rng(seed);
+  const n = numSeqs * seqLen;
+  const roles = new Uint8Array(n);
+  const seqOffsets = new Int32Array(numSeqs + 1);
+  for (let s = 0; s < numSeqs; s++) {
+    const base = s * seqLen;
+    seqOffsets[s + 1] = base + seqLen;
+    const prompt = Math.floor(seqLen * 0.1);
+    const padding = Math.floor(seqLen * 0.1 * rng.next());
+    let t = prompt; // roles before `prompt` stay 0
+    let action = true;
+    while (t < seqLen - padding) {
+      const span = action ? rng.int(40, 201) : rng.int(10, 91);
+      const end = Math.min(seqLen - padding, t + span);
+      roles.fill(action ? 1 : 2, base + t, base + end);
+      t = end;
+      action = !action;
+    }
+    roles.fill(3, base + seqLen - padding, base + seqLen);
+  }
+  const mask = new Uint8Array(n);
+  let count = 0;
+  for (let i = 0; i < n; i++) {
+    const m = roles[i] === 1 ? 1 : 0;
+    mask[i] = m;
+    count += m;
+  }
+  return { roles, mask, seqOffsets, numSeqs, seqLen, maskedIn: n === 0 ? 0 : count / n };
+}
+
+/** bf16 bits of a float32 array (round to nearest even). */
+export function toBf16(values: Float32Array): Uint16Array {
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const b = bits[i];
+    out[i] = (b + 0x7fff + ((b >>> 16) & 1)) >>> 16;
+  }
+  return out;
+}
+
+/** Logits like a language model's: bell-shaped with std 2, plus a few large ones per row. */
+export function logitsLike(numTokens: number, vocabSize: number, seed = 7): Float32Array {
+  const rng = new Rng(seed);
+  const logits = rng.bell(numTokens * vocabSize, 0, 2);
+  for (let t = 0; t < numTokens; t++) {
+    for (let k = 0; k < 4; k++) logits[t * vocabSize + rng.int(0, vocabSize)] += 12;
+  }
+  return logits;
+}
+
+export function labelsFor(numTokens: number, vocabSize: number, seed = 11): Int32Array {
+  const rng = new Rng(seed);
+  const labels = new Int32Array(numTokens);
+  for (let i = 0; i < numTokens; i++) labels[i] = rng.int(0, vocabSize);
+  return labels;
+}

@@ -1,0 +1,48 @@
+/** feedbackMask cases: the loss mask of a tool-use batch from its token roles. */
+import { feedbackMask } from '../lib/index.js';
+import { Rng, toolUseBatch } from './data.js';
+import { syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { feedbackMaskTs } from './peers/feedback_mask.js';
+
+function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
+  const tokens = numSeqs * seqLen;
+  return {
+    op: 'feedbackMask',
+    id: `feedbackMask/${numSeqs}x${seqLen}`,
+    title: `feedbackMask, ${numSeqs}×${seqLen} tokens, 5% of sequences dropped`,
+    sizes,
+    // Per token: roles read (1 B), mask written (1 B); per sequence: offsets, keep, count.
+    bytes: 2 * tokens + 9 * numSeqs + 4,
+    byteModel: '2 B/token (roles in, mask out) + 9 B/sequence (offset, keep, count)',
+    bandwidthTarget: 0.6,
+    torch: { op: 'feedbackMask', params: { numSeqs, seqLen } },
+    setup() {
+      const { roles, seqOffsets } = toolUseBatch(numSeqs, seqLen);
+      const rng = new Rng(5);
+      const keep = new Uint8Array(numSeqs).map(() => (rng.next() < 0.05 ? 0 : 1));
+      const out = { mask: new Uint8Array(tokens), actionTokens: new Int32Array(numSeqs) };
+      const tsMask = new Uint8Array(tokens);
+      const tsCounts = new Int32Array(numSeqs);
+      return {
+        peers: [
+          syncPeer('tirl, out reused', 'tirl', () => feedbackMask({ roles, seqOffsets, keep, out })),
+          syncPeer('tirl, allocating', 'tirl-alloc', () => feedbackMask({ roles, seqOffsets, keep })),
+          syncPeer('TypeScript, 1 thread', 'typescript', () =>
+            feedbackMaskTs(roles, seqOffsets, keep, tsMask, tsCounts),
+          ),
+        ],
+        check() {
+          feedbackMask({ roles, seqOffsets, keep, out });
+          feedbackMaskTs(roles, seqOffsets, keep, tsMask, tsCounts);
+          const same = out.mask.every((m, i) => m === tsMask[i]) && out.actionTokens.every((c, i) => c === tsCounts[i]);
+          return same ? undefined : 'mask or counts differ';
+        },
+      };
+    },
+  };
+}
+
+export const cases: BenchCase[] = [
+  feedbackMaskCase(512, 2048, ['full']),
+  feedbackMaskCase(64, 2048, ['quick']),
+];

@@ -1,0 +1,369 @@
+/**
+ * The measuring core of `tirl bench`: each case's peers (our kernel reusing `out` buffers
+ * and allocating, the plain TypeScript peer, PyTorch in a Python co-process, and a memory
+ * copy of the same number of bytes) are warmed up, then sampled in interleaved rounds so
+ * that a noisy neighbour slows all of them alike; each peer is summarised by its median
+ * and its min–max.
+ */
+import { performance } from 'node:perf_hooks';
+import { setThreads, info } from '../lib/index.js';
+
+/** What a peer is, for the report's columns and the speed-up arithmetic. */
+export type PeerKind =
+  | 'tirl' // our kernel, writing into reused `out` buffers: the reference row
+  | 'tirl-alloc' // our kernel, allocating its outputs on every call
+  | 'tirl-1thread' // our kernel on one thread (the scaling row)
+  | 'tirl-async' // the …Async form (binding-overhead case)
+  | 'typescript' // the plain TypeScript peer in benchmarks/peers/
+  | 'torch' // PyTorch eager, in the Python co-process
+  | 'copy'; // Float32Array.prototype.set of the same number of bytes (memcpy)
+
+/**
+ * One sample, per call: wall-clock seconds, and CPU seconds of the whole process (all its
+ * threads). On a loaded machine the wall time includes waiting for a core; the CPU time
+ * does not, so it shows what the op itself costs.
+ */
+export interface Sample {
+  wall: number;
+  cpu: number;
+}
+
+export interface Peer {
+  name: string;
+  kind: PeerKind;
+  /** Runs `inner` calls back to back and returns the time per call. */
+  sample(inner: number): Sample | Promise<Sample>;
+}
+
+function cpuSeconds(): number {
+  const usage = process.cpuUsage();
+  return (usage.user + usage.system) / 1e6;
+}
+
+/** A peer calling `call` synchronously. */
+export function syncPeer(name: string, kind: PeerKind, call: () => unknown): Peer {
+  return {
+    name,
+    kind,
+    sample(inner) {
+      const cpu0 = cpuSeconds();
+      const t0 = performance.now();
+      for (let i = 0; i < inner; i++) call();
+      const wall = (performance.now() - t0) / 1e3 / inner;
+      return { wall, cpu: (cpuSeconds() - cpu0) / inner };
+    },
+  };
+}
+
+/** A peer awaiting `call` (one call in flight at a time: its latency, not a throughput). */
+export function asyncPeer(name: string, kind: PeerKind, call: () => Promise<unknown>): Peer {
+  return {
+    name,
+    kind,
+    async sample(inner) {
+      const cpu0 = cpuSeconds();
+      const t0 = performance.now();
+      for (let i = 0; i < inner; i++) await call();
+      const wall = (performance.now() - t0) / 1e3 / inner;
+      return { wall, cpu: (cpuSeconds() - cpu0) / inner };
+    },
+  };
+}
+
+/** Beyond this many bytes (far past any cache) the copy is measured on this many and scaled. */
+const COPY_BYTES_CAP = 512 * 2 ** 20;
+/** Bytes between the copy's source and target: half a page plus a cache line. */
+const COPY_TARGET_GAP = 2048 + 64;
+
+/**
+ * The bandwidth reference of a case: a copy whose reads plus writes equal the op's bytes
+ * (bytes/2 read, bytes/2 written), so that cache effects at small sizes are the same for
+ * the op and its reference. V8 implements `TypedArray.prototype.set` between distinct
+ * buffers as one memmove (glibc's, with non-temporal stores for large sizes). Past
+ * COPY_BYTES_CAP the copy's time is linear in its size, so a copy of the cap, scaled,
+ * stands for the 1.9 GB of the largest tokenLogprobs case without allocating it.
+ */
+export function copyPeer(bytes: number): Peer {
+  const copied = Math.min(bytes, COPY_BYTES_CAP);
+  const floats = Math.max(1, Math.round(copied / 8));
+  const scale = bytes / (floats * 8);
+  // One buffer, the target half a page and a cache line after the source's end. Two
+  // separate allocations land at whatever page offsets malloc gives them, and on this
+  // Zen 3 VM glibc's memmove ran 10× slower for some of them (4K aliasing of source and
+  // target): a reference must not depend on that luck.
+  const buffer = new ArrayBuffer(floats * 8 + COPY_TARGET_GAP);
+  const source = new Float32Array(buffer, 0, floats).fill(1);
+  const target = new Float32Array(buffer, floats * 4 + COPY_TARGET_GAP, floats);
+  const copy = syncPeer('memory copy, same bytes', 'copy', () => target.set(source));
+  return {
+    ...copy,
+    sample(inner) {
+      const { wall, cpu } = copy.sample(inner) as Sample;
+      return { wall: wall * scale, cpu: cpu * scale };
+    },
+  };
+}
+
+export type SizeName = 'quick' | 'full';
+
+/** Parameters of a case for the PyTorch co-process (see peers/torch_peers.py). */
+export interface TorchCase {
+  op: string;
+  params: Record<string, number | string | boolean>;
+}
+
+export interface BenchCase {
+  /** Name of the op in the kernel contract, e.g. `ppoLoss`. */
+  op: string;
+  /** Unique id, e.g. `ppoLoss/1M/kl`. */
+  id: string;
+  /** What is measured, for the table. */
+  title: string;
+  /** `--sizes` that include this case. */
+  sizes: SizeName[];
+  /** Bytes the op must move at least (see README, "byte model"). */
+  bytes: number;
+  /** That byte model in words. */
+  byteModel: string;
+  /** Issue 3's target for our share of the copy bandwidth (0.7 = 70%), if it sets one. */
+  bandwidthTarget?: number;
+  /** The PyTorch peer, when there is one. */
+  torch?: TorchCase;
+  /**
+   * Set on the small case that measures the fixed cost of a call: the report sets its sync
+   * and async times beside the same call through the C ABI.
+   */
+  callOverhead?: boolean;
+  /**
+   * Allocates the inputs and returns the peers, the first of kind 'tirl'. Called just
+   * before the case runs; everything it allocated is dropped after it.
+   */
+  setup(): CaseSetup;
+}
+
+export interface CaseSetup {
+  peers: Peer[];
+  /**
+   * Compares our kernel's result with the TypeScript peer's; returns a description of a
+   * mismatch, or undefined. Guards against a peer measuring different math.
+   */
+  check?(): string | undefined;
+}
+
+/** Where PyTorch timings come from; implemented by the Python co-process. */
+export interface TorchRunner {
+  readonly version: string;
+  readonly allocator: string;
+  /** Builds the inputs; returns a reason when the case cannot run there. */
+  setup(benchCase: BenchCase): Promise<string | undefined>;
+  /** Runs `inner` calls; time per call, measured inside Python. */
+  sample(id: string, inner: number): Promise<Sample>;
+  drop(id: string): Promise<void>;
+}
+
+export interface MeasureOptions {
+  threads: number;
+  reps: number;
+  warmup: number;
+  /** Each sample lasts at least this long (small ops run several calls per sample). */
+  minSampleSeconds: number;
+  /**
+   * Rounds are cut below `reps` (to no fewer than MIN_ROUNDS) when they would take longer
+   * than this in all: the TypeScript peer needs seconds per call on the largest logits.
+   */
+  caseBudgetSeconds: number;
+  /** Also measure our kernel on one thread (when threads > 1). */
+  scaling: boolean;
+}
+
+export interface PeerResult {
+  name: string;
+  kind: PeerKind;
+  medianMs: number;
+  minMs: number;
+  maxMs: number;
+  /** Median CPU time per call of the peer's process, all threads (see {@link Sample}). */
+  cpuMs: number;
+  /** Calls per sample. */
+  inner: number;
+  samples: number;
+  /** Bytes of the op's byte model per second. */
+  gbPerSecond: number;
+  /** Time of the same-bytes copy divided by this peer's time. */
+  copyShare: number;
+  /** This peer's median divided by our kernel's ('tirl') median: how much faster we are. */
+  tirlSpeedup: number;
+}
+
+export interface CaseResult {
+  op: string;
+  id: string;
+  title: string;
+  bytes: number;
+  byteModel: string;
+  peers: PeerResult[];
+  skipped: { peer: string; reason: string }[];
+  /** Set when the TypeScript peer disagrees with the kernel (a warning, not a failure). */
+  mismatch?: string;
+  callOverhead?: boolean;
+  bandwidthTarget?: number;
+}
+
+function median(sorted: number[]): number {
+  const n = sorted.length;
+  return n % 2 === 1 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+/** A peer that first sets the thread count, then restores it (the scaling row). */
+function withThreads(peer: Peer, threads: number, restore: number, name: string, kind: PeerKind): Peer {
+  return {
+    name,
+    kind,
+    async sample(inner) {
+      setThreads(threads);
+      try {
+        return await peer.sample(inner);
+      } finally {
+        setThreads(restore);
+      }
+    },
+  };
+}
+
+export type Progress = (message: string) => void;
+
+/** Fewest rounds of a case, whatever its budget: a median of three still drops one outlier. */
+const MIN_ROUNDS = 3;
+
+/** Measures one case: warm-up and calibration, then `reps` interleaved rounds. */
+export async function measureCase(
+  benchCase: BenchCase,
+  options: MeasureOptions,
+  torch: TorchRunner | undefined,
+  torchSkipReason: string | undefined,
+  progress: Progress,
+): Promise<CaseResult> {
+  const skipped: { peer: string; reason: string }[] = [];
+  progress(`${benchCase.id}: preparing inputs`);
+  const prepared = benchCase.setup();
+  const peers = prepared.peers;
+  if (peers.length === 0 || peers[0].kind !== 'tirl') {
+    throw new Error(`bench: case ${benchCase.id} must list our kernel ('tirl') first`);
+  }
+  if (options.scaling && options.threads > 1) {
+    peers.splice(1, 0, withThreads(peers[0], 1, options.threads, `${peers[0].name}, 1 thread`, 'tirl-1thread'));
+  }
+  const mismatch = prepared.check?.();
+  if (benchCase.torch) {
+    if (torch) {
+      progress(`${benchCase.id}: preparing PyTorch inputs`);
+      const reason = await torch.setup(benchCase);
+      if (reason === undefined) {
+        peers.push({
+          name: `PyTorch ${torch.version} eager`,
+          kind: 'torch',
+          sample: (inner) => torch.sample(benchCase.id, inner),
+        });
+      } else {
+        skipped.push({ peer: 'PyTorch', reason });
+      }
+    } else {
+      skipped.push({ peer: 'PyTorch', reason: torchSkipReason ?? 'not run' });
+    }
+  }
+  peers.push(copyPeer(benchCase.bytes));
+
+  // Warm-up (JIT, page faults of reused buffers, caches), then calls per sample so that a
+  // sample lasts at least minSampleSeconds: timer resolution and call jitter stay small.
+  const inner: number[] = [];
+  const warmTimes: number[] = [];
+  for (let p = 0; p < peers.length; p++) {
+    progress(`${benchCase.id}: warming up ${peers[p].name}`);
+    let fastest = Infinity;
+    for (let w = 0; w < Math.max(1, options.warmup); w++) {
+      fastest = Math.min(fastest, (await peers[p].sample(1)).wall);
+      if (fastest > 0.25) break; // a call this long is warm after one: save the run's time
+    }
+    warmTimes.push(fastest);
+    inner.push(Math.max(1, Math.min(100_000, Math.ceil(options.minSampleSeconds / Math.max(fastest, 1e-9)))));
+    if (inner[p] > 1) await peers[p].sample(inner[p]);
+  }
+
+  // Interleaved rounds; each round starts at a different peer so none always runs first.
+  const roundSeconds = warmTimes.reduce((sum, t, p) => sum + t * inner[p], 0);
+  const rounds = Math.min(options.reps, Math.max(MIN_ROUNDS, Math.floor(options.caseBudgetSeconds / roundSeconds)));
+  const samples: Sample[][] = peers.map(() => []);
+  for (let r = 0; r < rounds; r++) {
+    progress(`${benchCase.id}: round ${r + 1}/${rounds}`);
+    for (let k = 0; k < peers.length; k++) {
+      const p = (r + k) % peers.length;
+      samples[p].push(await peers[p].sample(inner[p]));
+    }
+  }
+  if (torch && benchCase.torch && !skipped.some((s) => s.peer === 'PyTorch')) await torch.drop(benchCase.id);
+
+  const stats = peers.map((peer, p) => {
+    const sorted = samples[p].map((x) => x.wall).sort((a, b) => a - b);
+    const cpu = median(samples[p].map((x) => x.cpu).sort((a, b) => a - b));
+    return { peer, p, median: median(sorted), min: sorted[0], max: sorted[sorted.length - 1], cpu };
+  });
+  const tirlMedian = stats[0].median;
+  const copyMedian = stats[stats.length - 1].median;
+  return {
+    op: benchCase.op,
+    id: benchCase.id,
+    title: benchCase.title,
+    bytes: benchCase.bytes,
+    byteModel: benchCase.byteModel,
+    peers: stats.map((s) => ({
+      name: s.peer.name,
+      kind: s.peer.kind,
+      medianMs: s.median * 1e3,
+      minMs: s.min * 1e3,
+      maxMs: s.max * 1e3,
+      cpuMs: s.cpu * 1e3,
+      inner: inner[s.p],
+      samples: samples[s.p].length,
+      gbPerSecond: benchCase.bytes / s.median / 1e9,
+      copyShare: copyMedian / s.median,
+      tirlSpeedup: s.median / tirlMedian,
+    })),
+    skipped,
+    ...(mismatch === undefined ? {} : { mismatch }),
+    ...(benchCase.callOverhead ? { callOverhead: true } : {}),
+    ...(benchCase.bandwidthTarget === undefined ? {} : { bandwidthTarget: benchCase.bandwidthTarget }),
+  };
+}
+
+/** The thread count our kernels use now. */
+export function currentThreads(): number {
+  return info().threads;
+}
+
+/** Describes how `a` and `b` differ beyond a relative `tolerance`, or undefined. */
+export function compareNumbers(name: string, a: number, b: number, tolerance: number): string | undefined {
+  const scale = Math.max(Math.abs(a), Math.abs(b), 1e-12);
+  return Math.abs(a - b) <= tolerance * scale ? undefined : `${name}: ${a} vs ${b}`;
+}
+
+/**
+ * Describes the worst element of `a` and `b` beyond `tolerance` relative to the largest
+ * magnitude in `b` (elementwise relative error is meaningless next to zeros), or undefined.
+ */
+export function compareArrays(name: string, a: ArrayLike<number>, b: ArrayLike<number>, tolerance: number): string | undefined {
+  if (a.length !== b.length) return `${name}: lengths ${a.length} vs ${b.length}`;
+  let scale = 1e-30;
+  for (let i = 0; i < b.length; i++) scale = Math.max(scale, Math.abs(b[i]));
+  let worst = -1;
+  let worstError = 0;
+  for (let i = 0; i < a.length; i++) {
+    const error = Math.abs(a[i] - b[i]);
+    if (!(error <= worstError)) {
+      worst = i;
+      worstError = error;
+    }
+  }
+  return worst < 0 || worstError <= tolerance * scale
+    ? undefined
+    : `${name}[${worst}]: ${a[worst]} vs ${b[worst]} (scale ${scale.toPrecision(3)})`;
+}

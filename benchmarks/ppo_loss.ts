@@ -1,0 +1,120 @@
+/**
+ * ppoLoss cases: forward + gradient on a 512×2048 tool-use batch (about 60% of tokens
+ * masked in), with and without the k3 KL term; and the fixed cost of one call on 1,024
+ * tokens, sync and async, for the binding-overhead line.
+ */
+import { ppoLoss, ppoLossAsync, type PpoLossOptions } from '../lib/index.js';
+import { Rng, toolUseBatch } from './data.js';
+import { asyncPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { ppoLossTs } from './peers/ppo_loss.js';
+
+const CLIP = 0.2;
+const DUAL_CLIP = 3; // verl's clip_ratio_c default
+const KL_COEF = 0.001; // verl's kl_loss_coef default
+
+/** Inputs drawn like a PPO step: ratios near 1 (some clipped), advantages ~ N(0, 1). */
+function ppoInputs(numSeqs: number, seqLen: number) {
+  const n = numSeqs * seqLen;
+  const batch = toolUseBatch(numSeqs, seqLen);
+  const rng = new Rng(2);
+  const logp = rng.uniform(n, -5, 0);
+  const noise = rng.bell(n, 0, 0.1);
+  const oldLogp = logp.map((x, i) => x + noise[i]);
+  const advantages = rng.bell(n, 0, 1);
+  const refNoise = rng.bell(n, 0, 0.05);
+  const refLogp = logp.map((x, i) => x + refNoise[i]);
+  return { n, mask: batch.mask, logp, oldLogp, advantages, refLogp };
+}
+
+function ppoCase(numSeqs: number, seqLen: number, kl: boolean, sizes: SizeName[]): BenchCase {
+  const tokens = numSeqs * seqLen;
+  const perToken = kl ? 21 : 17;
+  return {
+    op: 'ppoLoss',
+    id: `ppoLoss/${numSeqs}x${seqLen}${kl ? '/kl' : ''}`,
+    title: `ppoLoss forward+grad, ${numSeqs}×${seqLen} tokens, dual clip${kl ? ', k3 KL' : ''}`,
+    sizes,
+    bytes: perToken * tokens,
+    bandwidthTarget: 0.7,
+    byteModel: kl
+      ? '21 B/token: logp, oldLogp, advantages, refLogp read (4 B each), mask (1 B), grad written (4 B)'
+      : '17 B/token: logp, oldLogp, advantages read (4 B each), mask (1 B), grad written (4 B)',
+    torch: {
+      op: 'ppoLoss',
+      params: { numSeqs, seqLen, kl, clipLow: CLIP, clipHigh: CLIP, dualClip: DUAL_CLIP, klCoef: KL_COEF },
+    },
+    setup() {
+      const { mask, logp, oldLogp, advantages, refLogp } = ppoInputs(numSeqs, seqLen);
+      const options: PpoLossOptions = {
+        logp,
+        oldLogp,
+        advantages,
+        mask,
+        clipLow: CLIP,
+        dualClip: DUAL_CLIP,
+        ...(kl ? { refLogp, klCoef: KL_COEF, klEstimator: 'k3' as const } : {}),
+      };
+      const reused = { ...options, out: { grad: new Float32Array(tokens) } };
+      const tsGrad = new Float32Array(tokens);
+      const ts = () => ppoLossTs(logp, oldLogp, advantages, mask, kl ? refLogp : undefined, CLIP, CLIP, DUAL_CLIP, kl ? KL_COEF : 0, tsGrad);
+      return {
+        peers: [
+          syncPeer('tirl, out reused', 'tirl', () => ppoLoss(reused)),
+          syncPeer('tirl, allocating', 'tirl-alloc', () => ppoLoss(options)),
+          syncPeer('TypeScript, 1 thread', 'typescript', ts),
+        ],
+        check() {
+          const ours = ppoLoss(reused);
+          const theirs = ts();
+          return (
+            compareNumbers('loss', ours.loss, theirs.loss, 1e-4) ??
+            compareNumbers('clipFraction', ours.clipFraction, theirs.clipFraction, 1e-4) ??
+            compareArrays('grad', ours.grad, tsGrad, 1e-4)
+          );
+        },
+      };
+    },
+  };
+}
+
+/**
+ * 1,024 tokens with the default options and no sequence offsets: the same call that
+ * tirl_stream makes through the C ABI, so the difference is the binding's cost.
+ */
+function callOverheadCase(): BenchCase {
+  const tokens = 1024;
+  return {
+    op: 'ppoLoss',
+    id: 'ppoLoss/1024-call',
+    title: 'ppoLoss forward+grad, 1,024 tokens: the fixed cost of a call',
+    sizes: ['quick', 'full'],
+    callOverhead: true,
+    bytes: 17 * tokens,
+    byteModel: '17 B/token, as above',
+    torch: { op: 'ppoLoss', params: { numSeqs: 1, seqLen: tokens, kl: false, clipLow: CLIP, clipHigh: CLIP, dualClip: DUAL_CLIP, klCoef: 0 } },
+    setup() {
+      const { mask, logp, oldLogp, advantages } = ppoInputs(1, tokens);
+      const options: PpoLossOptions = { logp, oldLogp, advantages, mask };
+      const reused = { ...options, out: { grad: new Float32Array(tokens) } };
+      const tsGrad = new Float32Array(tokens);
+      return {
+        peers: [
+          syncPeer('tirl sync, out reused', 'tirl', () => ppoLoss(reused)),
+          asyncPeer('tirl async, out reused', 'tirl-async', () => ppoLossAsync(reused)),
+          syncPeer('tirl sync, allocating', 'tirl-alloc', () => ppoLoss(options)),
+          syncPeer('TypeScript, 1 thread', 'typescript', () =>
+            ppoLossTs(logp, oldLogp, advantages, mask, undefined, CLIP, CLIP, 0, 0, tsGrad),
+          ),
+        ],
+      };
+    },
+  };
+}
+
+export const cases: BenchCase[] = [
+  ppoCase(512, 2048, false, ['full']),
+  ppoCase(512, 2048, true, ['full']),
+  ppoCase(64, 2048, false, ['quick']),
+  ppoCase(64, 2048, true, ['quick']),
+  callOverheadCase(),
+];

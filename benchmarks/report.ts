@@ -1,0 +1,294 @@
+/** The outputs of `tirl bench`: a terminal table, a Markdown file and an SVG chart. */
+import type { TirlInfo } from '../lib/index.js';
+import type { CaseResult, PeerResult } from './harness.js';
+
+/** What tirl_stream printed (benchmarks/native/stream.c), or why it did not run. */
+export interface StreamResult {
+  arrayMiB?: number;
+  reps?: number;
+  /** Copy bandwidth with 1, 2, … threads (STREAM convention: read + written bytes). */
+  copyGBps?: number[];
+  triadGBps?: number[];
+  /** Median µs of one 1,024-token ppoLoss through the C ABI (no binding). */
+  ppoLoss1024CallUs?: number;
+  ppoLoss1024Skipped?: string;
+  skipped?: string;
+}
+
+export interface BindingOverhead {
+  /** Median µs per call of the sync and async binding (1,024-token ppoLoss). */
+  syncUs: number;
+  asyncUs?: number;
+  /** The same call through the C ABI from a C program; absent when not measured. */
+  cAbiUs?: number;
+}
+
+export interface BenchReport {
+  date: string;
+  seconds: number;
+  machine: { cpu: string; cores: number; memoryGiB: number; os: string; node: string; tirl: TirlInfo; commit?: string };
+  settings: { sizes: string; threads: number; reps: number; warmup: number; minSampleMs: number; caseBudgetSeconds: number };
+  stream: StreamResult;
+  torch: string;
+  cases: CaseResult[];
+  bindingOverhead?: BindingOverhead;
+}
+
+const fixed = (x: number, digits: number) => x.toFixed(digits);
+
+function ms(x: number): string {
+  if (x >= 100) return fixed(x, 1);
+  if (x >= 1) return fixed(x, 2);
+  if (x >= 0.01) return fixed(x, 3);
+  return x.toPrecision(2);
+}
+
+function percent(share: number): string {
+  return `${Math.round(share * 100)}%`;
+}
+
+function speedup(p: PeerResult): string {
+  if (p.kind === 'tirl' || p.kind === 'copy') return '';
+  return p.tirlSpeedup >= 10 ? `${fixed(p.tirlSpeedup, 0)}×` : `${fixed(p.tirlSpeedup, 2)}×`;
+}
+
+function peerOf(result: CaseResult, kind: PeerResult['kind']): PeerResult | undefined {
+  return result.peers.find((p) => p.kind === kind);
+}
+
+function pad(text: string, width: number, right = false): string {
+  return right ? text.padStart(width) : text.padEnd(width);
+}
+
+function table(header: string[], rows: string[][], rightAligned: boolean[]): string {
+  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c].length)));
+  const line = (cells: string[]) => cells.map((cell, c) => pad(cell, widths[c], rightAligned[c])).join('  ');
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}
+
+function megabytes(bytes: number): string {
+  return bytes >= 1e9 ? `${fixed(bytes / 1e9, 2)} GB` : `${fixed(bytes / 1e6, bytes >= 1e7 ? 0 : 2)} MB`;
+}
+
+function machineLines(r: BenchReport): string[] {
+  const s = r.stream;
+  const stream = s.copyGBps
+    ? `STREAM (tirl_stream, ${s.arrayMiB} MiB arrays): copy ${s.copyGBps.map((g) => fixed(g, 1)).join(' / ')} GB/s, ` +
+      `triad ${s.triadGBps!.map((g) => fixed(g, 1)).join(' / ')} GB/s with 1${s.copyGBps.length > 1 ? `…${s.copyGBps.length}` : ''} threads`
+    : `STREAM: ${s.skipped}`;
+  return [
+    `${r.date} · ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB · ${r.machine.os} · Node ${r.machine.node}`,
+    `tirl ${r.machine.tirl.version}${r.machine.commit ? ` at ${r.machine.commit}` : ''} (${r.machine.tirl.simd}; ${r.machine.tirl.build}) · ${r.settings.threads} threads · ` +
+      `sizes ${r.settings.sizes} · up to ${r.settings.reps} interleaved rounds (at least 3; fewer past ${r.settings.caseBudgetSeconds} s a case) after ${r.settings.warmup} warm-up calls`,
+    `PyTorch: ${r.torch}`,
+    stream,
+  ];
+}
+
+/** bf16 against f32 on the same shape and mode (issue 3 asks for at least 1.6×). */
+function dtypeLines(r: BenchReport): string[] {
+  const lines: string[] = [];
+  for (const c of r.cases) {
+    if (!c.id.includes('/bf16/')) continue;
+    const f32 = r.cases.find((other) => other.id === c.id.replace('/bf16/', '/f32/'));
+    if (!f32) continue;
+    const ratio = f32.peers[0].medianMs / c.peers[0].medianMs;
+    lines.push(`${c.id}: bf16 ${fixed(ratio, 2)}× faster than f32 (target 1.6×: ${ratio >= 1.6 ? 'met' : 'MISSED'})`);
+  }
+  return lines;
+}
+
+function overheadLines(r: BenchReport): string[] {
+  const o = r.bindingOverhead;
+  if (!o) return [];
+  const c = o.cAbiUs;
+  const above = (us: number) => (c === undefined ? '' : ` = ${fixed(us - c, 2)} µs above the kernel`);
+  return [
+    `Binding overhead, ppoLoss on 1,024 tokens: kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
+      `sync ${fixed(o.syncUs, 2)} µs${above(o.syncUs)}` +
+      (o.asyncUs === undefined ? '' : `; async ${fixed(o.asyncUs, 2)} µs${above(o.asyncUs)}`) +
+      (c === undefined ? '' : ` (target: sync under 5 µs above: ${o.syncUs - c < 5 ? 'met' : 'MISSED'})`),
+  ];
+}
+
+/** One row per case: our time, bandwidth share, scaling and speed-ups. */
+function summaryRows(r: BenchReport): string[][] {
+  return r.cases.map((c) => {
+    const ours = c.peers[0];
+    const one = peerOf(c, 'tirl-1thread');
+    const ts = peerOf(c, 'typescript');
+    const torch = peerOf(c, 'torch');
+    const alloc = peerOf(c, 'tirl-alloc');
+    const target = c.bandwidthTarget;
+    return [
+      c.id,
+      ms(ours.medianMs),
+      fixed(ours.gbPerSecond, 1),
+      percent(ours.copyShare),
+      target === undefined ? '' : `${percent(target)} ${ours.copyShare >= target ? 'met' : 'MISSED'}`,
+      alloc ? ms(alloc.medianMs) : '–',
+      one ? `${fixed(one.medianMs / ours.medianMs, 2)}×` : '–',
+      ts ? speedup(ts) : '–',
+      torch ? speedup(torch) : '–',
+    ];
+  });
+}
+
+const PEER_HEADER = ['peer', 'median ms', 'min–max ms', 'CPU ms', 'GB/s', '% copy', 'tirl faster'];
+const PEER_RIGHT = [false, true, true, true, true, true, true];
+
+/** One row per peer of a case. CPU ms: process CPU time per call, all threads. */
+function peerRows(c: CaseResult): string[][] {
+  return c.peers.map((p) => [
+    p.name,
+    ms(p.medianMs),
+    `${ms(p.minMs)}–${ms(p.maxMs)}`,
+    ms(p.cpuMs),
+    fixed(p.gbPerSecond, 1),
+    percent(p.copyShare),
+    speedup(p),
+  ]);
+}
+
+const SUMMARY_HEADER = ['case', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'vs 1 thr', 'vs TS', 'vs PyTorch'];
+const SUMMARY_RIGHT = [false, true, true, true, true, true, true, true, true];
+
+export function terminalReport(r: BenchReport): string {
+  const out: string[] = [...machineLines(r), ''];
+  for (const c of r.cases) {
+    out.push(`${c.title} — ${megabytes(c.bytes)} moved (${c.byteModel}); ${c.peers[0].samples} rounds`);
+    out.push(
+      table(PEER_HEADER, peerRows(c), PEER_RIGHT)
+        .split('\n')
+        .map((l) => `  ${l}`)
+        .join('\n'),
+    );
+    for (const s of c.skipped) out.push(`  ${s.peer}: skipped (${s.reason})`);
+    if (c.mismatch) out.push(`  WARNING: the TypeScript peer disagrees with the kernel: ${c.mismatch}`);
+    out.push('');
+  }
+  out.push('Summary (speed-ups: the peer\'s median / ours; "vs 1 thr": our 1-thread time / ours)');
+  out.push(table(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT));
+  out.push(...dtypeLines(r), ...overheadLines(r), '');
+  return out.join('\n');
+}
+
+function markdownTable(header: string[], rows: string[][], right: boolean[]): string {
+  const escape = (s: string) => s.replace(/\|/g, '\\|');
+  return [
+    `| ${header.map(escape).join(' | ')} |`,
+    `|${right.map((r) => (r ? '---:' : '---')).join('|')}|`,
+    ...rows.map((row) => `| ${row.map(escape).join(' | ')} |`),
+  ].join('\n');
+}
+
+export function markdownReport(r: BenchReport): string {
+  const out: string[] = [`# tirl bench, CPU, ${r.date.slice(0, 10)}`, ''];
+  out.push(...machineLines(r).map((l) => `- ${l}`), '');
+  out.push('## Summary', '');
+  out.push("Speed-ups are the peer's median time divided by ours (out buffers reused); `% copy` is the");
+  out.push('time of a memory copy of the same number of bytes, measured in the same process and run,');
+  out.push('divided by ours; `vs 1 thr` is our one-thread time divided by ours.', '');
+  out.push(markdownTable(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT), '');
+  const notes = [...dtypeLines(r), ...overheadLines(r)];
+  out.push(...notes.map((l) => `- ${l}`));
+  if (notes.length > 0) out.push('');
+  out.push('## Cases', '');
+  for (const c of r.cases) {
+    out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}. ${c.peers[0].samples} rounds.`, '');
+    out.push(markdownTable(PEER_HEADER, peerRows(c), PEER_RIGHT));
+    for (const s of c.skipped) out.push('', `${s.peer}: skipped (${s.reason}).`);
+    if (c.mismatch) out.push('', `**Warning**: the TypeScript peer disagrees with the kernel: ${c.mismatch}.`);
+    out.push('');
+  }
+  return out.join('\n') + '\n';
+}
+
+function xml(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+/**
+ * Two panels, one row per case: speed-up over the TypeScript and PyTorch peers (log scale),
+ * and our share of the same-bytes copy bandwidth (linear, with the 60% and 70% targets).
+ */
+export function svgChart(r: BenchReport): string {
+  const rowHeight = 26;
+  const top = 76;
+  const labelWidth = 300;
+  const panelWidth = 330;
+  const gap = 50;
+  const width = labelWidth + 2 * panelWidth + gap + 30;
+  const height = top + rowHeight * Math.max(1, r.cases.length) + 50;
+  const left1 = labelWidth;
+  const left2 = labelWidth + panelWidth + gap;
+  const speedups = r.cases.flatMap((c) =>
+    c.peers.filter((p) => p.kind === 'typescript' || p.kind === 'torch').map((p) => p.tirlSpeedup),
+  );
+  const finite = speedups.filter((x) => Number.isFinite(x) && x > 0);
+  const highDecade = Math.ceil(Math.log10(Math.max(10, ...finite)));
+  const lowDecade = Math.min(0, Math.floor(Math.log10(Math.min(1, ...finite))));
+  const logX = (x: number) => {
+    const clamped = Math.min(Math.max(x, 10 ** lowDecade), 10 ** highDecade);
+    return left1 + ((Math.log10(clamped) - lowDecade) / (highDecade - lowDecade)) * panelWidth;
+  };
+  const maxShare = Math.max(1, ...r.cases.map((c) => c.peers[0].copyShare));
+  const shareX = (s: number) => left2 + (Math.min(s, maxShare) / maxShare) * panelWidth;
+  const parts: string[] = [];
+  const text = (x: number, y: number, s: string, extra = '') =>
+    parts.push(`<text x="${x.toFixed(1)}" y="${y.toFixed(1)}"${extra}>${xml(s)}</text>`);
+  text(10, 22, `tirl bench · ${r.date.slice(0, 10)} · ${r.machine.cpu}, ${r.settings.threads} threads`, ' font-weight="bold"');
+  text(left1, 42, 'speed-up of tirl (log scale)');
+  text(left1, 58, 'blue: vs TypeScript · orange: vs PyTorch', ' font-size="11"');
+  text(left2, 42, 'share of the same-bytes copy bandwidth');
+  text(left2, 58, 'dashed: targets 60% and 70%', ' font-size="11"');
+  const bottom = top + rowHeight * r.cases.length;
+  for (let d = lowDecade; d <= highDecade; d++) {
+    const x = logX(10 ** d);
+    parts.push(`<line x1="${x.toFixed(1)}" y1="${top - 6}" x2="${x.toFixed(1)}" y2="${bottom}" stroke="#ddd"/>`);
+    text(x - 8, bottom + 16, `${d < 0 ? (10 ** d).toFixed(-d) : 10 ** d}×`, ' font-size="11"');
+  }
+  for (const t of [0, 0.25, 0.5, 0.75, 1]) {
+    const x = shareX(t * maxShare);
+    parts.push(`<line x1="${x.toFixed(1)}" y1="${top - 6}" x2="${x.toFixed(1)}" y2="${bottom}" stroke="#ddd"/>`);
+    text(x - 10, bottom + 16, `${Math.round(t * maxShare * 100)}%`, ' font-size="11"');
+  }
+  for (const target of [0.6, 0.7]) {
+    if (target > maxShare) continue;
+    const x = shareX(target);
+    parts.push(`<line x1="${x.toFixed(1)}" y1="${top - 6}" x2="${x.toFixed(1)}" y2="${bottom}" stroke="#c33" stroke-dasharray="4 3"/>`);
+  }
+  r.cases.forEach((c, i) => {
+    const y = top + i * rowHeight;
+    text(10, y + 15, c.id, ' font-size="12"');
+    const ts = peerOf(c, 'typescript');
+    const torch = peerOf(c, 'torch');
+    const bars: [PeerResult | undefined, string, number][] = [
+      [ts, '#4a7fc1', 2],
+      [torch, '#e8883a', 12],
+    ];
+    for (const [peer, colour, dy] of bars) {
+      if (!peer) continue;
+      const x = logX(peer.tirlSpeedup);
+      const one = logX(1); // bars grow from 1×: left of it the peer is faster
+      parts.push(`<rect x="${Math.min(x, one).toFixed(1)}" y="${y + dy}" width="${Math.max(1, Math.abs(x - one)).toFixed(1)}" height="9" fill="${colour}"/>`);
+      const label = `${peer.tirlSpeedup >= 10 ? peer.tirlSpeedup.toFixed(0) : peer.tirlSpeedup.toFixed(1)}×`;
+      text(x < one ? x - 30 : x + 4, y + dy + 8.5, label, ' font-size="10"');
+    }
+    if (c.callOverhead) {
+      text(left2, y + 15, 'the fixed cost of a call: see the table', ' font-size="11" fill="#777"');
+      return;
+    }
+    const share = c.peers[0].copyShare;
+    const colour = share >= 0.6 ? '#3a9a5b' : '#b8b8b8';
+    parts.push(`<rect x="${left2}" y="${y + 4}" width="${Math.max(1, shareX(share) - left2).toFixed(1)}" height="14" fill="${colour}"/>`);
+    text(shareX(share) + 4, y + 15, percent(share), ' font-size="11"');
+  });
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
+    `<rect width="100%" height="100%" fill="white"/>`,
+    ...parts,
+    '</svg>',
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,271 @@
+/**
+ * `tirl bench`: parses the flags, measures the machine's memory bandwidth, runs the
+ * selected cases against their peers, and writes the table, a JSON file and an SVG chart.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, release, platform } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import { info, setThreads } from '../lib/index.js';
+import { allCases } from './cases.js';
+import { measureCase, type BenchCase, type CaseResult, type SizeName } from './harness.js';
+import { markdownReport, svgChart, terminalReport, type BenchReport, type StreamResult } from './report.js';
+import { startTorch } from './torch.js';
+
+const packageRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+export const benchUsage = `Usage: tirl bench [options]
+
+Measures every kernel against a plain TypeScript peer, PyTorch eager on the CPU and the
+memory bandwidth of this machine (see benchmarks/README.md).
+
+Options:
+  --ops LIST       ops to run, comma-separated (e.g. ppoLoss,tokenLogprobs); default all
+  --sizes NAME     'full' (the sizes of issue 3, default) or 'quick' (small inputs)
+  --quick          --sizes quick with fewer repetitions: a run of well under a minute
+  --threads N      threads for our kernels and PyTorch (default: tirl's default)
+  --reps N         interleaved rounds per case (default 9, quick 5; fewer, but at least
+                   3, where the rounds would exceed 40 s, or 3 s with --quick)
+  --no-torch       do not run the PyTorch peer
+  --json           print the JSON report on stdout instead of the table
+  --out DIR        where to write cpu-<date>.json/.md/.svg (default bench-results/)
+  -h, --help       this text`;
+
+interface BenchFlags {
+  ops?: string[];
+  sizes: SizeName;
+  threads: number;
+  reps: number;
+  warmup: number;
+  minSampleSeconds: number;
+  caseBudgetSeconds: number;
+  torch: boolean;
+  json: boolean;
+  out: string;
+}
+
+function fail(message: string): never {
+  throw Object.assign(new Error(`tirl bench: ${message}\n\n${benchUsage}`), { usage: true });
+}
+
+function positiveInteger(value: string | undefined, name: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) fail(`expected a positive integer for --${name} but received '${value}'`);
+  return n;
+}
+
+export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        ops: { type: 'string' },
+        sizes: { type: 'string' },
+        quick: { type: 'boolean' },
+        threads: { type: 'string' },
+        reps: { type: 'string' },
+        'no-torch': { type: 'boolean' },
+        json: { type: 'boolean' },
+        out: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    }).values;
+  } catch (error) {
+    fail((error as Error).message);
+  }
+  if (parsed.help) return 'help';
+  const quick = parsed.quick === true;
+  const sizes = (parsed.sizes ?? (quick ? 'quick' : 'full')) as SizeName;
+  if (sizes !== 'quick' && sizes !== 'full') fail(`expected 'quick' or 'full' for --sizes but received '${sizes}'`);
+  const known = new Set(allCases.map((c) => c.op.toLowerCase()));
+  const ops = parsed.ops?.split(',').map((op) => op.trim()).filter((op) => op !== '');
+  for (const op of ops ?? []) {
+    if (!known.has(op.toLowerCase())) fail(`unknown op '${op}' in --ops (known: ${[...new Set(allCases.map((c) => c.op))].join(', ')})`);
+  }
+  const threads = positiveInteger(parsed.threads, 'threads') ?? info().threads;
+  if (threads > 1024) fail(`expected at most 1024 for --threads but received ${threads}`);
+  return {
+    ...(ops ? { ops } : {}),
+    sizes,
+    threads,
+    reps: positiveInteger(parsed.reps, 'reps') ?? (sizes === 'quick' ? 5 : 9),
+    warmup: sizes === 'quick' ? 1 : 2,
+    minSampleSeconds: sizes === 'quick' ? 0.002 : 0.005,
+    caseBudgetSeconds: sizes === 'quick' ? 3 : 40,
+    torch: parsed['no-torch'] !== true,
+    json: parsed.json === true,
+    out: resolve(parsed.out ?? 'bench-results'),
+  };
+}
+
+/**
+ * The CPU as lscpu describes it (model name, family/model, L3, hypervisor), or the model
+ * name from os.cpus() where lscpu is missing.
+ */
+async function cpuDescription(): Promise<string> {
+  try {
+    const { stdout } = await promisify(execFile)('lscpu', [], { env: { ...process.env, LC_ALL: 'C' } });
+    const field = (name: string) => new RegExp(`^${name}:\\s*(.+)$`, 'm').exec(stdout)?.[1]?.trim();
+    const model = field('Model name');
+    if (model) {
+      const details = [
+        field('CPU family') && `family ${field('CPU family')} model ${field('Model')}`,
+        field('L3 cache') && `L3 ${field('L3 cache')}`,
+        field('Hypervisor vendor') && `${field('Hypervisor vendor')} guest`,
+      ].filter(Boolean);
+      return details.length > 0 ? `${model} (${details.join(', ')})` : model;
+    }
+  } catch {
+    // no lscpu: fall through
+  }
+  return cpus()[0]?.model ?? 'unknown CPU';
+}
+
+/** The checkout's commit, when the package runs from a git checkout. */
+async function gitCommit(): Promise<string | undefined> {
+  try {
+    const { stdout } = await promisify(execFile)('git', ['rev-parse', '--short', 'HEAD'], { cwd: packageRoot });
+    return stdout.trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** STREAM copy/triad and the C ABI ppoLoss call, from the native tirl_stream program. */
+async function measureStream(threads: number, quick: boolean): Promise<StreamResult> {
+  const program = join(packageRoot, 'build', 'Release', 'tirl_stream');
+  if (!existsSync(program)) {
+    return { skipped: `${program} not built (a source build, 'npm run build:native', makes it)` };
+  }
+  const args = ['--threads', String(Math.min(threads, 64)), '--mib', quick ? '64' : '256', '--reps', quick ? '3' : '10'];
+  const libtirl = join(packageRoot, 'build', 'Release', 'libtirl.so');
+  if (existsSync(libtirl)) args.push('--libtirl', libtirl);
+  try {
+    const { stdout } = await promisify(execFile)(program, args);
+    return JSON.parse(stdout) as StreamResult;
+  } catch (error) {
+    return { skipped: `tirl_stream failed: ${(error as Error).message}` };
+  }
+}
+
+function selectCases(flags: BenchFlags): BenchCase[] {
+  const ops = flags.ops?.map((op) => op.toLowerCase());
+  return allCases.filter((c) => c.sizes.includes(flags.sizes) && (!ops || ops.includes(c.op.toLowerCase())));
+}
+
+export async function runBench(argv: string[]): Promise<number> {
+  const flags = parseBenchFlags(argv);
+  if (flags === 'help') {
+    console.log(benchUsage);
+    return 0;
+  }
+  const previousThreads = info().threads;
+  setThreads(flags.threads);
+  const interactive = process.stderr.isTTY === true;
+  let lastLength = 0;
+  const progress = (message: string) => {
+    if (interactive) {
+      const line = `tirl bench ${message}`.slice(0, (process.stderr.columns ?? 100) - 1);
+      process.stderr.write(`\r${line}${' '.repeat(Math.max(0, lastLength - line.length))}`);
+      lastLength = line.length;
+    } else {
+      process.stderr.write(`tirl bench ${message}\n`);
+    }
+  };
+
+  const cases = selectCases(flags);
+  const started = new Date();
+  progress('measuring memory bandwidth (tirl_stream)');
+  const stream = await measureStream(flags.threads, flags.sizes === 'quick');
+
+  let torchDescription = 'not run (--no-torch)';
+  let torchReason: string | undefined = '--no-torch';
+  let torch;
+  if (flags.torch && cases.some((c) => c.torch)) {
+    progress('starting the PyTorch peer');
+    const start = await startTorch(cases, flags.threads);
+    torch = start.runner;
+    torchReason = start.reason;
+    torchDescription = start.runner ? start.description : `skipped: ${start.reason}`;
+  }
+
+  const results: CaseResult[] = [];
+  try {
+    for (let i = 0; i < cases.length; i++) {
+      const c = cases[i];
+      results.push(
+        await measureCase(
+          c,
+          {
+            threads: flags.threads,
+            reps: flags.reps,
+            warmup: flags.warmup,
+            minSampleSeconds: flags.minSampleSeconds,
+            caseBudgetSeconds: flags.caseBudgetSeconds,
+            scaling: true,
+          },
+          torch,
+          torchReason,
+          (message) => progress(`[${i + 1}/${cases.length}] ${message}`),
+        ),
+      );
+    }
+  } finally {
+    torch?.close();
+    setThreads(previousThreads);
+    if (interactive) process.stderr.write(`\r${' '.repeat(lastLength)}\r`);
+  }
+
+  const commit = await gitCommit();
+  const report: BenchReport = {
+    date: started.toISOString(),
+    seconds: (Date.now() - started.getTime()) / 1e3,
+    machine: {
+      cpu: await cpuDescription(),
+      cores: cpus().length,
+      memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+      os: `${platform()} ${release()}`,
+      node: process.version,
+      tirl: info(),
+      ...(commit ? { commit } : {}),
+    },
+    settings: {
+      sizes: flags.sizes,
+      threads: flags.threads,
+      reps: flags.reps,
+      warmup: flags.warmup,
+      minSampleMs: flags.minSampleSeconds * 1e3,
+      caseBudgetSeconds: flags.caseBudgetSeconds,
+    },
+    stream,
+    torch: torchDescription,
+    cases: results,
+  };
+  const overhead = results.find((r) => r.callOverhead);
+  if (overhead) {
+    const async = overhead.peers.find((p) => p.kind === 'tirl-async');
+    report.bindingOverhead = {
+      syncUs: overhead.peers[0].medianMs * 1e3,
+      ...(async ? { asyncUs: async.medianMs * 1e3 } : {}),
+      ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
+    };
+  }
+
+  mkdirSync(flags.out, { recursive: true });
+  const base = join(flags.out, `cpu-${report.date.slice(0, 10)}`);
+  writeFileSync(`${base}.json`, JSON.stringify(report, null, 2) + '\n');
+  writeFileSync(`${base}.md`, markdownReport(report));
+  writeFileSync(`${base}.svg`, svgChart(report));
+  if (flags.json) {
+    process.stdout.write(JSON.stringify(report, null, 2) + '\n');
+  } else {
+    process.stdout.write(terminalReport(report));
+    process.stdout.write(`\nWrote ${base}.json, .md and .svg\n`);
+  }
+  return 0;
+}

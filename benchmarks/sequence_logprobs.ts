@@ -1,0 +1,60 @@
+/**
+ * sequenceLogprobs cases: per-sequence sums of masked token log-probs on a 512×2048 batch,
+ * and the backward that broadcasts each sequence's gradient to its masked tokens.
+ */
+import { sequenceLogprobs, sequenceLogprobsBackward } from '../lib/index.js';
+import { Rng, toolUseBatch } from './data.js';
+import { compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { sequenceLogprobsBackwardTs, sequenceLogprobsTs } from './peers/sequence_logprobs.js';
+
+function sequenceCase(numSeqs: number, seqLen: number, backward: boolean, sizes: SizeName[]): BenchCase {
+  const tokens = numSeqs * seqLen;
+  return {
+    op: 'sequenceLogprobs',
+    id: `sequenceLogprobs/${numSeqs}x${seqLen}/${backward ? 'bwd' : 'fwd'}`,
+    title: `sequenceLogprobs${backward ? 'Backward' : ''}, ${numSeqs}×${seqLen} tokens`,
+    sizes,
+    bytes: 5 * tokens + 8 * numSeqs + 4,
+    byteModel: backward
+      ? '5 B/token (mask read, gradient written) + 8 B/sequence (offset, gradSeq)'
+      : '5 B/token (logp and mask read) + 8 B/sequence (offset, sum written)',
+    bandwidthTarget: 0.6,
+    torch: { op: 'sequenceLogprobs', params: { numSeqs, seqLen, backward } },
+    setup() {
+      const { mask, seqOffsets } = toolUseBatch(numSeqs, seqLen);
+      const rng = new Rng(9);
+      const logp = rng.uniform(tokens, -5, 0);
+      const gradSeq = rng.bell(numSeqs, 0, 1);
+      const out = new Float32Array(backward ? tokens : numSeqs);
+      const tsOut = new Float32Array(out.length);
+      const ours = backward
+        ? () => sequenceLogprobsBackward({ gradSeq, mask, seqOffsets, out })
+        : () => sequenceLogprobs({ logp, mask, seqOffsets, out });
+      const allocating = backward
+        ? () => sequenceLogprobsBackward({ gradSeq, mask, seqOffsets })
+        : () => sequenceLogprobs({ logp, mask, seqOffsets });
+      const ts = backward
+        ? () => sequenceLogprobsBackwardTs(gradSeq, mask, seqOffsets, tsOut)
+        : () => sequenceLogprobsTs(logp, mask, seqOffsets, tsOut);
+      return {
+        peers: [
+          syncPeer('tirl, out reused', 'tirl', ours),
+          syncPeer('tirl, allocating', 'tirl-alloc', allocating),
+          syncPeer('TypeScript, 1 thread', 'typescript', ts),
+        ],
+        check() {
+          ours();
+          ts();
+          return compareArrays(backward ? 'gradLogp' : 'sums', out, tsOut, 1e-5);
+        },
+      };
+    },
+  };
+}
+
+export const cases: BenchCase[] = [
+  sequenceCase(512, 2048, false, ['full']),
+  sequenceCase(512, 2048, true, ['full']),
+  sequenceCase(64, 2048, false, ['quick']),
+  sequenceCase(64, 2048, true, ['quick']),
+];

@@ -1,0 +1,98 @@
+/**
+ * The `tirl` command: its subcommands, exit codes and flag errors, and one tiny benchmark
+ * run end to end (its JSON, Markdown and SVG outputs).
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+function tirl(...args: string[]) {
+  const r = spawnSync(process.execPath, [join(root, 'bin', 'tirl.js'), ...args], { cwd: root, encoding: 'utf8' });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('tirl command', () => {
+  it('prints its usage for help, no command and --help', () => {
+    for (const args of [['help'], [], ['--help']]) {
+      const r = tirl(...args);
+      assert.equal(r.code, 0);
+      assert.match(r.stdout, /Usage: tirl <command>/);
+      assert.match(r.stdout, /bench/);
+    }
+  });
+
+  it('prints tirl.info() as JSON', () => {
+    const r = tirl('info');
+    assert.equal(r.code, 0);
+    const info = JSON.parse(r.stdout) as { version: string; threads: number };
+    assert.equal(info.version, '0.1.0');
+    assert.ok(info.threads >= 1);
+  });
+
+  it('prints the demo usage, and rejects bad demo flags with exit code 2', () => {
+    const help = tirl('demo', '--help');
+    assert.equal(help.code, 0);
+    assert.match(help.stdout, /usage: tirl demo/);
+    for (const args of [['--bogus'], ['--steps', 'many']]) {
+      const r = tirl('demo', ...args);
+      assert.equal(r.code, 2, args.join(' '));
+      assert.match(r.stderr, /usage: tirl demo/);
+    }
+  });
+
+  it('rejects an unknown command with exit code 2', () => {
+    const r = tirl('frobnicate');
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /unknown command 'frobnicate'/);
+  });
+
+  it('rejects bad bench flags naming the flag', () => {
+    const cases: [string[], RegExp][] = [
+      [['--reps', '0'], /--reps/],
+      [['--threads', 'two'], /--threads/],
+      [['--sizes', 'huge'], /--sizes/],
+      [['--ops', 'noSuchOp'], /unknown op 'noSuchOp'/],
+      [['--bogus'], /bogus/],
+    ];
+    for (const [args, message] of cases) {
+      const r = tirl('bench', ...args);
+      assert.equal(r.code, 2, args.join(' '));
+      assert.match(r.stderr, message);
+    }
+    assert.match(tirl('bench', '--help').stdout, /--quick/);
+  });
+
+  it('runs a one-round benchmark and writes JSON, Markdown and SVG', () => {
+    const out = mkdtempSync(join(tmpdir(), 'tirl-bench-'));
+    try {
+      const r = tirl('bench', '--quick', '--ops', 'groupAdvantages', '--no-torch', '--reps', '1', '--json', '--out', out);
+      assert.equal(r.code, 0, r.stderr);
+      const report = JSON.parse(r.stdout) as {
+        cases: { id: string; peers: { kind: string; medianMs: number; copyShare: number }[] }[];
+        torch: string;
+      };
+      assert.ok(report.cases.length >= 1);
+      for (const c of report.cases) {
+        assert.equal(c.peers[0].kind, 'tirl');
+        assert.ok(c.peers.some((p) => p.kind === 'typescript'));
+        assert.equal(c.peers[c.peers.length - 1].kind, 'copy');
+        for (const p of c.peers) assert.ok(p.medianMs > 0 && Number.isFinite(p.copyShare), `${c.id} ${p.kind}`);
+      }
+      assert.match(report.torch, /--no-torch/);
+      const files = readdirSync(out).sort();
+      assert.deepEqual(files.map((f) => f.replace(/cpu-\d{4}-\d{2}-\d{2}/, 'cpu-DATE')), ['cpu-DATE.json', 'cpu-DATE.md', 'cpu-DATE.svg']);
+      const svg = readFileSync(join(out, files[2]), 'utf8');
+      assert.match(svg, /^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+      assert.match(svg, /<\/svg>\n$/);
+      assert.match(readFileSync(join(out, files[1]), 'utf8'), /^# tirl bench, CPU/);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+});
