@@ -2,17 +2,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include "math/common.h"
+#include "math/float_bits.h"
 
 namespace tirl {
 
-TIRL_HD inline float bf16_to_f32(uint16_t bits) {
-  uint32_t wide = static_cast<uint32_t>(bits) << 16;
-  float value;
-  std::memcpy(&value, &wide, sizeof value);
-  return value;
-}
+TIRL_HD inline float bf16_to_f32(uint16_t bits) { return bits_float(static_cast<uint32_t>(bits) << 16); }
 
 }  // namespace tirl

@@ -201,7 +201,8 @@ __global__ void __launch_bounds__(kThreads) ppo_kernel(MainArgs a, Workspace w) 
       scale = c.scale;
       ratio = c.ratio;
     }
-    const PpoToken token = ppo_token<kKl, Estimator, kWeights, kSequenceRatio>(
+    // Dual clip stays a run-time value here (0 = off): the GPU loop is bandwidth-bound.
+    const PpoToken token = ppo_token<kKl, Estimator, kWeights, kSequenceRatio, true>(
         a.logp[t], a.old_logp[t], a.advantages[t], a.mask[t], kKl ? a.ref_logp[t] : 0.0f,
         kWeights ? a.weights[t] : 1.0f, scale, ratio, a.constants);
     if (a.grad != nullptr) a.grad[t] = token.grad;

@@ -6,9 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "math/common.h"
+#include "math/float_bits.h"
 #include "tirl/tirl.h"
 
 namespace tirl {
@@ -30,9 +30,7 @@ TIRL_HD inline float exp_nonpositive(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const uint32_t scale_bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;  // 2^n
-  float scale;
-  memcpy(&scale, &scale_bits, sizeof scale);
-  return p * scale;
+  return p * bits_float(scale_bits);
 }
 
 // log(1 + e) for e in [0, 1] as 2 atanh(s), s = e / (2 + e) in [0, 1/3]: the odd series

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "math/common.h"
+#include "math/float_bits.h"
 #include "tirl/tirl.h"
 
 namespace tirl {
@@ -26,25 +27,6 @@ constexpr float kK3Bound = 10.0f;
 
 // Where torch.clamp passes the gradient: inside [lo, hi], bounds included; not for NaN.
 TIRL_HD inline bool inside(float x, float lo, float hi) { return (x >= lo) & (x <= hi); }
-
-TIRL_HD inline uint32_t float_bits(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits;
-}
-
-TIRL_HD inline float bits_float(uint32_t bits) {
-  float x;
-  std::memcpy(&x, &bits, sizeof x);
-  return x;
-}
-
-// c ? a : b as bit operations: a ?: chain lets the compiler join branches into PHIs that
-// its if-conversion gives up on, and then the token loop does not vectorise.
-TIRL_HD inline float select(bool c, float a, float b) {
-  const uint32_t all = 0u - static_cast<uint32_t>(c);
-  return bits_float((float_bits(a) & all) | (float_bits(b) & ~all));
-}
 
 // torch.clamp: NaN passes through (both comparisons are false).
 TIRL_HD inline float clamp_keep_nan(float x, float lo, float hi) {

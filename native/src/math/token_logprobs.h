@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "math/common.h"
+#include "math/float_bits.h"
 
 namespace tirl {
 
@@ -27,18 +28,6 @@ constexpr double kLn2 = 0.6931471805599453;    // ln(2)
 // Below this, exp2_of_nonpositive() returns exactly 0 (the clamp to it makes 2^n's biased
 // exponent 0, i.e. a factor of +0; 2^-127 is below the smallest normal float).
 constexpr float kExp2MinArg = -127.0f;
-
-TIRL_HD inline uint32_t float_bits(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits;
-}
-
-TIRL_HD inline float bits_float(uint32_t bits) {
-  float x;
-  std::memcpy(&x, &bits, sizeof x);
-  return x;
-}
 
 // 2^y in float without branches or library calls, so that a loop of it vectorises, for
 // the arguments this op has: y <= 0 (a scaled logit minus its row's max, a log-probability),
