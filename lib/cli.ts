@@ -28,8 +28,16 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       }
       case 'demo': {
-        const { runDemo } = await import('./demo/index.js');
-        await runDemo(rest);
+        const demo = await import('./demo/index.js').catch((error: NodeJS.ErrnoException) => {
+          if (error.code !== 'ERR_MODULE_NOT_FOUND' || !/@tensorflow/.test(error.message)) throw error;
+          console.error(
+            'tirl demo: it trains a TensorFlow.js policy; install its optional peers first:\n' +
+              '  npm install @tensorflow/tfjs@4.22.0 @tensorflow/tfjs-backend-wasm@4.22.0',
+          );
+          return undefined;
+        });
+        if (demo === undefined) return 1;
+        await demo.runDemo(rest);
         return 0;
       }
       case undefined:
