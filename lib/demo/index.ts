@@ -45,7 +45,7 @@ export interface DemoConfig {
 
 export const DEFAULT_CONFIG: DemoConfig = {
   seed: 1,
-  rlSteps: 80,
+  rlSteps: 160,
   warmStartSteps: 150,
   warmStartTraces: 3000,
   batchSize: 32,
