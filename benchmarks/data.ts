@@ -3,20 +3,10 @@
  * with some clipping, masks made of action spans between prompt and tool feedback). The
  * PyTorch peer draws its own inputs with the same shapes and distributions.
  */
+import { SeededRandom } from '../lib/training/random.js';
 
-/** A small, fast seeded generator (mulberry32). */
-export class Rng {
-  private state: number;
-  constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-  /** Uniform in [0, 1). */
-  next(): number {
-    let t = (this.state = (this.state + 0x6d2b79f5) >>> 0);
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  }
+/** The library's seeded generator with the draws the benchmark inputs need. */
+export class Rng extends SeededRandom {
   int(lo: number, hi: number): number {
     return lo + Math.floor(this.next() * (hi - lo));
   }

@@ -231,16 +231,9 @@ tirl_status ppo_loss_cpu(const Inputs& in, const tirl_ppo_options& o, tirl_ppo_r
 
   Totals total;
   for (const Totals& p : partial) total.add(p);
-  const double masked = static_cast<double>(total.masked);
-  auto masked_mean = [&](double sum) { return total.masked > 0 ? sum / masked : 0.0; };
-  result->pg_loss = total.pg_loss;
-  result->kl_loss = kl ? total.kl_loss : 0.0;
-  result->loss = result->pg_loss + o.kl_coef * result->kl_loss;
-  result->clip_fraction = masked_mean(static_cast<double>(total.clipped));
-  result->clip_fraction_lower = masked_mean(static_cast<double>(total.dual_clipped));
-  result->approx_kl = masked_mean(total.neg_log_ratio);
-  result->non_finite = total.non_finite;
-  result->masked_tokens = total.masked;
+  fill_ppo_result(total.pg_loss, total.kl_loss, kl, o.kl_coef, static_cast<double>(total.clipped),
+                  static_cast<double>(total.dual_clipped), total.neg_log_ratio, total.non_finite,
+                  total.masked, result);
   return ok();
 }
 

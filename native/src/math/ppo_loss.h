@@ -236,4 +236,20 @@ TIRL_HD inline PpoToken ppo_token(float logp, float old_logp, float advantage, f
           static_cast<int32_t>(in)};
 }
 
+// The op's result from the sums of a pass over the tokens, whichever device made them:
+// the statistics are masked means over the masked-in tokens (0 when there are none).
+inline void fill_ppo_result(double pg_loss, double kl_loss, bool kl, double kl_coef,
+                            double clipped, double dual_clipped, double neg_log_ratio,
+                            int64_t non_finite, int64_t masked, tirl_ppo_result* result) {
+  auto masked_mean = [&](double sum) { return masked > 0 ? sum / static_cast<double>(masked) : 0.0; };
+  result->pg_loss = pg_loss;
+  result->kl_loss = kl ? kl_loss : 0.0;
+  result->loss = result->pg_loss + kl_coef * result->kl_loss;
+  result->clip_fraction = masked_mean(clipped);
+  result->clip_fraction_lower = masked_mean(dual_clipped);
+  result->approx_kl = masked_mean(neg_log_ratio);
+  result->non_finite = non_finite;
+  result->masked_tokens = masked;
+}
+
 }  // namespace tirl
