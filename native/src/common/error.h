@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "common/guard_exceptions.h"
 #include "tirl/tirl.h"
 
 namespace tirl {
@@ -18,15 +19,7 @@ tirl_status ok();
 // exception ever crosses the C ABI.
 template <class Body>
 tirl_status guarded(Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return fail(TIRL_ERROR_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(TIRL_ERROR_INTERNAL, e.what());
-  } catch (...) {
-    return fail(TIRL_ERROR_INTERNAL, "unknown internal error");
-  }
+  return guard_exceptions([](tirl_status s, const char* m) { return fail(s, m); }, body);
 }
 
 }  // namespace tirl

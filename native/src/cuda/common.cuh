@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/guard_exceptions.h"
 #include "tirl/tirl.h"
 
 namespace tirl::cuda {
@@ -36,15 +37,7 @@ tirl_status cuda_failure(cudaError_t error, const char* op, const char* what);
 // crosses the library boundary.
 template <class Body>
 tirl_status guarded(Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return fail(TIRL_ERROR_OUT_OF_MEMORY, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(TIRL_ERROR_INTERNAL, e.what());
-  } catch (...) {
-    return fail(TIRL_ERROR_INTERNAL, "unknown internal error");
-  }
+  return guard_exceptions([](tirl_status s, const char* m) { return fail(s, m); }, body);
 }
 
 inline cudaStream_t stream_of(tirl_device device) {
