@@ -1,6 +1,13 @@
 #include "common.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <new>
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 namespace tirl::binding {
 
@@ -34,6 +41,24 @@ const char* status_name(tirl_status status) {
     case TIRL_ERROR_INTERNAL: return "TIRL_ERROR_INTERNAL";
   }
   return "TIRL_ERROR_UNKNOWN";
+}
+
+// Memory for a private copy of an ArrayBuffer: only the pages of the arrays copied into it
+// are touched. Large copies ask for transparent huge pages: a fresh 4 KiB page costs ~11 µs
+// on first touch on virtual machines, which would cost more than copying the data.
+uint8_t* allocate_copy(size_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  void* memory = nullptr;
+  if (bytes >= kHugePage) {
+    if (posix_memalign(&memory, kHugePage, bytes) != 0) memory = nullptr;
+#ifdef MADV_HUGEPAGE
+    if (memory != nullptr) madvise(memory, bytes & ~(kHugePage - 1), MADV_HUGEPAGE);
+#endif
+  } else {
+    memory = std::malloc(bytes);
+  }
+  if (memory == nullptr) throw std::bad_alloc();
+  return static_cast<uint8_t*>(memory);
 }
 
 std::string format_number(double value) {
@@ -81,6 +106,74 @@ Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& m
                                                              : Napi::Error::New(env, text);
   error.Set("code", Napi::String::New(env, status_name(status)));
   return error;
+}
+
+void* HostSnapshot::stage(Napi::Env env, Napi::TypedArray array, size_t bytes,
+                          const std::string& label, const std::string* output_expected) {
+  napi_typedarray_type type;
+  size_t length = 0;
+  void* data = nullptr;
+  napi_value buffer;
+  size_t offset = 0;
+  bool ordinary = false;
+  void* base = nullptr;
+  size_t buffer_length = 0;
+  if (napi_get_typedarray_info(env, array, &type, &length, &data, &buffer, &offset) != napi_ok ||
+      napi_is_arraybuffer(env, buffer, &ordinary) != napi_ok) {
+    throw Napi::TypeError::New(env, "tirl: could not read " + label);
+  }
+  // A SharedArrayBuffer cannot be detached or shrunk: the kernel uses it in place.
+  if (!ordinary || bytes == 0) return data;
+  if (napi_get_arraybuffer_info(env, buffer, &base, &buffer_length) != napi_ok ||
+      offset + bytes > buffer_length) {
+    throw Napi::TypeError::New(env, "tirl: could not read " + label);
+  }
+  const auto* original = static_cast<const uint8_t*>(base);
+  BufferCopy* copy = nullptr;
+  for (BufferCopy& b : buffers_) {
+    if (b.original == original && b.length == buffer_length) copy = &b;
+  }
+  if (copy == nullptr) {
+    buffers_.push_back(BufferCopy{original, buffer_length,
+                                  std::unique_ptr<uint8_t, Free>(allocate_copy(buffer_length)), {}});
+    copy = &buffers_.back();
+  }
+  uint8_t* staged = copy->memory.get() + offset;
+  const std::pair<size_t, size_t> range{offset, bytes};
+  if (std::find(copy->filled.begin(), copy->filled.end(), range) == copy->filled.end()) {
+    std::memcpy(staged, original + offset, bytes);
+    copy->filled.push_back(range);
+  }
+  if (output_expected != nullptr) {
+    outputs_.push_back(Output{Napi::Reference<Napi::TypedArray>::New(array, 1), staged, bytes, label,
+                              *output_expected});
+  }
+  return staged;
+}
+
+std::string HostSnapshot::copy_back(Napi::Env env, const char* op) {
+  std::vector<uint8_t*> targets;
+  for (Output& output : outputs_) {
+    napi_typedarray_type type;
+    size_t length = 0;
+    void* data = nullptr;
+    napi_value buffer;
+    size_t offset = 0;
+    bool detached = true;
+    Napi::TypedArray array = output.array.Value();
+    if (napi_get_typedarray_info(env, array, &type, &length, &data, &buffer, &offset) != napi_ok ||
+        napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok || detached ||
+        array.ByteLength() != output.bytes) {
+      return std::string(op) + ": Expected " + output.expected + " for " + output.label +
+             " but received one whose buffer was " + (detached ? "detached" : "resized") +
+             " before the call settled";
+    }
+    targets.push_back(static_cast<uint8_t*>(data));
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    std::memcpy(targets[i], outputs_[i].result, outputs_[i].bytes);
+  }
+  return "";
 }
 
 Options::Options(const Napi::CallbackInfo& info, const char* op) : env_(info.Env()), op_(op) {

@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -71,6 +73,46 @@ struct ArrayView {
   bool present = false;
 };
 
+// The host memory of an async call, owned by the call. JavaScript keeps running while the
+// kernel does, and may detach (transfer) an ordinary ArrayBuffer, which frees its memory,
+// or write into it. So the async form copies every array on an ordinary ArrayBuffer, when
+// the call is made, into a private copy of that buffer at the same byte offset (arrays that
+// share a buffer, like an in-place `out`, alias exactly as in the sync form); the kernel
+// works on the copies, and a caller's `out` gets the result when the Promise settles.
+// SharedArrayBuffers cannot be detached: their arrays are used in place, with no copy.
+class HostSnapshot {
+ public:
+  // Where the kernel reads (and, for an output, writes) the `bytes` bytes of `array`.
+  // `output_expected` is null for an input; for a caller's output, the "Expected ..." text
+  // of the rejection if it is detached before the result is copied into it.
+  void* stage(Napi::Env env, Napi::TypedArray array, size_t bytes, const std::string& label,
+              const std::string* output_expected);
+  // Copies the results into the caller's outputs (main thread, once the kernel is done).
+  // Returns "" or, when an output was detached or resized meanwhile (nothing is then
+  // copied), the TypeError message.
+  std::string copy_back(Napi::Env env, const char* op);
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  // A private copy of one ArrayBuffer; only the byte ranges of its arrays are filled.
+  struct BufferCopy {
+    const uint8_t* original;
+    size_t length;
+    std::unique_ptr<uint8_t, Free> memory;
+    std::vector<std::pair<size_t, size_t>> filled;  // (offset, bytes) already copied
+  };
+  struct Output {
+    Napi::Reference<Napi::TypedArray> array;
+    const uint8_t* result;
+    size_t bytes;
+    std::string label, expected;
+  };
+  std::vector<BufferCopy> buffers_;
+  std::vector<Output> outputs_;
+};
+
 // Reads and checks the fields of one op's options object.
 class Options {
  public:
@@ -126,6 +168,11 @@ class Options {
   // Every array the call reads or writes; the async form keeps them alive while it runs.
   std::vector<Napi::Value>& inputs() { return inputs_; }
 
+  // For the async form (called before parse): arrays on ordinary ArrayBuffers are read
+  // through snapshot() instead of in place.
+  void stage_host_arrays() { staging_ = true; }
+  HostSnapshot& snapshot() { return snapshot_; }
+
   // TypeError if any array seen so far has been detached (or a DeviceArray freed) since it
   // was checked (a getter on the options object can run JavaScript between two reads).
   void verify_not_detached();
@@ -136,10 +183,14 @@ class Options {
   // where device arrays are allowed (messages about typed arrays stay as they always were).
   template <class T>
   std::string expected_array(bool device_array_received = false) const;
+  // Who may touch an array while an async call runs: the caller's arrays (inputs and
+  // outputs it passed) or an output this call allocated, which no JavaScript can reach.
+  enum class Access { input, caller_output, fresh_output };
   // Reads `value` as an array of T into `view` (typed array or allowed DeviceArray) and
   // checks that it lives where the call's other arrays do.
   template <class T>
-  void read_array(Napi::Value value, const std::string& label, ArrayView<T>* view);
+  void read_array(Napi::Value value, const std::string& label, ArrayView<T>* view, Access access,
+                  int64_t output_length = 0);
   // TypeError unless every array of the call is on the same device as the first one.
   void place(tirl_device device, const std::string& label, Napi::Value value);
   // TypeError unless `value` is a non-detached typed array of `kind`.
@@ -154,6 +205,8 @@ class Options {
   bool device_arrays_allowed_ = false;
   tirl_device device_{TIRL_DEVICE_CPU, 0, nullptr};
   std::string placed_by_;  // label of the first array read, which fixed device_
+  bool staging_ = false;
+  HostSnapshot snapshot_;
 };
 
 template <class T>
@@ -166,7 +219,8 @@ std::string Options::expected_array(bool device_array_received) const {
 }
 
 template <class T>
-void Options::read_array(Napi::Value value, const std::string& label, ArrayView<T>* view) {
+void Options::read_array(Napi::Value value, const std::string& label, ArrayView<T>* view,
+                         Access access, int64_t output_length) {
   DeviceArrayInfo device_array;
   if (device_arrays_allowed_ && read_device_array(env_, value, &device_array)) {
     if (!TypedArrayTraits<T>::holds(device_array.dtype)) type_error(expected_array<T>(true), label, value);
@@ -182,6 +236,11 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     size_t length = 0;
     check_typed_array(value, label, TypedArrayTraits<T>::kind, expected_array<T>(), &data, &length);
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
+    if (staging_ && access != Access::fresh_output) {
+      const std::string expected = expected_array<T>() + " of length " + std::to_string(output_length);
+      data = snapshot_.stage(env_, value.As<Napi::TypedArray>(), length * sizeof(T), label,
+                             access == Access::caller_output ? &expected : nullptr);
+    }
     view->data = static_cast<T*>(data);
     view->length = static_cast<int64_t>(length);
   }
@@ -197,7 +256,7 @@ ArrayView<T> Options::array(const char* name, bool required) {
     if (required) type_error(expected_array<T>(), name, value);
     return view;
   }
-  read_array(value, name, &view);
+  read_array(value, name, &view, Access::input);
   return view;
 }
 
@@ -212,12 +271,14 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
     value = out.Get(member);
     label += std::string(".") + member;
   }
+  Access access = Access::caller_output;
   if (value.IsUndefined()) {
     value = device_.type == TIRL_DEVICE_CUDA
                 ? Napi::Value(new_device_array(env_, TypedArrayTraits<T>::dtype, length, device_.index))
                 : Napi::Value(Napi::TypedArrayOf<T>::New(env_, static_cast<size_t>(length)));
+    access = Access::fresh_output;
   }
-  read_array(value, label, &view);
+  read_array(value, label, &view, access, length);
   require_length(view, label.c_str(), length, "the size of the result");
   holder = Napi::Persistent(value.As<Napi::Object>());
   return view;
@@ -258,19 +319,23 @@ Call parse_call(Options& options) {
 template <class Call>
 class KernelWorker : public Napi::AsyncWorker {
  public:
-  KernelWorker(Napi::Env env, Call&& call, const std::vector<Napi::Value>& inputs)
+  KernelWorker(Napi::Env env, const char* op, Call&& call, const std::vector<Napi::Value>& inputs,
+               HostSnapshot&& snapshot)
       : Napi::AsyncWorker(env, "tirl"),
+        op_(op),
         call_(std::move(call)),
+        snapshot_(std::move(snapshot)),
         deferred_(Napi::Promise::Deferred::New(env)) {
     for (const Napi::Value& v : inputs) {
       held_.push_back(Napi::Persistent(v.As<Napi::Object>()));
-      lease_device_array(env, v, +1);
+      if (void* lease = begin_device_array_lease(env, v)) leases_.push_back(lease);
     }
   }
 
-  // Runs on the main thread once the Promise has settled.
+  // Runs on the main thread once the Promise has settled, or while the environment shuts
+  // down (a worker thread that exits or is terminated waits for its pending kernels).
   ~KernelWorker() override {
-    for (Napi::ObjectReference& held : held_) lease_device_array(Env(), held.Value(), -1);
+    for (void* lease : leases_) end_device_array_lease(lease);
   }
 
   Napi::Promise promise() { return deferred_.Promise(); }
@@ -281,10 +346,34 @@ class KernelWorker : public Napi::AsyncWorker {
   }
 
   void OnOK() override {
+    settling([&] { settle(); });
+  }
+
+  void OnError(const Napi::Error& e) override {
+    settling([&] { deferred_.Reject(e.Value()); });
+  }
+
+ private:
+  template <class Body>
+  static void settling(Body&& body) {
+    try {
+      body();
+    } catch (const Napi::Error&) {
+      // Only when the environment is shutting down (its worker thread exited or was
+      // terminated while the kernel ran): no JavaScript is left to settle the Promise for,
+      // and an exception escaping here would abort the whole process.
+    }
+  }
+
+  void settle() {
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
     if (status_ != TIRL_OK) {
       deferred_.Reject(status_error(env, status_, message_).Value());
+      return;
+    }
+    if (std::string detached = snapshot_.copy_back(env, op_); !detached.empty()) {
+      deferred_.Reject(Napi::TypeError::New(env, detached).Value());
       return;
     }
     try {
@@ -294,12 +383,12 @@ class KernelWorker : public Napi::AsyncWorker {
     }
   }
 
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
-
- private:
+  const char* op_;
   Call call_;
+  HostSnapshot snapshot_;
   Napi::Promise::Deferred deferred_;
   std::vector<Napi::ObjectReference> held_;
+  std::vector<void*> leases_;
   tirl_status status_ = TIRL_OK;
   std::string message_;
 };
@@ -340,9 +429,11 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                               [name](const Napi::CallbackInfo& info) -> Napi::Value {
                                 return guard(info.Env(), [&]() -> Napi::Value {
                                   Options options(info, name);
+                                  options.stage_host_arrays();
                                   Call call = parse_call<Call>(options);
-                                  auto* worker = new KernelWorker<Call>(info.Env(), std::move(call),
-                                                                        options.inputs());
+                                  auto* worker = new KernelWorker<Call>(
+                                      info.Env(), name, std::move(call), options.inputs(),
+                                      std::move(options.snapshot()));
                                   Napi::Promise promise = worker->promise();
                                   worker->Queue();
                                   return promise;

@@ -304,8 +304,14 @@ Napi::Object new_device_array(Napi::Env env, DeviceDtype dtype, int64_t length, 
                                             options});
 }
 
-void lease_device_array(Napi::Env env, Napi::Value value, int delta) {
-  if (DeviceArray* array = unwrap_if_device_array(env, value)) array->lease(delta);
+void* begin_device_array_lease(Napi::Env env, Napi::Value value) {
+  DeviceArray* array = unwrap_if_device_array(env, value);
+  if (array != nullptr) array->lease(+1);
+  return array;
+}
+
+void end_device_array_lease(void* lease) {
+  if (lease != nullptr) static_cast<DeviceArray*>(lease)->lease(-1);
 }
 
 void register_cuda(Napi::Env env, Napi::Object exports) {

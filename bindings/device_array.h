@@ -30,8 +30,12 @@ bool read_device_array(Napi::Env env, Napi::Value value, DeviceArrayInfo* info);
 // A new zeroed DeviceArray (allocated now, on the calling thread).
 Napi::Object new_device_array(Napi::Env env, DeviceDtype dtype, int64_t length, int32_t device);
 
-// Marks a DeviceArray as used by a pending async op (+1) or no longer (-1): free() refuses
-// to release memory a queued kernel may still read or write.
-void lease_device_array(Napi::Env env, Napi::Value value, int delta);
+// Marks a DeviceArray as used by a pending async op: free() refuses to release memory a
+// queued kernel may still read or write. Returns the lease to end (null when `value` is not
+// a DeviceArray); the caller keeps `value` referenced until then.
+void* begin_device_array_lease(Napi::Env env, Napi::Value value);
+// Ends a lease without calling into JavaScript, so it also works while a worker's
+// environment shuts down.
+void end_device_array_lease(void* lease);
 
 }  // namespace tirl::binding
