@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "tirl/tirl.h"
@@ -24,5 +25,17 @@ tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int6
 tirl_status check_device(tirl_device device, const char* op);
 
 std::string format_double(double value);
+
+// Index arrays in host memory (labels, seq_offsets, group ids) are copied before they are
+// checked, and the kernel indexes only with the copy: the caller may write to them while
+// the kernel runs (another thread, a SharedArrayBuffer), and a value changed after its
+// check must never become an out-of-bounds access. Points `data` (unless null) at a copy
+// of its `count` elements owned by `copy`.
+template <class T>
+void use_private_copy(const T*& data, int64_t count, std::vector<T>& copy) {
+  if (data == nullptr) return;
+  copy.assign(data, data + count);
+  data = copy.data();
+}
 
 }  // namespace tirl

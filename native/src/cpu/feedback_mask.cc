@@ -85,11 +85,15 @@ tirl_status feedback_mask_cpu(const uint8_t* roles, int64_t num_tokens, const in
   // The first bad role: in the first chunk that has one (chunks are in token order).
   for (int64_t chunk = 0; chunk < num_chunks; ++chunk) {
     if (!spills[static_cast<size_t>(chunk)].invalid) continue;
+    // Bounded by the chunk and each role read once: a concurrent writer may have fixed the
+    // bad role meanwhile (the chunk's last role is then reported).
     int64_t bad = chunk * kTokensPerChunk;
-    while (valid_role(roles[bad])) ++bad;
+    const int64_t end = std::min(num_tokens, bad + kTokensPerChunk);
+    uint8_t role = roles[bad];
+    while (valid_role(role) && bad + 1 < end) role = roles[++bad];
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
                 std::string(kOp) + ": expected roles in 0..3 (prompt, action, feedback, padding) "
-                "but roles[" + std::to_string(bad) + "] = " + std::to_string(roles[bad]));
+                "but roles[" + std::to_string(bad) + "] = " + std::to_string(role));
   }
   return ok();
 }
@@ -119,6 +123,8 @@ extern "C" tirl_status tirl_feedback_mask(const uint8_t* roles, int64_t num_toke
                                   action_tokens, device);
       });
     }
+    std::vector<int32_t> private_offsets;
+    use_private_copy(seq_offsets, num_seqs + 1, private_offsets);
     if ((s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) return s;
     return feedback_mask_cpu(roles, num_tokens, seq_offsets, num_seqs, keep, mask, action_tokens);
   });

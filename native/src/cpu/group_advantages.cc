@@ -185,6 +185,8 @@ extern "C" tirl_status tirl_group_advantages(const float* rewards, int64_t num_r
                                      advantages, device);
       });
     }
+    std::vector<int32_t> private_ids;
+    use_private_copy(group_ids, num_rewards, private_ids);
     const bool scale_by_std = options->scale_by_std != 0;
     if (!normalize_runs(rewards, num_rewards, group_ids, group_size, scale_by_std,
                         options->epsilon, advantages)) {

@@ -323,11 +323,12 @@ extern "C" tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
     const tirl_ppo_options& o = *options;
     const bool needs_sequences = o.aggregation != TIRL_AGG_TOKEN_MEAN &&
                                  o.aggregation != TIRL_AGG_TOKEN_SUM;
+    std::vector<int32_t> private_offsets;
     if (seq_offsets != nullptr) {
       // On CUDA the offsets are in device memory: the kernel checks them.
-      if (device.type == TIRL_DEVICE_CPU &&
-          (s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) {
-        return s;
+      if (device.type == TIRL_DEVICE_CPU) {
+        use_private_copy(seq_offsets, num_seqs + 1, private_offsets);
+        if ((s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) return s;
       }
     } else if (num_seqs != 0 || needs_sequences || o.ratio_level == TIRL_RATIO_SEQUENCE) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,

@@ -96,10 +96,10 @@ void for_each_sequence_sum(const float* logp, const uint8_t* mask, int64_t num_t
   }
 }
 
-tirl_status check_common(const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
+tirl_status check_common(const uint8_t* mask, int64_t num_tokens, const int32_t*& seq_offsets,
                          int64_t num_seqs, const float* per_token, const char* per_token_name,
                          const float* per_seq, const char* per_seq_name, tirl_device device,
-                         const char* op) {
+                         const char* op, std::vector<int32_t>& private_offsets) {
   tirl_status s;
   if ((s = check_count(num_tokens, op, "num_tokens")) || (s = check_count(num_seqs, op, "num_seqs")) ||
       (s = check_pointer(mask, num_tokens, op, "mask")) ||
@@ -110,6 +110,7 @@ tirl_status check_common(const uint8_t* mask, int64_t num_tokens, const int32_t*
   }
   // On CUDA the offsets are in device memory: the kernel checks them.
   if (device.type == TIRL_DEVICE_CUDA) return check_pointer(seq_offsets, 1, op, "seq_offsets");
+  use_private_copy(seq_offsets, num_seqs + 1, private_offsets);
   return check_seq_offsets(seq_offsets, num_seqs, num_tokens, op);
 }
 
@@ -122,8 +123,9 @@ extern "C" tirl_status tirl_sequence_logprobs(const float* logp, const uint8_t* 
                                               tirl_device device) {
   using namespace tirl;
   return guarded([&]() -> tirl_status {
+    std::vector<int32_t> private_offsets;
     if (tirl_status s = check_common(mask, num_tokens, seq_offsets, num_seqs, logp, "logp", out,
-                                     "out", device, "sequenceLogprobs")) {
+                                     "out", device, "sequenceLogprobs", private_offsets)) {
       return s;
     }
     if (device.type == TIRL_DEVICE_CUDA) {
@@ -146,9 +148,10 @@ extern "C" tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, co
                                                        float* grad_logp, tirl_device device) {
   using namespace tirl;
   return guarded([&]() -> tirl_status {
+    std::vector<int32_t> private_offsets;
     if (tirl_status s = check_common(mask, num_tokens, seq_offsets, num_seqs, grad_logp,
                                      "grad_logp", grad_seq, "grad_seq", device,
-                                     "sequenceLogprobsBackward")) {
+                                     "sequenceLogprobsBackward", private_offsets)) {
       return s;
     }
     if (device.type == TIRL_DEVICE_CUDA) {

@@ -90,8 +90,8 @@ void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
 
 // The checks both entry points share: sizes, pointers, dtype, temperature, labels.
 tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, int64_t num_tokens,
-                         int64_t vocab_size, const int32_t* labels, double temperature,
-                         tirl_device device) {
+                         int64_t vocab_size, const int32_t*& labels, double temperature,
+                         tirl_device device, std::vector<int32_t>& private_labels) {
   tirl_status s;
   if ((s = check_count(num_tokens, op, "num_tokens"))) return s;
   if (vocab_size < 1) {
@@ -119,6 +119,7 @@ tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, i
   }
   // On CUDA the labels are in device memory: the kernel checks them.
   if (device.type == TIRL_DEVICE_CUDA) return TIRL_OK;
+  use_private_copy(labels, num_tokens, private_labels);
   // Checked up front (N reads), so a bad label leaves every output untouched.
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (labels[t] < 0 || labels[t] >= vocab_size) {
@@ -141,8 +142,9 @@ extern "C" tirl_status tirl_token_logprobs(const void* logits, tirl_dtype dtype,
   using namespace tirl;
   return guarded([&]() -> tirl_status {
     tirl_status s;
+    std::vector<int32_t> private_labels;
     if ((s = check_common(kForwardOp, logits, dtype, num_tokens, vocab_size, labels, temperature,
-                          device)) ||
+                          device, private_labels)) ||
         (s = check_pointer(logp, num_tokens, kForwardOp, "logp"))) {
       return s;
     }
@@ -181,8 +183,9 @@ extern "C" tirl_status tirl_token_logprobs_backward(const void* logits, tirl_dty
   using namespace tirl;
   return guarded([&]() -> tirl_status {
     tirl_status s;
+    std::vector<int32_t> private_labels;
     if ((s = check_common(kBackwardOp, logits, dtype, num_tokens, vocab_size, labels, temperature,
-                          device)) ||
+                          device, private_labels)) ||
         (s = check_pointer(grad_logp, num_tokens, kBackwardOp, "grad_logp")) ||
         (s = check_pointer(grad_logits, num_tokens * vocab_size, kBackwardOp, "grad_logits"))) {
       return s;
