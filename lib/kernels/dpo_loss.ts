@@ -82,7 +82,14 @@ export function dpoLoss(options: DpoLossOptions | OnDevice<DpoLossOptions>): Dpo
   return native.dpoLoss(options as DpoLossOptions);
 }
 
-/** {@link dpoLoss} off the event loop. Rejects with the same errors. */
+/**
+ * {@link dpoLoss} off the event loop. Rejects with the same errors.
+ * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
+ * ArrayBuffer were copied when the call was made, and a given `out` receives the result
+ * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
+ * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
+ * in the README.
+ */
 export async function dpoLossAsync(options: OnDevice<DpoLossOptions>): Promise<OnDevice<DpoLossResult>>;
 export async function dpoLossAsync(options: DpoLossOptions): Promise<DpoLossResult>;
 export async function dpoLossAsync(

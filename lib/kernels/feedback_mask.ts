@@ -56,7 +56,14 @@ export function feedbackMask(
   return native.feedbackMask(options as FeedbackMaskOptions);
 }
 
-/** {@link feedbackMask} off the event loop. Rejects with the same errors. */
+/**
+ * {@link feedbackMask} off the event loop. Rejects with the same errors.
+ * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
+ * ArrayBuffer were copied when the call was made, and a given `out` receives the result
+ * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
+ * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
+ * in the README.
+ */
 export async function feedbackMaskAsync(options: OnDevice<FeedbackMaskOptions>): Promise<OnDevice<FeedbackMaskResult>>;
 export async function feedbackMaskAsync(options: FeedbackMaskOptions): Promise<FeedbackMaskResult>;
 export async function feedbackMaskAsync(

@@ -48,7 +48,14 @@ export function groupAdvantages(options: GroupAdvantagesOptions | OnDevice<Group
   return native.groupAdvantages(options as GroupAdvantagesOptions);
 }
 
-/** {@link groupAdvantages} off the event loop. Rejects with the same errors. */
+/**
+ * {@link groupAdvantages} off the event loop. Rejects with the same errors.
+ * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
+ * ArrayBuffer were copied when the call was made, and a given `out` receives the result
+ * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
+ * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
+ * in the README.
+ */
 export async function groupAdvantagesAsync(options: OnDevice<GroupAdvantagesOptions>): Promise<OnDevice<Float32Array>>;
 export async function groupAdvantagesAsync(options: GroupAdvantagesOptions): Promise<Float32Array>;
 export async function groupAdvantagesAsync(

@@ -146,7 +146,14 @@ export function ppoLoss(options: PpoLossOptions | OnDevice<PpoLossOptions>): Ppo
   return native.ppoLoss(options as PpoLossOptions);
 }
 
-/** {@link ppoLoss} off the event loop. Rejects with the same errors. */
+/**
+ * {@link ppoLoss} off the event loop. Rejects with the same errors.
+ * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
+ * ArrayBuffer were copied when the call was made, and a given `out` receives the result
+ * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
+ * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
+ * in the README.
+ */
 export async function ppoLossAsync(options: OnDevice<PpoLossOptions>): Promise<OnDevice<PpoLossResult>>;
 export async function ppoLossAsync(options: PpoLossOptions): Promise<PpoLossResult>;
 export async function ppoLossAsync(

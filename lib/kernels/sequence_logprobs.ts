@@ -51,7 +51,14 @@ export function sequenceLogprobs(options: SequenceLogprobsOptions | OnDevice<Seq
   return native.sequenceLogprobs(options as SequenceLogprobsOptions);
 }
 
-/** {@link sequenceLogprobs} off the event loop. Rejects with the same errors. */
+/**
+ * {@link sequenceLogprobs} off the event loop. Rejects with the same errors.
+ * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
+ * ArrayBuffer were copied when the call was made, and a given `out` receives the result
+ * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
+ * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
+ * in the README.
+ */
 export async function sequenceLogprobsAsync(options: OnDevice<SequenceLogprobsOptions>): Promise<OnDevice<Float32Array>>;
 export async function sequenceLogprobsAsync(options: SequenceLogprobsOptions): Promise<Float32Array>;
 export async function sequenceLogprobsAsync(
@@ -75,7 +82,14 @@ export function sequenceLogprobsBackward(options: SequenceLogprobsBackwardOption
   return native.sequenceLogprobsBackward(options as SequenceLogprobsBackwardOptions);
 }
 
-/** {@link sequenceLogprobsBackward} off the event loop. Rejects with the same errors. */
+/**
+ * {@link sequenceLogprobsBackward} off the event loop. Rejects with the same errors.
+ * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
+ * ArrayBuffer were copied when the call was made, and a given `out` receives the result
+ * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
+ * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
+ * in the README.
+ */
 export async function sequenceLogprobsBackwardAsync(options: OnDevice<SequenceLogprobsBackwardOptions>): Promise<OnDevice<Float32Array>>;
 export async function sequenceLogprobsBackwardAsync(options: SequenceLogprobsBackwardOptions): Promise<Float32Array>;
 export async function sequenceLogprobsBackwardAsync(

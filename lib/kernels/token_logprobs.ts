@@ -74,7 +74,14 @@ export function tokenLogprobs(options: TokenLogprobsOptions | OnDevice<TokenLogp
   return native.tokenLogprobs(options as TokenLogprobsOptions);
 }
 
-/** {@link tokenLogprobs} off the event loop. Rejects with the same errors. */
+/**
+ * {@link tokenLogprobs} off the event loop. Rejects with the same errors.
+ * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
+ * ArrayBuffer were copied when the call was made, and a given `out` receives the result
+ * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
+ * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
+ * in the README.
+ */
 export async function tokenLogprobsAsync(options: OnDevice<TokenLogprobsOptions>): Promise<OnDevice<TokenLogprobsResult>>;
 export async function tokenLogprobsAsync(options: TokenLogprobsOptions): Promise<TokenLogprobsResult>;
 export async function tokenLogprobsAsync(
@@ -97,7 +104,14 @@ export function tokenLogprobsBackward(options: TokenLogprobsBackwardOptions | On
   return native.tokenLogprobsBackward(options as TokenLogprobsBackwardOptions);
 }
 
-/** {@link tokenLogprobsBackward} off the event loop. Rejects with the same errors. */
+/**
+ * {@link tokenLogprobsBackward} off the event loop. Rejects with the same errors.
+ * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
+ * ArrayBuffer were copied when the call was made, and a given `out` receives the result
+ * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
+ * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
+ * in the README.
+ */
 export async function tokenLogprobsBackwardAsync(options: OnDevice<TokenLogprobsBackwardOptions>): Promise<OnDevice<Float32Array>>;
 export async function tokenLogprobsBackwardAsync(options: TokenLogprobsBackwardOptions): Promise<Float32Array>;
 export async function tokenLogprobsBackwardAsync(

@@ -1,0 +1,194 @@
+/**
+ * Concurrency: worker threads and async calls using the native core at once, JavaScript
+ * changing or transferring what an async call uses while its kernel runs, and worker
+ * threads that go away mid-call. Every op, on seeded inputs (test/concurrency_worker.ts).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Worker } from 'node:worker_threads';
+
+import { info, setThreads } from '../lib/info.js';
+import { compareRounds, isHostArray, mismatches, opCalls, resultBytes, type HostArray, type Job, type OpCall } from './concurrency_worker.js';
+
+const SEED = 9;
+const calls = opCalls(SEED);
+
+function startWorker(job: Job): Worker {
+  return new Worker(new URL('./concurrency_worker.js', import.meta.url), { workerData: { job } });
+}
+
+function firstMessage<T>(worker: Worker): Promise<T> {
+  return new Promise((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`worker exited (${code}) before reporting`)));
+  });
+}
+
+/** Every op's result, single-threaded: what every other run must match bitwise. */
+function singleThreadedReference(): Uint8Array[][] {
+  const threads = info().threads;
+  setThreads(1);
+  try {
+    return calls.map((c) => resultBytes(c.sync(c.options)));
+  } finally {
+    setThreads(threads);
+  }
+}
+const reference = singleThreadedReference();
+
+/** The options of `call` with a private copy of each array, and those copies. */
+function ownCopy(call: OpCall): { options: Record<string, unknown>; arrays: HostArray[] } {
+  const options: Record<string, unknown> = {};
+  const arrays: HostArray[] = [];
+  for (const [key, value] of Object.entries(call.options)) {
+    options[key] = isHostArray(value) ? value.slice() : value;
+    if (isHostArray(options[key])) arrays.push(options[key] as HostArray);
+  }
+  return { options, arrays };
+}
+
+function scribble(array: HostArray): void {
+  new Uint8Array(array.buffer, array.byteOffset, array.byteLength).fill(0xff);
+}
+
+/** Zeroed arrays shaped like `result`'s arrays: an `out` for the op. */
+function outLike(result: unknown): unknown {
+  const fresh = (a: HostArray) => new (a.constructor as new (n: number) => HostArray)(a.length);
+  if (isHostArray(result)) return fresh(result);
+  return Object.fromEntries(Object.entries(result as object).filter(([, v]) => isHostArray(v)).map(([k, v]) => [k, fresh(v)]));
+}
+const outArrays = (out: unknown): HostArray[] => (isHostArray(out) ? [out] : (Object.values(out as object) as HostArray[]));
+
+describe('concurrency', () => {
+  it('8 worker threads calling every op at once, sync and async, match a single-threaded run bitwise', async () => {
+    const workers = Array.from({ length: 8 }, () => startWorker({ kind: 'compare', seed: SEED, rounds: 2, reference }));
+    const reports = await Promise.all([compareRounds(SEED, 2, reference), ...workers.map((w) => firstMessage<string[]>(w))]);
+    assert.deepEqual(reports.flat(), []);
+  });
+
+  it('changing the thread count while calls run changes no result', async () => {
+    const threads = info().threads;
+    let running = true;
+    const toggling = (async () => {
+      for (let i = 0; running; i++) {
+        setThreads([1, 2, 3, 5, 8][i % 5]!);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    })();
+    try {
+      const workers = Array.from({ length: 4 }, () => startWorker({ kind: 'compare', seed: SEED, rounds: 2, reference }));
+      const reports = await Promise.all([compareRounds(SEED, 2, reference), ...workers.map((w) => firstMessage<string[]>(w))]);
+      assert.deepEqual(reports.flat(), []);
+    } finally {
+      running = false;
+      await toggling;
+      setThreads(threads);
+    }
+  });
+
+  it('an async call computes from its inputs as they were when it was made, whatever JavaScript does to them meanwhile', async () => {
+    const sink = startWorker({ kind: 'sink' });
+    const disturbances: Record<string, (arrays: HostArray[]) => void> = {
+      overwritten: (arrays) => arrays.forEach(scribble),
+      'transferred by structuredClone': (arrays) => {
+        const buffers = [...new Set(arrays.map((a) => a.buffer as ArrayBuffer))];
+        structuredClone(buffers, { transfer: buffers });
+      },
+      'transferred to a worker that drops them': (arrays) => {
+        const buffers = [...new Set(arrays.map((a) => a.buffer as ArrayBuffer))];
+        sink.postMessage(buffers, buffers);
+      },
+    };
+    try {
+      for (const [how, disturb] of Object.entries(disturbances)) {
+        for (const [i, call] of calls.entries()) {
+          const { options, arrays } = ownCopy(call);
+          const pending = call.async(options);
+          disturb(arrays);
+          assert.ok(arrays.every((a) => how === 'overwritten' || a.byteLength === 0), `${call.name}: inputs ${how}`);
+          assert.deepEqual(mismatches([call], [await pending], [reference[i]!]), [], `${call.name}, inputs ${how}`);
+        }
+      }
+    } finally {
+      await sink.terminate();
+    }
+  });
+
+  it("an async call writes a caller's out when it settles, and rejects if out was detached meanwhile", async () => {
+    for (const [i, call] of calls.entries()) {
+      const out = outLike(call.sync(call.options));
+      const pending = call.async({ ...call.options, out });
+      outArrays(out).forEach(scribble); // the result is copied in when the call settles
+      const result = await pending;
+      assert.deepEqual(mismatches([call], [result], [reference[i]!]), [], call.name);
+      if (isHostArray(out)) assert.equal(result, out, `${call.name}: the result is out`);
+      else for (const [k, a] of Object.entries(out as object)) assert.equal((result as Record<string, unknown>)[k], a, `${call.name}: out.${k}`);
+
+      const detachedOut = outLike(result);
+      const rejected = call.async({ ...call.options, out: detachedOut });
+      const first = outArrays(detachedOut)[0]!;
+      structuredClone(first.buffer, { transfer: [first.buffer as ArrayBuffer] });
+      await assert.rejects(rejected, (e: Error) => e instanceof TypeError && /for out\b|for out\./.test(e.message) && /detached/.test(e.message), call.name);
+    }
+  });
+
+  it('index arrays another thread keeps changing (SharedArrayBuffer) never make a kernel read out of bounds, sync or async', async () => {
+    const shared = <T extends Int32Array | Uint8Array>(a: T): T => {
+      const copy = new (a.constructor as new (b: SharedArrayBuffer) => T)(new SharedArrayBuffer(a.byteLength));
+      copy.set(a);
+      return copy;
+    };
+    const indexNames = ['seqOffsets', 'groupIds', 'labels', 'roles'];
+    const racing = calls
+      .filter((c) => indexNames.some((k) => k in c.options))
+      .map((c) => ({ ...c, options: Object.fromEntries(Object.entries(c.options).map(([k, v]) => [k, indexNames.includes(k) ? shared(v as Int32Array) : v])) }));
+    const arrays = new Set<Int32Array>();
+    const bytes = new Set<Uint8Array>();
+    for (const c of racing) {
+      for (const k of indexNames) {
+        const v = c.options[k];
+        if (v instanceof Int32Array) arrays.add(v);
+        else if (v instanceof Uint8Array) bytes.add(v);
+      }
+    }
+    const stop = new Int32Array(new SharedArrayBuffer(4));
+    const scribbler = startWorker({ kind: 'scribble', arrays: [...arrays], bytes: [...bytes], stop });
+    const outcomes = { ok: 0, rangeError: 0 };
+    const count = (e: unknown): void => {
+      assert.ok(e instanceof RangeError, `only a RangeError may come of a racing index: ${String(e)}`);
+      outcomes.rangeError++;
+    };
+    try {
+      for (let round = 0; round < 15; round++) {
+        for (const c of racing) {
+          try {
+            c.sync(c.options);
+            outcomes.ok++;
+          } catch (e) {
+            count(e);
+          }
+        }
+        await Promise.all(racing.map((c) => c.async(c.options).then(() => void outcomes.ok++, count)));
+      }
+    } finally {
+      Atomics.store(stop, 0, 1);
+      await firstMessage(scribbler);
+    }
+    assert.equal(outcomes.ok + outcomes.rangeError, 15 * 2 * racing.length);
+  });
+
+  it('a worker thread that exits or is terminated with kernels in flight leaves the process intact', async () => {
+    for (let i = 0; i < 6; i++) {
+      const exit = i % 2 === 0;
+      const worker = startWorker({ kind: 'abandon', seed: SEED, exit, scale: 8 });
+      const exited = new Promise<number>((resolve) => worker.once('exit', resolve));
+      if (!exit) {
+        assert.equal(await firstMessage(worker), 'started');
+        await worker.terminate();
+      }
+      assert.equal(await exited, exit ? 0 : 1);
+    }
+    assert.deepEqual(mismatches(calls, calls.map((c) => c.sync(c.options)), reference), []);
+  });
+});
