@@ -168,8 +168,8 @@ class Options {
   // Every array the call reads or writes; the async form keeps them alive while it runs.
   std::vector<Napi::Value>& inputs() { return inputs_; }
 
-  // For the async form (called before parse): arrays on ordinary ArrayBuffers are read
-  // through snapshot() instead of in place.
+  // For the async form (called before parse): arrays on ordinary ArrayBuffers are copied
+  // into snapshot(), which the kernel then uses instead of them.
   void stage_host_arrays() { staging_ = true; }
   HostSnapshot& snapshot() { return snapshot_; }
 
@@ -237,7 +237,10 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     check_typed_array(value, label, TypedArrayTraits<T>::kind, expected_array<T>(), &data, &length);
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
     if (staging_ && access != Access::fresh_output) {
-      const std::string expected = expected_array<T>() + " of length " + std::to_string(output_length);
+      std::string expected;
+      if (access == Access::caller_output) {
+        expected = expected_array<T>() + " of length " + std::to_string(output_length);
+      }
       data = snapshot_.stage(env_, value.As<Napi::TypedArray>(), length * sizeof(T), label,
                              access == Access::caller_output ? &expected : nullptr);
     }

@@ -154,13 +154,14 @@ describe('concurrency', () => {
     }
     const stop = new Int32Array(new SharedArrayBuffer(4));
     const scribbler = startWorker({ kind: 'scribble', arrays: [...arrays], bytes: [...bytes], stop });
+    assert.equal(await firstMessage(scribbler), 'running');
     const outcomes = { ok: 0, rangeError: 0 };
     const count = (e: unknown): void => {
       assert.ok(e instanceof RangeError, `only a RangeError may come of a racing index: ${String(e)}`);
       outcomes.rangeError++;
     };
     try {
-      for (let round = 0; round < 15; round++) {
+      for (let round = 0; round < 40; round++) {
         for (const c of racing) {
           try {
             c.sync(c.options);
@@ -175,7 +176,7 @@ describe('concurrency', () => {
       Atomics.store(stop, 0, 1);
       await firstMessage(scribbler);
     }
-    assert.equal(outcomes.ok + outcomes.rangeError, 15 * 2 * racing.length);
+    assert.equal(outcomes.ok + outcomes.rangeError, 40 * 2 * racing.length);
   });
 
   it('a worker thread that exits or is terminated with kernels in flight leaves the process intact', async () => {

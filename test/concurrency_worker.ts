@@ -134,15 +134,19 @@ async function runJob(job: Job): Promise<void> {
     }
     case 'scribble': {
       const random = new Random(7);
-      const flip = (a: Int32Array | Uint8Array, wild: number): void => {
-        const i = random.int(0, a.length);
-        const kept = a[i]!;
-        Atomics.store(a, i, wild); // atomic stores: the compiler cannot drop the first
-        Atomics.store(a, i, kept);
+      const all: (Int32Array | Uint8Array)[] = [...job.arrays, ...job.bytes];
+      // About a microsecond, long enough for a kernel to read a wild value.
+      const hold = (): void => {
+        for (let spin = 0; spin < 300 && Atomics.load(job.stop, 0) === 0; spin++);
       };
+      port.postMessage('running');
       while (Atomics.load(job.stop, 0) === 0) {
-        for (const a of job.arrays) flip(a, random.next() < 0.5 ? 0x7fffffff : -0x80000000);
-        for (const a of job.bytes) flip(a, 0xff);
+        const at = all.map((a) => random.int(0, a.length));
+        const kept = all.map((a, i) => a[at[i]!]!);
+        all.forEach((a, i) => Atomics.store(a, at[i]!, a instanceof Uint8Array ? 0xff : random.next() < 0.5 ? 0x7fffffff : -0x80000000));
+        hold();
+        all.forEach((a, i) => Atomics.store(a, at[i]!, kept[i]!));
+        hold();
       }
       port.postMessage('stopped');
       return;

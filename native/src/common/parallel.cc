@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <deque>
 #include <mutex>
+#include <system_error>
 #include <thread>
-#include <vector>
 
 namespace tirl {
 
@@ -66,9 +66,14 @@ class Pool {
   void run(Job& job) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      while (static_cast<int>(workers_.size()) < job.helpers_wanted) {
-        workers_.emplace_back([this] { worker_loop(); });
-        workers_.back().detach();
+      try {
+        while (workers_ < job.helpers_wanted) {
+          std::thread([this] { worker_loop(); }).detach();
+          ++workers_;
+        }
+      } catch (const std::system_error&) {
+        // No more threads (a process or container limit): the job runs on the workers there
+        // are, the caller taking every chunk no helper takes. Results do not change.
       }
       jobs_.push_back(&job);
     }
@@ -122,7 +127,7 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Job*> jobs_;
-  std::vector<std::thread> workers_;
+  int workers_ = 0;  // started, detached threads running worker_loop
 };
 
 Pool& pool() {
