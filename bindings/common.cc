@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
+
+#include "common/parallel.h"
 
 namespace tirl::binding {
 
@@ -43,22 +47,76 @@ const char* status_name(tirl_status status) {
   return "TIRL_ERROR_UNKNOWN";
 }
 
-// Memory for a private copy of an ArrayBuffer: only the pages of the arrays copied into it
-// are touched. Large copies ask for transparent huge pages: a fresh 4 KiB page costs ~11 µs
-// on first touch on virtual machines, which would cost more than copying the data.
-uint8_t* allocate_copy(size_t bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  void* memory = nullptr;
-  if (bytes >= kHugePage) {
-    if (posix_memalign(&memory, kHugePage, bytes) != 0) memory = nullptr;
+// Memory for the private copies of async calls. Only the pages of the arrays copied into a
+// block are touched, and large blocks freed by finished calls are kept for the next ones:
+// the first touch of a fresh page costs a page fault (~11 µs per 4 KiB on virtual machines,
+// far more than copying it), which a trainer calling an async op in a loop would otherwise
+// pay on every call. At most two blocks are kept, about two calls' inputs. Process-wide, as
+// malloc is: the calls of all worker threads share it.
+class CopyMemory {
+ public:
+  // A block of at least `bytes` bytes; sets `capacity` to its size.
+  uint8_t* take(size_t bytes, size_t* capacity) {
+    if (bytes >= kLarge) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto best = kept_.end();
+      for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+        if (it->second >= bytes && (best == kept_.end() || it->second < best->second)) best = it;
+      }
+      if (best != kept_.end()) {
+        uint8_t* block = best->first;
+        *capacity = best->second;
+        kept_.erase(best);
+        return block;
+      }
+    }
+    void* block = nullptr;
+    if (bytes >= kLarge) {
+      if (posix_memalign(&block, kLarge, bytes) != 0) block = nullptr;
 #ifdef MADV_HUGEPAGE
-    if (memory != nullptr) madvise(memory, bytes & ~(kHugePage - 1), MADV_HUGEPAGE);
+      if (block != nullptr) madvise(block, bytes & ~(kLarge - 1), MADV_HUGEPAGE);
 #endif
-  } else {
-    memory = std::malloc(bytes);
+    } else {
+      block = std::malloc(bytes);
+    }
+    if (block == nullptr) throw std::bad_alloc();
+    *capacity = bytes;
+    return static_cast<uint8_t*>(block);
   }
-  if (memory == nullptr) throw std::bad_alloc();
-  return static_cast<uint8_t*>(memory);
+
+  void give(uint8_t* block, size_t capacity) {
+    if (capacity >= kLarge) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      kept_.emplace_back(block, capacity);
+      if (kept_.size() <= kKept) return;
+      block = kept_.front().first;  // the oldest goes
+      kept_.erase(kept_.begin());
+    }
+    std::free(block);
+  }
+
+ private:
+  static constexpr size_t kLarge = size_t{2} << 20;  // a huge page
+  static constexpr size_t kKept = 2;
+  std::mutex mutex_;
+  std::vector<std::pair<uint8_t*, size_t>> kept_;  // oldest first
+};
+
+// Never destroyed: a worker thread's calls may give memory back while the process exits.
+CopyMemory& copy_memory() {
+  static CopyMemory* memory = new CopyMemory();
+  return *memory;
+}
+
+// memcpy on the core's thread pool: the copies of an async call are made on the main
+// thread, which they block, and one core alone copies at a fraction of memory bandwidth.
+void copy_bytes(uint8_t* to, const uint8_t* from, size_t bytes) {
+  constexpr size_t kChunk = size_t{4} << 20;
+  auto body = [&](int64_t chunk) {
+    const size_t begin = static_cast<size_t>(chunk) * kChunk;
+    std::memcpy(to + begin, from + begin, std::min(kChunk, bytes - begin));
+  };
+  parallel_for(chunk_count(static_cast<int64_t>(bytes), static_cast<int64_t>(kChunk)), body);
 }
 
 std::string format_number(double value) {
@@ -108,6 +166,8 @@ Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& m
   return error;
 }
 
+void HostSnapshot::Release::operator()(uint8_t* memory) const { copy_memory().give(memory, capacity); }
+
 void* HostSnapshot::stage(Napi::Env env, Napi::TypedArray array, size_t bytes,
                           const std::string& label, const std::string* output_expected) {
   napi_typedarray_type type;
@@ -134,14 +194,16 @@ void* HostSnapshot::stage(Napi::Env env, Napi::TypedArray array, size_t bytes,
     if (b.original == original && b.length == buffer_length) copy = &b;
   }
   if (copy == nullptr) {
+    size_t capacity = 0;
+    uint8_t* memory = copy_memory().take(buffer_length, &capacity);
     buffers_.push_back(BufferCopy{original, buffer_length,
-                                  std::unique_ptr<uint8_t, Free>(allocate_copy(buffer_length)), {}});
+                                  std::unique_ptr<uint8_t, Release>(memory, Release{capacity}), {}});
     copy = &buffers_.back();
   }
   uint8_t* staged = copy->memory.get() + offset;
   const std::pair<size_t, size_t> range{offset, bytes};
   if (std::find(copy->filled.begin(), copy->filled.end(), range) == copy->filled.end()) {
-    std::memcpy(staged, original + offset, bytes);
+    copy_bytes(staged, original + offset, bytes);
     copy->filled.push_back(range);
   }
   if (output_expected != nullptr) {
@@ -171,7 +233,7 @@ std::string HostSnapshot::copy_back(Napi::Env env, const char* op) {
     targets.push_back(static_cast<uint8_t*>(data));
   }
   for (size_t i = 0; i < outputs_.size(); ++i) {
-    std::memcpy(targets[i], outputs_[i].result, outputs_[i].bytes);
+    copy_bytes(targets[i], outputs_[i].result, outputs_[i].bytes);
   }
   return "";
 }

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -93,14 +92,16 @@ class HostSnapshot {
   std::string copy_back(Napi::Env env, const char* op);
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
+  // Gives a copy's memory back (common.cc keeps large blocks for the next calls).
+  struct Release {
+    size_t capacity;
+    void operator()(uint8_t* memory) const;
   };
   // A private copy of one ArrayBuffer; only the byte ranges of its arrays are filled.
   struct BufferCopy {
     const uint8_t* original;
     size_t length;
-    std::unique_ptr<uint8_t, Free> memory;
+    std::unique_ptr<uint8_t, Release> memory;
     std::vector<std::pair<size_t, size_t>> filled;  // (offset, bytes) already copied
   };
   struct Output {
