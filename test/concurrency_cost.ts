@@ -15,22 +15,27 @@ function shared<T extends Float32Array | Int32Array | Uint8Array>(a: T): T {
   return copy;
 }
 
-async function median(run: () => unknown): Promise<number> {
-  await run(); // warm: first-touch of outputs and copies
-  const times: number[] = [];
+/** Median wall time of `run` (awaited) and of its synchronous part (the main thread blocked). */
+async function median(run: () => unknown): Promise<{ total: number; blocked: number }> {
+  await run(); // warm: first touch of outputs and of the copies' memory
+  const totals: number[] = [];
+  const blocked: number[] = [];
   for (let i = 0; i < repetitions; i++) {
-    const start = process.hrtime.bigint();
-    await run();
-    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+    const start = performance.now();
+    const pending = run();
+    blocked.push(performance.now() - start);
+    await pending;
+    totals.push(performance.now() - start);
   }
-  return times.sort((a, b) => a - b)[times.length >> 1]!;
+  const middle = (a: number[]) => a.sort((x, y) => x - y)[a.length >> 1]!;
+  return { total: middle(totals), blocked: middle(blocked) };
 }
 
 async function compare(name: string, sync: () => unknown, async: () => Promise<unknown>, asyncShared: () => Promise<unknown>): Promise<void> {
-  const s = await median(sync);
-  const a = await median(async);
-  const sh = await median(asyncShared);
-  console.log(`${name}: sync ${s.toFixed(1)} ms, async ${a.toFixed(1)} ms (x${(a / s).toFixed(2)}), async on SharedArrayBuffers ${sh.toFixed(1)} ms (x${(sh / s).toFixed(2)})`);
+  const s = (await median(sync)).total;
+  const describe = (label: string, t: { total: number; blocked: number }) =>
+    `${label} ${t.total.toFixed(1)} ms (x${(t.total / s).toFixed(2)}; event loop blocked ${t.blocked.toFixed(1)} ms)`;
+  console.log(`${name}: sync ${s.toFixed(1)} ms, ${describe('async', await median(async))}, ${describe('async on SharedArrayBuffers', await median(asyncShared))}`);
 }
 
 const random = new Random(1);
