@@ -3,7 +3,7 @@ import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlink
 import { availableParallelism } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { Writable } from 'node:stream';
-import { MemoryCgroup } from './cgroup.js';
+import { MemoryCgroup, OWN_CGROUP_PREFIX } from './cgroup.js';
 import { checkInteger, checkNonEmptyString, checkOptions, checkString, checkStringArray, expectedMessage } from './check.js';
 import { seccompFilter } from './seccomp.js';
 import { SUPERVISOR_SOURCE } from './supervisor_source.js';
@@ -692,7 +692,7 @@ class SandboxWorker {
    * processes of every run, forked by the supervisor later, are then born in it. */
   #joinMemoryCgroup(runMemoryMb: number): void {
     const pid = this.#child.pid!;
-    const cgroup = MemoryCgroup.create(`tirl-sandbox-${process.pid}-${SandboxWorker.#created += 1}`, runMemoryMb * 1048576);
+    const cgroup = MemoryCgroup.create(`${OWN_CGROUP_PREFIX}${SandboxWorker.#created += 1}`, runMemoryMb * 1048576);
     if (cgroup === undefined) return;
     try {
       cgroup.addProcess(pid);
