@@ -12,6 +12,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSyn
 import { createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { findOwnMemoryCgroup, OWN_CGROUP_PREFIX } from '../lib/tools/cgroup.js';
 import {
   JavaScriptSandbox, PythonSandbox, type CodeSandbox, type SandboxLanguage, type SandboxOptions, type SandboxResponse,
 } from '../lib/tools/sandbox.js';
@@ -24,12 +25,12 @@ export type HostileLimits = Required<Pick<SandboxOptions,
  * (runs are niced), a short one for the programs that are meant to time out. */
 const LIMITS: Record<SandboxLanguage, { normal: HostileLimits; quickTimeoutMs: number }> = {
   python: {
-    normal: { timeoutMs: 20_000, memoryMb: 256, runMemoryMb: 408, maxOutputBytes: 4096, diskMb: 8, maxProcesses: 16, maxOpenFiles: 256 },
-    quickTimeoutMs: 1500,
+    normal: { timeoutMs: 20_000, memoryMb: 128, runMemoryMb: 200, maxOutputBytes: 4096, diskMb: 8, maxProcesses: 16, maxOpenFiles: 256 },
+    quickTimeoutMs: 1000,
   },
   javascript: {
     normal: { timeoutMs: 20_000, memoryMb: 128, runMemoryMb: 280, maxOutputBytes: 4096, diskMb: 8, maxProcesses: 32, maxOpenFiles: 256 },
-    quickTimeoutMs: 2000,
+    quickTimeoutMs: 1000,
   },
 };
 
@@ -94,6 +95,13 @@ export function descendants(roots: number[]): number[] {
     stack.push(...(children.get(pid) ?? []));
   }
   return found;
+}
+
+/** The cgroups this process made for its sandbox workers that still exist. */
+export function ownSandboxCgroups(): string[] {
+  const location = findOwnMemoryCgroup();
+  if (location === undefined) return [];
+  return readdirSync(location.path).filter((name) => name.startsWith(OWN_CGROUP_PREFIX));
 }
 
 /** Whether process `pid` exists. */
@@ -432,15 +440,22 @@ export const HOSTILE_PROGRAMS: HostileProgram[] = [
   {
     name: 'many processes that each stay under the memory limit meet the run\'s limit',
     needsRunMemoryLimit: true,
+    // Each child takes 100 MiB, says so, and holds it until the program ends; the parent
+    // forks the next one only then, so three exceed the run's 200 MiB whatever the timing.
     python: () => lines(
-      'import os, time',
-      'for _ in range(6):',
+      'import os',
+      'hold_read, hold_write = os.pipe()',
+      'for _ in range(3):',
+      '    ready_read, ready_write = os.pipe()',
       '    if os.fork() == 0:',
-      '        block = b"x" * (200 << 20)',
-      '        time.sleep(2)',
+      '        os.close(hold_write)',
+      '        block = b"x" * (100 << 20)',
+      '        os.write(ready_write, b".")',
+      '        os.read(hold_read, 1)',
       '        os._exit(0)',
-      'for _ in range(6):',
-      '    os.wait()',
+      '    os.close(ready_write)',
+      '    os.read(ready_read, 1)  # b"" when the child was killed before it held its block',
+      '    os.close(ready_read)',
     ),
     check(response, context) {
       assert.equal(response.status, 'error', JSON.stringify(response));

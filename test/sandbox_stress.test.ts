@@ -17,17 +17,18 @@ import { describe, test, type TestContext } from 'node:test';
 import { promisify } from 'node:util';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { findOwnMemoryCgroup, OWN_CGROUP_PREFIX } from '../lib/tools/cgroup.js';
+import { OWN_CGROUP_PREFIX } from '../lib/tools/cgroup.js';
 import type { CodeSandbox } from '../lib/tools/sandbox.js';
 import { Random } from './support.js';
 import {
-  assertWellFormed, descendants, HOSTILE_PROGRAMS, HostileHost, hostileContext, hostileSandbox, pidNamespaceOf,
+  assertWellFormed, descendants, HOSTILE_PROGRAMS, ownSandboxCgroups, HostileHost, hostileContext, hostileSandbox, pidNamespaceOf,
   type HostileContext, type HostileProgram,
 } from './sandbox_hostile.js';
 
 const REPEAT = Number(process.env.TIRL_SANDBOX_STRESS_REPEAT ?? 100);
-/** Workers per pool: four pools, so this many runs of each kind at once. */
-const CONCURRENCY = 3;
+/** Workers per pool for ordinary programs and for those meant to time out (which mostly
+ * wait: four of them let a repetition's timeouts run side by side). */
+const CONCURRENCY = { normal: 3, quick: 4 };
 /** Most heap growth allowed over the whole run (after garbage collection), in bytes. */
 const HEAP_GROWTH_LIMIT = 16 << 20;
 
@@ -36,13 +37,6 @@ const collectGarbage = runInNewContext('gc') as () => void;
 
 function openDescriptors(): number {
   return readdirSync('/proc/self/fd').length;
-}
-
-/** Directories of the cgroups this process made (one per sandbox worker) that still exist. */
-function ownCgroups(): string[] {
-  const location = findOwnMemoryCgroup();
-  if (location === undefined) return [];
-  return readdirSync(location.path).filter((name) => name.startsWith(OWN_CGROUP_PREFIX));
 }
 
 /** Host pids of processes in any of `namespaces`, or in one of this process's cgroups. */
@@ -135,7 +129,7 @@ async function runJobs(jobs: Job[], pools: Pool[], observations: Observations, c
     if (completed % jobsPerRepetition === 0) observe();
   };
   // Two programs waiting per worker keep every pool busy without queueing the whole run.
-  const lanes = Array.from({ length: 3 * pools.length * CONCURRENCY }, async () => {
+  const lanes = Array.from({ length: 3 * 2 * (CONCURRENCY.normal + CONCURRENCY.quick) }, async () => {
     while (next < jobs.length) await runJob(jobs[next++]!);
   });
   await Promise.all(lanes);
@@ -144,7 +138,7 @@ async function runJobs(jobs: Job[], pools: Pool[], observations: Observations, c
 }
 
 describe('sandbox stress', () => {
-  test(`the hostile programs, ${REPEAT} times over, ${4 * CONCURRENCY} runs at once: contained, and nothing left`, async (context) => {
+  test(`the hostile programs, ${REPEAT} times over, ${2 * (CONCURRENCY.normal + CONCURRENCY.quick)} runs at once: contained, and nothing left`, async (context) => {
     assert.ok(Number.isInteger(REPEAT) && REPEAT > 0, 'TIRL_SANDBOX_STRESS_REPEAT must be a positive integer');
     // A private temporary directory: on a shared machine other processes write to the
     // system's, and whatever this process leaves must show up here.
@@ -156,18 +150,20 @@ describe('sandbox stress', () => {
       // libuv opens its child-watching descriptors with the first child process.
       await promisify(execFile)('true');
       const descriptorsBefore = openDescriptors();
-      assert.deepEqual(ownCgroups(), []);
+      assert.deepEqual(ownSandboxCgroups(), []);
 
       const pools: Pool[] = [];
       for (const language of ['python', 'javascript'] as const) {
-        for (const quick of [false, true]) pools.push({ sandbox: hostileSandbox(language, quick, CONCURRENCY), quick });
+        for (const quick of [false, true]) {
+          pools.push({ sandbox: hostileSandbox(language, quick, quick ? CONCURRENCY.quick : CONCURRENCY.normal), quick });
+        }
       }
       const observations: Observations = { namespaces: new Set(), heapBytes: [], residentBytes: [], descriptors: [] };
       let failures: string[];
       try {
         await Promise.all(pools.map((pool) => pool.sandbox.warmUp()));
         for (const pool of pools) pool.context = hostileContext(pool.sandbox, pool.quick, host);
-        const cgroupsWhileRunning = ownCgroups().length;
+        const cgroupsWhileRunning = ownSandboxCgroups().length;
         const jobs = tableJobs(pools);
         const started = performance.now();
         failures = await runJobs(jobs, pools, observations, context);
@@ -187,7 +183,7 @@ describe('sandbox stress', () => {
       host.assertNoEscape();
       assert.deepEqual(descendants([process.pid]).filter((pid) => pid !== process.pid), [], 'child processes were left');
       assert.deepEqual(sandboxedProcesses(observations.namespaces), [], 'sandboxed processes were left');
-      assert.deepEqual(ownCgroups(), [], 'cgroups were left');
+      assert.deepEqual(ownSandboxCgroups(), [], 'cgroups were left');
       assert.equal(openDescriptors(), descriptorsBefore, 'file descriptors were leaked');
       assert.deepEqual(readdirSync(privateTmp), [], 'temporary files were left');
       // A worker holds three pipes; one being replaced may briefly hold its successor's too.

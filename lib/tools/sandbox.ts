@@ -639,11 +639,12 @@ class SandboxWorker {
         if (this.#cgroup !== undefined && this.#cgroup.oomKills() > this.#oomKillsBefore) {
           this.#exitDescription += `, out of memory: the run exceeded its memory limit of ${options.runMemoryMb} MiB`;
         }
-        void this.#cgroup?.remove();
+        const cgroupRemoved = this.#cgroup?.remove();
         const detail = this.#stderr.trim();
         this.#fail(new Error(`${this.#exitDescription}${detail ? `: ${detail}` : ''}`));
         for (const listener of this.#exitListeners) listener();
-        resolve();
+        // kill() and close() resolve once the cgroup is gone too, so they leave nothing behind.
+        void Promise.resolve(cgroupRemoved).then(() => resolve());
       });
     });
     this.#child.once('error', (error: NodeJS.ErrnoException) => {
