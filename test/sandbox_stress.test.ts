@@ -45,14 +45,13 @@ function sandboxedProcesses(namespaces: Set<string>): string[] {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const namespace = pidNamespaceOf(Number(entry));
-    let cgroups = '';
     try {
-      cgroups = readFileSync(`/proc/${entry}/cgroup`, 'utf8');
+      const cgroups = readFileSync(`/proc/${entry}/cgroup`, 'utf8');
+      if ((namespace !== undefined && namespaces.has(namespace)) || cgroups.includes(`/${OWN_CGROUP_PREFIX}`)) {
+        found.push(`${entry} (${readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ').trim()})`);
+      }
     } catch {
-      continue; // exited while we looked
-    }
-    if ((namespace !== undefined && namespaces.has(namespace)) || cgroups.includes(`/${OWN_CGROUP_PREFIX}`)) {
-      found.push(`${entry} (${readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ').trim()})`);
+      // exited while we looked
     }
   }
   return found;

@@ -237,7 +237,8 @@ function isUnder(path: string, dir: string): boolean {
  * that remain allowed;
  * side channels and timing; reading what any process may read from /proc (kernel version,
  * CPU and memory information, load); CPU contention (a run may keep up to `maxProcesses`
- * processes busy until its timeout, at niceness 10); the memory of a run as a whole where
+ * processes busy until its timeout, at niceness 10, which orders only the run's own
+ * processes where the kernel schedules sessions as groups: autogroup); the memory of a run as a whole where
  * no memory cgroup can be made ({@link CodeSandbox.runMemoryLimited} false: the limit is
  * then per process, so the worst case is `maxProcesses` × `memoryMb` plus the `/tmp` and
  * `/dev/shm` sizes and kernel memory); reading anything under /usr and the
