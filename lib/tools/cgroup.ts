@@ -2,6 +2,9 @@ import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'n
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
+/** Name prefix of the cgroups this process makes, one per sandbox worker. */
+export const OWN_CGROUP_PREFIX = `tirl-sandbox-${process.pid}-`;
+
 /**
  * A memory cgroup holding one sandbox worker, so that all the processes of a run and the
  * files they keep in memory (tmpfs pages are charged to the cgroup) share one limit,
@@ -85,13 +88,13 @@ export class MemoryCgroup {
   }
 }
 
-interface CgroupLocation {
+export interface CgroupLocation {
   version: 1 | 2;
   path: string;
 }
 
 /** Directory of this process's memory cgroup, from /proc/self/cgroup and mountinfo. */
-function findOwnMemoryCgroup(): CgroupLocation | undefined {
+export function findOwnMemoryCgroup(): CgroupLocation | undefined {
   let membership: string;
   let mounts: string;
   try {

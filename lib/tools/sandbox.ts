@@ -3,7 +3,7 @@ import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlink
 import { availableParallelism } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { Writable } from 'node:stream';
-import { MemoryCgroup } from './cgroup.js';
+import { MemoryCgroup, OWN_CGROUP_PREFIX } from './cgroup.js';
 import { checkInteger, checkNonEmptyString, checkOptions, checkString, checkStringArray, expectedMessage } from './check.js';
 import { seccompFilter } from './seccomp.js';
 import { SUPERVISOR_SOURCE } from './supervisor_source.js';
@@ -237,7 +237,8 @@ function isUnder(path: string, dir: string): boolean {
  * that remain allowed;
  * side channels and timing; reading what any process may read from /proc (kernel version,
  * CPU and memory information, load); CPU contention (a run may keep up to `maxProcesses`
- * processes busy until its timeout, at niceness 10); the memory of a run as a whole where
+ * processes busy until its timeout, at niceness 10, which orders only the run's own
+ * processes where the kernel schedules sessions as groups: autogroup); the memory of a run as a whole where
  * no memory cgroup can be made ({@link CodeSandbox.runMemoryLimited} false: the limit is
  * then per process, so the worst case is `maxProcesses` × `memoryMb` plus the `/tmp` and
  * `/dev/shm` sizes and kernel memory); reading anything under /usr and the
@@ -639,11 +640,12 @@ class SandboxWorker {
         if (this.#cgroup !== undefined && this.#cgroup.oomKills() > this.#oomKillsBefore) {
           this.#exitDescription += `, out of memory: the run exceeded its memory limit of ${options.runMemoryMb} MiB`;
         }
-        void this.#cgroup?.remove();
+        const cgroupRemoved = this.#cgroup?.remove();
         const detail = this.#stderr.trim();
         this.#fail(new Error(`${this.#exitDescription}${detail ? `: ${detail}` : ''}`));
         for (const listener of this.#exitListeners) listener();
-        resolve();
+        // kill() and close() resolve once the cgroup is gone too, so they leave nothing behind.
+        void Promise.resolve(cgroupRemoved).then(() => resolve());
       });
     });
     this.#child.once('error', (error: NodeJS.ErrnoException) => {
@@ -692,7 +694,7 @@ class SandboxWorker {
    * processes of every run, forked by the supervisor later, are then born in it. */
   #joinMemoryCgroup(runMemoryMb: number): void {
     const pid = this.#child.pid!;
-    const cgroup = MemoryCgroup.create(`tirl-sandbox-${process.pid}-${SandboxWorker.#created += 1}`, runMemoryMb * 1048576);
+    const cgroup = MemoryCgroup.create(`${OWN_CGROUP_PREFIX}${SandboxWorker.#created += 1}`, runMemoryMb * 1048576);
     if (cgroup === undefined) return;
     try {
       cgroup.addProcess(pid);

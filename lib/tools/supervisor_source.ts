@@ -172,17 +172,34 @@ def end_every_other_process():
             return
 
 
+def remove_files_here():
+    # Unlinks every entry of the working directory but its subdirectories; returns their names.
+    with os.scandir('.') as scan:
+        entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in scan]
+    for name, is_directory in entries:
+        if not is_directory:
+            os.unlink(name)
+    return [name for name, is_directory in entries if is_directory]
+
+
 def empty_directory(path):
-    for entry in os.scandir(path):
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                os.chmod(entry.path, 0o700)  # a program may have removed its own permissions
-                empty_directory(entry.path)
-                os.rmdir(entry.path)
-            else:
-                os.unlink(entry.path)
-        except FileNotFoundError:
-            pass
+    # Depth first without recursion, by names relative to the working directory: a program
+    # may have built a tree deeper than Python's recursion limit or than PATH_MAX.
+    os.chdir(path)
+    stack = [(None, remove_files_here())]
+    while stack:
+        name, pending = stack[-1]
+        if pending:
+            child = pending.pop()
+            os.chmod(child, 0o700)  # a program may have removed its own permissions
+            os.chdir(child)
+            stack.append((child, remove_files_here()))
+        else:
+            stack.pop()
+            if name is not None:
+                os.chdir('..')
+                os.rmdir(name)
+    os.chdir('/')
 
 
 def signal_name(number):
