@@ -325,8 +325,9 @@ extern "C" tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
                                  o.aggregation != TIRL_AGG_TOKEN_SUM;
     if (seq_offsets != nullptr) {
       // On CUDA the offsets are in device memory: the kernel checks them.
-      if (device.type == TIRL_DEVICE_CPU &&
-          (s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) {
+      if ((s = device.type == TIRL_DEVICE_CPU
+                   ? check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp)
+                   : check_offset_range(num_tokens, kOp))) {
         return s;
       }
     } else if (num_seqs != 0 || needs_sequences || o.ratio_level == TIRL_RATIO_SEQUENCE) {
