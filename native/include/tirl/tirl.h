@@ -270,11 +270,17 @@ TIRL_API tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, cons
 
 /* ---------------------------------------------------------------- tokenLogprobs */
 
+/* The temperatures tokenLogprobs accepts: log2(e) / T stays a normal float, so a scaled
+ * logit difference is exact or rounds to 0 or -inf, never to NaN (0 * inf). */
+#define TIRL_MIN_TEMPERATURE 1e-37
+#define TIRL_MAX_TEMPERATURE 1e37
+
 /*
  * Log-probability of each label under softmax(logits / temperature), and optionally the
  * entropy of that distribution, without materialising the probabilities.
  * logits: [num_tokens * vocab_size] of dtype (f32, or bf16 as raw uint16 bits);
- * labels: [num_tokens] in [0, vocab_size); temperature > 0.
+ * labels: [num_tokens] in [0, vocab_size);
+ * temperature in [TIRL_MIN_TEMPERATURE, TIRL_MAX_TEMPERATURE].
  * logp: [num_tokens]; entropy: [num_tokens] or NULL to skip it.
  */
 TIRL_API tirl_status tirl_token_logprobs(const void* logits, tirl_dtype dtype,
