@@ -234,7 +234,36 @@ static void test_dpo_loss(void) {
   munmap(zero, (size_t)n * sizeof(float));
 }
 
+/* Every op with int32 seq_offsets refuses more than 2^31 - 1 tokens before reading any
+ * array, on either device (on CUDA the check needs no device data, nor the CUDA library). */
+static void test_offset_limit(void) {
+  const int64_t n = TWO_TO_31;
+  float values[1] = {0.0f};
+  uint8_t bytes[1] = {0};
+  int32_t counts[1] = {0};
+  const int32_t offsets[2] = {0, 2147483647};
+  const tirl_device cuda = {TIRL_DEVICE_CUDA, 0, NULL};
+  const tirl_device devices[2] = {tirl_cpu(), cuda};
+  for (int d = 0; d < 2; ++d) {
+    tirl_ppo_options options = tirl_ppo_options_default();
+    tirl_ppo_result result;
+    for (int op = 0; op < 4; ++op) {
+      tirl_status s =
+          op == 0 ? tirl_sequence_logprobs(values, bytes, n, offsets, 1, 0, values, devices[d])
+          : op == 1 ? tirl_sequence_logprobs_backward(values, bytes, n, offsets, 1, 0, values,
+                                                      devices[d])
+          : op == 2 ? tirl_feedback_mask(bytes, n, offsets, 1, NULL, bytes, counts, devices[d])
+                    : tirl_ppo_loss(values, values, values, bytes, n, offsets, 1, NULL, NULL,
+                                    &options, NULL, &result, devices[d]);
+      CHECK(s == TIRL_ERROR_INVALID_ARGUMENT &&
+                strstr(tirl_last_error(), "at most 2^31 - 1 tokens with int32 seqOffsets") != NULL,
+            "device %d op %d: status %d, %s", d, op, (int)s, tirl_last_error());
+    }
+  }
+}
+
 int main(void) {
+  test_offset_limit();
   test_token_logprobs();
   test_ppo_loss();
   test_dpo_loss();
