@@ -163,6 +163,16 @@ void Options::verify_not_detached() {
   }
 }
 
+Napi::Value Options::new_typed_array(const char* type, int64_t length, const std::string& label) {
+  try {
+    return env_.Global().Get(type).As<Napi::Function>().New(
+        {Napi::Number::New(env_, static_cast<double>(length))});
+  } catch (const Napi::Error& e) {
+    range_error(std::string(op_) + ": could not allocate " + label + " (a " + type +
+                " of length " + std::to_string(length) + "): " + e.Message());
+  }
+}
+
 Napi::Object Options::out_object() {
   Napi::Value out = field("out");
   if (out.IsUndefined()) return Napi::Object();

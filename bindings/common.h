@@ -146,6 +146,10 @@ class Options {
   void check_typed_array(Napi::Value value, const std::string& label, napi_typedarray_type kind,
                          const std::string& expected, void** data, size_t* length);
   Napi::Object out_object();
+  // A zeroed typed array from JavaScript's own constructor (`type`, e.g. "Float32Array"):
+  // when the memory cannot be had it throws a RangeError naming `label`, where
+  // napi_create_arraybuffer would abort the process.
+  Napi::Value new_typed_array(const char* type, int64_t length, const std::string& label);
 
   Napi::Env env_;
   const char* op_;
@@ -215,7 +219,7 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
   if (value.IsUndefined()) {
     value = device_.type == TIRL_DEVICE_CUDA
                 ? Napi::Value(new_device_array(env_, TypedArrayTraits<T>::dtype, length, device_.index))
-                : Napi::Value(Napi::TypedArrayOf<T>::New(env_, static_cast<size_t>(length)));
+                : new_typed_array(TypedArrayTraits<T>::name, length, label);
   }
   read_array(value, label, &view);
   require_length(view, label.c_str(), length, "the size of the result");

@@ -10,6 +10,7 @@
  * TIRL_SCALE_BACKWARD=1 and at least 14 GiB of available memory.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { freemem } from 'node:os';
 import { describe, it } from 'node:test';
 
@@ -91,6 +92,23 @@ describe('inputs beyond 2^31 elements', () => {
   it('meets typed-array lengths only up to what this Node allows, refused by Node itself', () => {
     // Node 20 (V8 11) caps a typed array at 2^32 elements: a larger input cannot reach us.
     assert.throws(() => new Uint8Array(2 ** 32 + 1), RangeError);
+  });
+
+  it('turns an output the memory cannot hold into a RangeError naming it, not an abort', { skip: process.platform !== 'linux' && 'needs ulimit -v' }, () => {
+    // Under a 2 GB address-space limit the 512 MB of bf16 logits fit and their 1 GB of
+    // gradients do not: napi_create_arraybuffer would end the process ("FATAL ERROR:
+    // v8::ArrayBuffer::New Allocation failed"); the bindings allocate through JavaScript.
+    const script = `
+      const { tokenLogprobsBackward, tokenLogprobsBackwardAsync } = await import(${JSON.stringify(new URL('../lib/index.js', import.meta.url).href)});
+      const n = 2 ** 14, v = 2 ** 14;
+      const o = { logits: new Uint16Array(n * v), vocabSize: v, labels: new Int32Array(n), dtype: 'bf16', gradLogp: new Float32Array(n) };
+      const errors = [];
+      try { tokenLogprobsBackward(o); } catch (e) { errors.push([e.constructor.name, e.message]); }
+      try { await tokenLogprobsBackwardAsync(o); } catch (e) { errors.push([e.constructor.name, e.message]); }
+      console.log(JSON.stringify(errors));`;
+    const stdout = execFileSync('/bin/sh', ['-c', 'ulimit -v 2000000 && exec "$0" --input-type=module -e "$1"', process.execPath, script], { encoding: 'utf8' });
+    const expected = ['RangeError', `tokenLogprobsBackward: could not allocate out (a Float32Array of length ${2 ** 28}): Array buffer allocation failed`];
+    assert.deepEqual(JSON.parse(stdout), [expected, expected]);
   });
 
   const backward = process.env.TIRL_SCALE_BACKWARD === '1';
