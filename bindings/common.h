@@ -22,6 +22,12 @@ namespace tirl::binding {
 // "undefined", "null", "the number 1.5", "a string", "a Float64Array of length 3", ...
 std::string describe(Napi::Value value);
 
+// A zeroed typed array from JavaScript's own constructor (`type`, e.g. "Float32Array"):
+// memory that cannot be had is then a RangeError "<context> (a <type> of length <n>):
+// Array buffer allocation failed", where napi_create_arraybuffer would abort the process.
+Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length,
+                            const std::string& context);
+
 // The JavaScript error for a failed C call: RangeError for invalid arguments (they are
 // values out of range), Error otherwise, with `code` set to the status name.
 Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& message);
@@ -146,10 +152,6 @@ class Options {
   void check_typed_array(Napi::Value value, const std::string& label, napi_typedarray_type kind,
                          const std::string& expected, void** data, size_t* length);
   Napi::Object out_object();
-  // A zeroed typed array from JavaScript's own constructor (`type`, e.g. "Float32Array"):
-  // when the memory cannot be had it throws a RangeError naming `label`, where
-  // napi_create_arraybuffer would abort the process.
-  Napi::Value new_typed_array(const char* type, int64_t length, const std::string& label);
 
   Napi::Env env_;
   const char* op_;
@@ -219,7 +221,8 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
   if (value.IsUndefined()) {
     value = device_.type == TIRL_DEVICE_CUDA
                 ? Napi::Value(new_device_array(env_, TypedArrayTraits<T>::dtype, length, device_.index))
-                : new_typed_array(TypedArrayTraits<T>::name, length, label);
+                : new_typed_array(env_, TypedArrayTraits<T>::name, length,
+                                  std::string(op_) + ": could not allocate " + label);
   }
   read_array(value, label, &view);
   require_length(view, label.c_str(), length, "the size of the result");
