@@ -41,23 +41,25 @@ function twoLevelRow(v: number, count: number, high: number, low: number, temper
 }
 
 describe('numerics: tokenLogprobs at the extremes', () => {
-  it('gives exact results for logits of ±1e4 in 151,936-entry rows (f32), across block boundaries', () => {
+  it('gives exact results for logits of ±1e4 in 151,936-entry rows (f32; bf16 ±8192), across block boundaries', () => {
     const v = 151_936;
-    for (const temperature of [1, 0.5, 1e4]) {
-      // Row 0: one 1e4 (at the end of the first 2048-block), the rest -1e4; row 1: two of them.
-      const logits = new Float32Array(2 * v).fill(-1e4);
-      logits[2047] = 1e4;
-      logits[v + 2048] = 1e4;
-      logits[v + v - 1] = 1e4;
+    // 1e4 is not a bf16 value; 8192 = 2^13 is.
+    for (const [dtype, high] of [['f32', 1e4], ['bf16', 8192]] as const) for (const temperature of [1, 0.5, high]) {
+      // Row 0: one `high` (at the end of the first 2048-block), the rest -high; row 1: two of them.
+      const f32 = new Float32Array(2 * v).fill(-high);
+      f32[2047] = high;
+      f32[v + 2048] = high;
+      f32[v + v - 1] = high;
+      const logits = dtype === 'f32' ? f32 : Uint16Array.from(f32, bf16);
       const labels = Int32Array.of(2047, 2048);
-      const r = tokenLogprobs({ logits, vocabSize: v, labels, temperature, withEntropy: true });
-      const one = twoLevelRow(v, 1, 1e4, -1e4, temperature);
-      const two = twoLevelRow(v, 2, 1e4, -1e4, temperature);
-      assertClose(r.logp, [one.logp, two.logp], { ...F32, label: `logp T=${temperature}` });
-      assertClose(r.entropy!, [one.entropy, two.entropy], { ...F32, label: `entropy T=${temperature}` });
-      const grad = tokenLogprobsBackward({ logits, vocabSize: v, labels, temperature, gradLogp: Float32Array.of(1, 1) });
-      assertClose([grad[2047], grad[0], grad[v - 1]], [one.gradLabel, one.gradLow, one.gradLow], { ...F32, label: `grad row 0 T=${temperature}` });
-      assertClose([grad[v + 2048], grad[v + v - 1], grad[v + 5]], [two.gradLabel, two.gradHigh, two.gradLow], { ...F32, label: `grad row 1 T=${temperature}` });
+      const r = tokenLogprobs({ logits, vocabSize: v, labels, dtype, temperature, withEntropy: true });
+      const one = twoLevelRow(v, 1, high, -high, temperature);
+      const two = twoLevelRow(v, 2, high, -high, temperature);
+      assertClose(r.logp, [one.logp, two.logp], { ...F32, label: `${dtype} logp T=${temperature}` });
+      assertClose(r.entropy!, [one.entropy, two.entropy], { ...F32, label: `${dtype} entropy T=${temperature}` });
+      const grad = tokenLogprobsBackward({ logits, vocabSize: v, labels, dtype, temperature, gradLogp: Float32Array.of(1, 1) });
+      assertClose([grad[2047], grad[0], grad[v - 1]], [one.gradLabel, one.gradLow, one.gradLow], { ...F32, label: `${dtype} grad row 0 T=${temperature}` });
+      assertClose([grad[v + 2048], grad[v + v - 1], grad[v + 5]], [two.gradLabel, two.gradHigh, two.gradLow], { ...F32, label: `${dtype} grad row 1 T=${temperature}` });
     }
   });
 
