@@ -1,6 +1,7 @@
 // dpoLoss on the GPU (formulas in math/dpo_loss.h): one thread per pair (a grid-stride
-// loop beyond 2^31 - 1 blocks) writes its four outputs; the losses and the accuracy count are reduced in a fixed order (per block,
-// then by the last block in block order), so the loss is the same run after run.
+// loop beyond 2^31 - 1 blocks) writes its four outputs; the losses and the accuracy count
+// are reduced in a fixed order (per block, then by the last block in block order), so the
+// loss is the same run after run.
 #include <string>
 
 #include "cuda/common.cuh"
