@@ -15,7 +15,7 @@ import { freemem } from 'node:os';
 import { describe, it } from 'node:test';
 
 import { ppoLoss, tokenLogprobs, tokenLogprobsAsync, tokenLogprobsBackward } from '../lib/index.js';
-import { assertClose } from './support.js';
+import { assertClose, sanitizerRun } from './support.js';
 
 const N = 16_384;
 const V = 151_936;
@@ -94,7 +94,8 @@ describe('inputs beyond 2^31 elements', () => {
     assert.throws(() => new Uint8Array(2 ** 32 + 1), RangeError);
   });
 
-  it('turns an output the memory cannot hold into a RangeError naming it, not an abort', { skip: process.platform !== 'linux' && 'needs ulimit -v' }, () => {
+  const noLimit = process.platform !== 'linux' ? 'needs ulimit -v' : sanitizerRun();
+  it('turns an output the memory cannot hold into a RangeError naming it, not an abort', { skip: noLimit }, () => {
     // Under a 2 GB address-space limit the 512 MB of bf16 logits fit and their 1 GB of
     // gradients do not: napi_create_arraybuffer would end the process ("FATAL ERROR:
     // v8::ArrayBuffer::New Allocation failed"); the bindings allocate through JavaScript.

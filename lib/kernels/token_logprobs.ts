@@ -69,7 +69,8 @@ declare module '../native.js' {
  *
  * @throws TypeError for a wrong argument type (including a logits array that does not
  *   match `dtype`); RangeError for a length or value out of range (a label outside
- *   `[0, vocabSize)`, `temperature` outside [1e-37, 1e37], `logits.length != labels.length * vocabSize`).
+ *   `[0, vocabSize)`, `temperature` outside [1e-37, 1e37],
+ *   `logits.length != labels.length * vocabSize`).
  */
 export function tokenLogprobs(options: OnDevice<TokenLogprobsOptions>): OnDevice<TokenLogprobsResult>;
 export function tokenLogprobs(options: TokenLogprobsOptions): TokenLogprobsResult;
