@@ -158,6 +158,17 @@ std::string describe(Napi::Value value) {
   return "an object";
 }
 
+Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length,
+                            const std::string& context) {
+  try {
+    return env.Global().Get(type).As<Napi::Function>().New(
+        {Napi::Number::New(env, static_cast<double>(length))});
+  } catch (const Napi::Error& e) {
+    throw Napi::RangeError::New(env, context + " (a " + type + " of length " +
+                                         std::to_string(length) + "): " + e.Message());
+  }
+}
+
 Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& message) {
   std::string text = message.empty() ? std::string("tirl: ") + status_name(status) : message;
   Napi::Error error = status == TIRL_ERROR_INVALID_ARGUMENT ? Napi::RangeError::New(env, text)

@@ -23,6 +23,12 @@ namespace tirl::binding {
 // "undefined", "null", "the number 1.5", "a string", "a Float64Array of length 3", ...
 std::string describe(Napi::Value value);
 
+// A zeroed typed array from JavaScript's own constructor (`type`, e.g. "Float32Array"):
+// memory that cannot be had is then a RangeError "<context> (a <type> of length <n>):
+// Array buffer allocation failed", where napi_create_arraybuffer would abort the process.
+Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length,
+                            const std::string& context);
+
 // The JavaScript error for a failed C call: RangeError for invalid arguments (they are
 // values out of range), Error otherwise, with `code` set to the status name.
 Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& message);
@@ -279,7 +285,8 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
   if (value.IsUndefined()) {
     value = device_.type == TIRL_DEVICE_CUDA
                 ? Napi::Value(new_device_array(env_, TypedArrayTraits<T>::dtype, length, device_.index))
-                : Napi::Value(Napi::TypedArrayOf<T>::New(env_, static_cast<size_t>(length)));
+                : new_typed_array(env_, TypedArrayTraits<T>::name, length,
+                                  std::string(op_) + ": could not allocate " + label);
     access = Access::fresh_output;
   }
   read_array(value, label, &view, access, length);

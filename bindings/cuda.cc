@@ -218,13 +218,8 @@ class DeviceArray : public Napi::ObjectWrap<DeviceArray> {
     require_live(env, "download");
     Napi::Value out = info[0];
     if (out.IsUndefined()) {
-      switch (dtype_) {
-        case DeviceDtype::f32: out = Napi::Float32Array::New(env, length_); break;
-        case DeviceDtype::u8: out = Napi::Uint8Array::New(env, length_); break;
-        case DeviceDtype::i32: out = Napi::Int32Array::New(env, length_); break;
-        case DeviceDtype::u16:
-        case DeviceDtype::bf16: out = Napi::Uint16Array::New(env, length_); break;
-      }
+      out = new_typed_array(env, info_of(dtype_).kind_name, length_,
+                            "DeviceArray.download: could not allocate its result");
     }
     void* host = host_view(info, out, "download", "out");
     tirl_status status = tirl_cuda_memcpy_d2h(cuda_device(), host, data_, byte_length());

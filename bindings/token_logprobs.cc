@@ -37,7 +37,8 @@ struct LogitsInput {
                     " (labels.length * vocabSize) but received length " + std::to_string(length));
     }
     in.temperature = o.number("temperature", 1);
-    o.require(in.temperature > 0, "temperature", "a number > 0", in.temperature);
+    o.require(in.temperature >= TIRL_MIN_TEMPERATURE && in.temperature <= TIRL_MAX_TEMPERATURE,
+              "temperature", "a number in [1e-37, 1e37]", in.temperature);
     return in;
   }
 };

@@ -118,3 +118,14 @@ export function detached<T extends Float32Array | Uint8Array | Int32Array | Uint
   structuredClone(array.buffer, { transfer: [array.buffer as ArrayBuffer] });
   return array;
 }
+
+/**
+ * Why this process runs under AddressSanitizer (its runtime preloaded or its options set),
+ * or false. Such a run keeps freed memory in quarantine and reserves terabytes of address
+ * space: tests of resident memory or of address-space limits loosen or skip there.
+ */
+export function sanitizerRun(): string | false {
+  if (/asan/i.test(process.env.LD_PRELOAD ?? '')) return `AddressSanitizer preloaded (LD_PRELOAD=${process.env.LD_PRELOAD})`;
+  if (process.env.ASAN_OPTIONS !== undefined) return 'AddressSanitizer options set (ASAN_OPTIONS)';
+  return false;
+}

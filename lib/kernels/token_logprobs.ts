@@ -16,7 +16,10 @@ export interface TokenLogitsInput {
   vocabSize: number;
   /** Token whose log-probability is taken, per row, `[N]`: each in `[0, vocabSize)`. N = `labels.length`. */
   labels: Int32Array;
-  /** Softmax temperature T > 0: probabilities are `softmax(logits / T)`. Default 1. */
+  /**
+   * Softmax temperature T in [1e-37, 1e37] (beyond, log2(e) / T is no longer a normal
+   * float): probabilities are `softmax(logits / T)`. Default 1.
+   */
   temperature?: number;
   /** Element type of `logits`; must match its array type. Default `'f32'`. */
   dtype?: LogitsDtype;
@@ -66,7 +69,8 @@ declare module '../native.js' {
  *
  * @throws TypeError for a wrong argument type (including a logits array that does not
  *   match `dtype`); RangeError for a length or value out of range (a label outside
- *   `[0, vocabSize)`, `temperature <= 0`, `logits.length != labels.length * vocabSize`).
+ *   `[0, vocabSize)`, `temperature` outside [1e-37, 1e37],
+ *   `logits.length != labels.length * vocabSize`).
  */
 export function tokenLogprobs(options: OnDevice<TokenLogprobsOptions>): OnDevice<TokenLogprobsResult>;
 export function tokenLogprobs(options: TokenLogprobsOptions): TokenLogprobsResult;

@@ -9,7 +9,8 @@
  *    num_seqs + 1 entries, starts at 0, never decreases and ends at num_tokens
  *    (like cu_seqlens). A padded [B, T] batch is seq_offsets[i] = i * T.
  *  - Masks are bytes; any nonzero value means "included".
- *  - Sizes are 64-bit. Arrays are dense and contiguous.
+ *  - Sizes are 64-bit. Arrays are dense and contiguous. seq_offsets are int32, so an op
+ *    taking them handles at most 2^31 - 1 tokens per call (more is refused by name).
  *  - Every function returns a tirl_status; on failure tirl_last_error() returns a
  *    message for the calling thread, valid until that thread's next tirl call.
  *  - `device` selects where the pointers live: TIRL_DEVICE_CPU (host memory) or
@@ -270,12 +271,20 @@ TIRL_API tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, cons
 
 /* ---------------------------------------------------------------- tokenLogprobs */
 
+/* The temperatures tokenLogprobs accepts: log2(e) / T stays a normal float, so a scaled
+ * logit difference is exact or rounds to 0 or -inf, never to NaN (0 * inf). */
+#define TIRL_MIN_TEMPERATURE 1e-37
+#define TIRL_MAX_TEMPERATURE 1e37
+
 /*
  * Log-probability of each label under softmax(logits / temperature), and optionally the
  * entropy of that distribution, without materialising the probabilities.
  * logits: [num_tokens * vocab_size] of dtype (f32, or bf16 as raw uint16 bits);
- * labels: [num_tokens] in [0, vocab_size); temperature > 0.
+ * labels: [num_tokens] in [0, vocab_size);
+ * temperature in [TIRL_MIN_TEMPERATURE, TIRL_MAX_TEMPERATURE].
  * logp: [num_tokens]; entropy: [num_tokens] or NULL to skip it.
+ * num_tokens * vocab_size may exceed 2^31 (indices are 64-bit); on CUDA a call takes at
+ * most 2^31 - 1 tokens (one block per token row), more is TIRL_ERROR_UNSUPPORTED.
  */
 TIRL_API tirl_status tirl_token_logprobs(const void* logits, tirl_dtype dtype,
                                          int64_t num_tokens, int64_t vocab_size,

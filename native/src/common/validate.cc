@@ -1,5 +1,6 @@
 #include "common/validate.h"
 
+#include <cstdint>
 #include <cstdio>
 
 namespace tirl {
@@ -27,11 +28,22 @@ tirl_status check_count(int64_t count, const char* op, const char* name) {
   return TIRL_OK;
 }
 
+tirl_status check_offset_range(int64_t num_tokens, const char* op) {
+  if (num_tokens > INT32_MAX) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) +
+                    ": expected at most 2^31 - 1 tokens with int32 seqOffsets (seq_offsets) but "
+                    "received " + std::to_string(num_tokens) + " tokens (num_tokens)");
+  }
+  return TIRL_OK;
+}
+
 tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int64_t num_tokens,
                               const char* op) {
   if (seq_offsets == nullptr) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) + ": expected seq_offsets");
   }
+  if (tirl_status s = check_offset_range(num_tokens, op)) return s;
   if (seq_offsets[0] != 0) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) +
                                                  ": expected seqOffsets[0] to be 0 but received " +

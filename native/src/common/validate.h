@@ -16,7 +16,10 @@ tirl_status check_pointer(const void* pointer, int64_t count, const char* op, co
 
 tirl_status check_count(int64_t count, const char* op, const char* name);
 
-// seq_offsets[0] == 0, non-decreasing, seq_offsets[num_seqs] == num_tokens (host memory).
+// int32 offsets end at num_tokens: at most 2^31 - 1 tokens (checked on every device).
+tirl_status check_offset_range(int64_t num_tokens, const char* op);
+
+// check_offset_range, then seq_offsets[0] == 0, non-decreasing, seq_offsets[num_seqs] == num_tokens (host memory).
 tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int64_t num_tokens,
                               const char* op);
 

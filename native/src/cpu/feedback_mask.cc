@@ -117,7 +117,10 @@ extern "C" tirl_status tirl_feedback_mask(const uint8_t* roles, int64_t num_toke
     }
     if (device.type == TIRL_DEVICE_CUDA) {
       // seq_offsets and roles are in device memory: the CUDA kernel validates them.
-      if ((s = check_pointer(seq_offsets, 1, kOp, "seq_offsets"))) return s;
+      if ((s = check_pointer(seq_offsets, 1, kOp, "seq_offsets")) ||
+          (s = check_offset_range(num_tokens, kOp))) {
+        return s;
+      }
       return run_on_cuda(kOp, [&](const tirl_cuda_backend& cuda) {
         return cuda.feedback_mask(roles, num_tokens, seq_offsets, num_seqs, keep, mask,
                                   action_tokens, device);

@@ -329,6 +329,8 @@ extern "C" tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
       if (device.type == TIRL_DEVICE_CPU) {
         use_private_copy(seq_offsets, num_seqs + 1, private_offsets);
         if ((s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) return s;
+      } else if ((s = check_offset_range(num_tokens, kOp))) {
+        return s;
       }
     } else if (num_seqs != 0 || needs_sequences || o.ratio_level == TIRL_RATIO_SEQUENCE) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,

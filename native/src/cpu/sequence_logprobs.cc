@@ -109,7 +109,10 @@ tirl_status check_common(const uint8_t* mask, int64_t num_tokens, const int32_t*
     return s;
   }
   // On CUDA the offsets are in device memory: the kernel checks them.
-  if (device.type == TIRL_DEVICE_CUDA) return check_pointer(seq_offsets, 1, op, "seq_offsets");
+  if (device.type == TIRL_DEVICE_CUDA) {
+    if ((s = check_offset_range(num_tokens, op))) return s;
+    return check_pointer(seq_offsets, 1, op, "seq_offsets");
+  }
   use_private_copy(seq_offsets, num_seqs + 1, private_offsets);
   return check_seq_offsets(seq_offsets, num_seqs, num_tokens, op);
 }

@@ -108,9 +108,11 @@ tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, i
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
                 std::string(op) + ": unknown dtype " + std::to_string(static_cast<int>(dtype)));
   }
-  if (!(temperature > 0 && temperature <= std::numeric_limits<double>::max())) {
+  if (!(temperature >= TIRL_MIN_TEMPERATURE && temperature <= TIRL_MAX_TEMPERATURE)) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": expected a finite temperature > 0 but received " +
+                std::string(op) + ": expected a temperature in [" +
+                    format_double(TIRL_MIN_TEMPERATURE) + ", " +
+                    format_double(TIRL_MAX_TEMPERATURE) + "] but received " +
                     format_double(temperature));
   }
   if ((s = check_pointer(logits, num_tokens * vocab_size, op, "logits")) ||

@@ -96,10 +96,14 @@ class Scratch {
   void* data_ = nullptr;
 };
 
-// Blocks needed for `items` work items of `per_block` each, at least 1.
+// The most blocks a grid's x dimension takes (2^31 - 1).
+constexpr int64_t kMaxGridBlocks = 2147483647;
+
+// Blocks for `items` work items of `per_block` each: at least 1, at most kMaxGridBlocks.
+// A kernel launched with it strides over the grid, so the cap never drops an item.
 inline unsigned blocks_for(int64_t items, int64_t per_block) {
-  int64_t blocks = (items + per_block - 1) / per_block;
-  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+  const int64_t blocks = (items + per_block - 1) / per_block;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks > kMaxGridBlocks ? kMaxGridBlocks : blocks);
 }
 
 }  // namespace tirl::cuda

@@ -1,6 +1,7 @@
-// dpoLoss on the GPU (formulas in math/dpo_loss.h): one thread per pair writes its four
-// outputs; the losses and the accuracy count are reduced in a fixed order (per block,
-// then by the last block in block order), so the loss is the same run after run.
+// dpoLoss on the GPU (formulas in math/dpo_loss.h): one thread per pair (a grid-stride
+// loop beyond 2^31 - 1 blocks) writes its four outputs; the losses and the accuracy count
+// are reduced in a fixed order (per block, then by the last block in block order), so the
+// loss is the same run after run.
 #include <string>
 
 #include "cuda/common.cuh"
@@ -33,9 +34,9 @@ dpo_kernel(const float* __restrict__ policy_chosen, const float* __restrict__ po
            float* __restrict__ grad_rejected, float* __restrict__ chosen_rewards,
            float* __restrict__ rejected_rewards, DpoTotals* partials, unsigned* ticket,
            DpoTotals* total) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   DpoTotals mine{0.0, 0};
-  if (i < num_pairs) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < num_pairs;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float chosen_logratio = policy_chosen[i] - ref_chosen[i];
     const float rejected_logratio = policy_rejected[i] - ref_rejected[i];
     const DpoPairTerm term = dpo_pair_term<kVariant>(chosen_logratio - rejected_logratio, params);
@@ -48,7 +49,8 @@ dpo_kernel(const float* __restrict__ policy_chosen, const float* __restrict__ po
     const float rejected_reward = params.beta * rejected_logratio;
     if (chosen_rewards != nullptr) chosen_rewards[i] = chosen_reward;
     if (rejected_rewards != nullptr) rejected_rewards[i] = rejected_reward;
-    mine = {static_cast<double>(term.loss), chosen_reward > rejected_reward ? 1ull : 0ull};
+    mine.loss += static_cast<double>(term.loss);
+    mine.correct += chosen_reward > rejected_reward ? 1ull : 0ull;
   }
   const DpoTotals block = block_reduce(mine, DpoTotals{0.0, 0}, AddTotals{});
   grid_reduce(block, DpoTotals{0.0, 0}, AddTotals{}, partials, ticket, total);

@@ -101,7 +101,8 @@ tirl_status feedback_mask(const uint8_t* roles, int64_t num_tokens, const int32_
     if (action_tokens != nullptr && num_seqs > 0) {
       TIRL_CUDA_TRY(kOp, cudaMemsetAsync(action_tokens, 0, num_seqs * sizeof(int32_t), stream));
     }
-    // One thread per run of tokens; the offsets check strides over the grid.
+    // One thread per run of tokens (fewer than 2^31 tokens, checked by the core, so the grid
+    // covers them); the offsets check strides over the grid.
     const unsigned blocks = blocks_for((num_tokens + kTokensPerThread - 1) / kTokensPerThread, kThreads);
     feedback_mask_kernel<<<blocks, kThreads, 0, stream>>>(roles, num_tokens, seq_offsets, num_seqs,
                                                           keep, mask, action_tokens, report);

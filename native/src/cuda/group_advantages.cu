@@ -47,15 +47,17 @@ __device__ void normalize_group(const float* rewards, int64_t count, Member memb
 __global__ void __launch_bounds__(kThreads)
 contiguous_kernel(const float* __restrict__ rewards, int64_t num_groups, int64_t group_size,
                   bool scale_by_std, double epsilon, float* __restrict__ advantages) {
-  const int64_t g = group_sequence<kWarp>();
-  if (g >= num_groups) return;  // whole warps
-  const int64_t first = g * group_size;
-  normalize_group(rewards, group_size, [=](int64_t k) { return first + k; }, scale_by_std, epsilon,
-                  advantages);
+  // g is the same in the whole warp, which so loops (and shuffles) together.
+  for (int64_t g = group_sequence<kWarp>(); g < num_groups; g += grid_groups<kWarp>()) {
+    const int64_t first = g * group_size;
+    normalize_group(rewards, group_size, [=](int64_t k) { return first + k; }, scale_by_std, epsilon,
+                    advantages);
+  }
 }
 
 // One warp per position of the sorted ids; the warp at the first position of a run of
-// equal ids normalises that group.
+// equal ids normalises that group. num_rewards < 2^31 (the core's cap with ids): the grid
+// covers them all without striding.
 __global__ void __launch_bounds__(kThreads)
 sorted_kernel(const float* __restrict__ rewards, int64_t num_rewards, const int32_t* __restrict__ ids,
               const int32_t* __restrict__ order, bool scale_by_std, double epsilon,
@@ -77,6 +79,7 @@ sorted_kernel(const float* __restrict__ rewards, int64_t num_rewards, const int3
                   scale_by_std, epsilon, advantages);
 }
 
+// n < 2^31, as for sorted_kernel.
 __global__ void iota_kernel(int32_t* values, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) values[i] = static_cast<int32_t>(i);

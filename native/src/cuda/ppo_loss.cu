@@ -110,47 +110,48 @@ sequence_pass_kernel(const float* __restrict__ logp, const float* __restrict__ o
                      const int32_t* __restrict__ seq_offsets, int64_t num_seqs, bool log_ratio,
                      Workspace w) {
   check_offsets(seq_offsets, num_seqs, w.offsets);
-  const int64_t s = group_sequence<kGroup>();
-  if (kGroup == kWarp && s >= num_seqs) return;  // whole warps only
-  const bool valid = s < num_seqs;
-  const TokenRange r = valid ? sequence_tokens(seq_offsets, s, num_tokens) : TokenRange{0, 0};
-  SequenceSum part{0.0, 0};
-  for (int64_t t = r.begin + threadIdx.x % kGroup; t < r.end; t += kGroup) {
-    const bool in = mask[t] != 0;
-    part.masked += in;
-    // A select, so that a NaN under the mask cannot leak in.
-    if (log_ratio) part.log_ratio += in ? static_cast<double>(logp[t] - old_logp[t]) : 0.0;
-  }
-  const SequenceSum total = group_reduce<kGroup>(part, SequenceSum{0.0, 0}, AddSequenceSums{});
-  if (valid && threadIdx.x % kGroup == 0) {
-    w.sequence_sums[s] = total;
-    if (total.masked > 0) {
-      atomicAdd(&w.summary->masked, static_cast<unsigned long long>(total.masked));
-      atomicAdd(&w.summary->non_empty, 1ull);
+  // s is the same in the whole group, which so loops (and shuffles, and syncs) together.
+  for (int64_t s = group_sequence<kGroup>(); s < num_seqs; s += grid_groups<kGroup>()) {
+    const TokenRange r = sequence_tokens(seq_offsets, s, num_tokens);
+    SequenceSum part{0.0, 0};
+    for (int64_t t = r.begin + threadIdx.x % kGroup; t < r.end; t += kGroup) {
+      const bool in = mask[t] != 0;
+      part.masked += in;
+      // A select, so that a NaN under the mask cannot leak in.
+      if (log_ratio) part.log_ratio += in ? static_cast<double>(logp[t] - old_logp[t]) : 0.0;
     }
-    atomicMax(&w.summary->longest, static_cast<unsigned long long>(r.end - r.begin));
+    const SequenceSum total = group_reduce<kGroup>(part, SequenceSum{0.0, 0}, AddSequenceSums{});
+    if (threadIdx.x % kGroup == 0) {
+      w.sequence_sums[s] = total;
+      if (total.masked > 0) {
+        atomicAdd(&w.summary->masked, static_cast<unsigned long long>(total.masked));
+        atomicAdd(&w.summary->non_empty, 1ull);
+      }
+      atomicMax(&w.summary->longest, static_cast<unsigned long long>(r.end - r.begin));
+    }
   }
 }
 
 __global__ void constants_kernel(int64_t num_seqs, tirl_ppo_options o, bool sequence_ratio,
                                  Workspace w) {
-  const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (s >= num_seqs) return;
   const Summary sum = *w.summary;
   const double seqs = o.seq_normalizer > 0 ? o.seq_normalizer : static_cast<double>(sum.non_empty);
   const double horizon = o.horizon > 0 ? o.horizon : static_cast<double>(sum.longest);
   const double tokens = o.token_normalizer > 0 ? o.token_normalizer : static_cast<double>(sum.masked);
-  const SequenceSum own = w.sequence_sums[s];
-  double scale = 0;
-  switch (o.aggregation) {
-    case TIRL_AGG_TOKEN_MEAN: scale = factor(o.dp_size, tokens); break;
-    case TIRL_AGG_TOKEN_SUM: scale = o.dp_size; break;
-    case TIRL_AGG_SEQ_MEAN_TOKEN_SUM: scale = factor(o.dp_size, seqs); break;
-    case TIRL_AGG_SEQ_MEAN_TOKEN_MEAN: scale = factor(o.dp_size, seqs * static_cast<double>(own.masked)); break;
-    case TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM: scale = factor(o.dp_size, seqs * horizon); break;
+  for (int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; s < num_seqs;
+       s += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const SequenceSum own = w.sequence_sums[s];
+    double scale = 0;
+    switch (o.aggregation) {
+      case TIRL_AGG_TOKEN_MEAN: scale = factor(o.dp_size, tokens); break;
+      case TIRL_AGG_TOKEN_SUM: scale = o.dp_size; break;
+      case TIRL_AGG_SEQ_MEAN_TOKEN_SUM: scale = factor(o.dp_size, seqs); break;
+      case TIRL_AGG_SEQ_MEAN_TOKEN_MEAN: scale = factor(o.dp_size, seqs * static_cast<double>(own.masked)); break;
+      case TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM: scale = factor(o.dp_size, seqs * horizon); break;
+    }
+    w.constants[s] = {static_cast<float>(scale),
+                      sequence_ratio ? sequence_level_ratio(own.log_ratio, own.masked) : Ratio{1.0f, 0.0f}};
   }
-  w.constants[s] = {static_cast<float>(scale),
-                    sequence_ratio ? sequence_level_ratio(own.log_ratio, own.masked) : Ratio{1.0f, 0.0f}};
 }
 
 // ------------------------------------------------------------------ the fused pass

@@ -85,6 +85,12 @@ __device__ int64_t group_sequence() {
   return static_cast<int64_t>(blockIdx.x) * (blockDim.x / kGroup) + threadIdx.x / kGroup;
 }
 
+// Groups in the grid: the stride of a grid-stride loop over sequences (blocks_for caps grids).
+template <int kGroup>
+__device__ int64_t grid_groups() {
+  return static_cast<int64_t>(gridDim.x) * (blockDim.x / kGroup);
+}
+
 // Average sequence length from which a whole block, not a warp, takes a sequence: chosen
 // from the sizes only, so results stay the same run after run.
 constexpr int64_t kBlockPerSequenceFrom = 1024;

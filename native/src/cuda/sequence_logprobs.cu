@@ -48,13 +48,12 @@ forward_kernel(const float* __restrict__ logp, const uint8_t* __restrict__ mask,
                const int32_t* __restrict__ seq_offsets, int64_t num_seqs, bool average,
                float* __restrict__ out, OffsetsReport* report) {
   check_offsets(seq_offsets, num_seqs, report);
-  const int64_t s = group_sequence<kGroup>();
-  // The whole group leaves together, so the shuffles and barriers see every thread.
-  if (kGroup == kWarp && s >= num_seqs) return;
-  const bool valid = s < num_seqs;
-  const TokenRange r = valid ? sequence_tokens(seq_offsets, s, num_tokens) : TokenRange{0, 0};
-  const MaskedSum total = sequence_sum<kGroup, true>(logp, mask, r);
-  if (valid && threadIdx.x % kGroup == 0) out[s] = sequence_logprob(total.sum, total.count, average);
+  // s is the same in the whole group, which so loops (and shuffles, and syncs) together.
+  for (int64_t s = group_sequence<kGroup>(); s < num_seqs; s += grid_groups<kGroup>()) {
+    const TokenRange r = sequence_tokens(seq_offsets, s, num_tokens);
+    const MaskedSum total = sequence_sum<kGroup, true>(logp, mask, r);
+    if (threadIdx.x % kGroup == 0) out[s] = sequence_logprob(total.sum, total.count, average);
+  }
 }
 
 template <int kGroup>
@@ -63,16 +62,14 @@ backward_kernel(const float* __restrict__ grad_seq, const uint8_t* __restrict__ 
                 int64_t num_tokens, const int32_t* __restrict__ seq_offsets, int64_t num_seqs,
                 bool average, float* __restrict__ grad_logp, OffsetsReport* report) {
   check_offsets(seq_offsets, num_seqs, report);
-  const int64_t s = group_sequence<kGroup>();
-  if (kGroup == kWarp && s >= num_seqs) return;
-  const bool valid = s < num_seqs;
-  const TokenRange r = valid ? sequence_tokens(seq_offsets, s, num_tokens) : TokenRange{0, 0};
-  // The mean needs the sequence's count first: a pass over its mask (then in cache).
-  const long long count = average ? sequence_sum<kGroup, false>(nullptr, mask, r).count : 0;
-  if (!valid) return;
-  const float g = sequence_logprob_token_grad(grad_seq[s], count, average);
-  for (int64_t t = r.begin + threadIdx.x % kGroup; t < r.end; t += kGroup) {
-    grad_logp[t] = mask[t] != 0 ? g : 0.0f;
+  for (int64_t s = group_sequence<kGroup>(); s < num_seqs; s += grid_groups<kGroup>()) {
+    const TokenRange r = sequence_tokens(seq_offsets, s, num_tokens);
+    // The mean needs the sequence's count first: a pass over its mask (then in cache).
+    const long long count = average ? sequence_sum<kGroup, false>(nullptr, mask, r).count : 0;
+    const float g = sequence_logprob_token_grad(grad_seq[s], count, average);
+    for (int64_t t = r.begin + threadIdx.x % kGroup; t < r.end; t += kGroup) {
+      grad_logp[t] = mask[t] != 0 ? g : 0.0f;
+    }
   }
 }
 

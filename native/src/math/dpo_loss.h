@@ -14,10 +14,11 @@
 namespace tirl {
 
 // exp(x) for x <= 0 (Cody-Waite reduction, Cephes polynomial; about 1 ulp). Below -87
-// the result is about 1.6e-38 instead of a subnormal: it only ever meets 1 + e. NaN
-// propagates.
+// (where the result would be subnormal) it is 0, so a saturated pair's loss and gradient
+// are exactly 0, as in f32 PyTorch (absolute error < 1.2e-38). NaN propagates.
 TIRL_HD inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
+  const bool underflows = x < -87.0f;
+  x = underflows ? -87.0f : x;
   const float rounding = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   float n = (x * 1.44269504f + rounding) - rounding;
   n = n == n ? n : 0.0f;  // NaN: keep the integer conversion defined; the polynomial carries it
@@ -30,7 +31,7 @@ TIRL_HD inline float exp_nonpositive(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const uint32_t scale_bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;  // 2^n
-  return p * bits_float(scale_bits);
+  return underflows ? 0.0f : p * bits_float(scale_bits);
 }
 
 // log(1 + e) for e in [0, 1] as 2 atanh(s), s = e / (2 + e) in [0, 1/3]: the odd series
