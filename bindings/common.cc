@@ -51,8 +51,9 @@ const char* status_name(tirl_status status) {
 // block are touched, and large blocks freed by finished calls are kept for the next ones:
 // the first touch of a fresh page costs a page fault (~11 µs per 4 KiB on virtual machines,
 // far more than copying it), which a trainer calling an async op in a loop would otherwise
-// pay on every call. At most two blocks are kept, about two calls' inputs. Process-wide, as
-// malloc is: the calls of all worker threads share it.
+// pay on every call. At most two blocks of up to 512 MiB are kept, about two calls' inputs:
+// a bigger copy is rare and would hold gigabytes while idle. Process-wide, as malloc is:
+// the calls of all worker threads share it.
 class CopyMemory {
  public:
   // A block of at least `bytes` bytes; sets `capacity` to its size.
@@ -85,7 +86,7 @@ class CopyMemory {
   }
 
   void give(uint8_t* block, size_t capacity) {
-    if (capacity >= kLarge) {
+    if (capacity >= kLarge && capacity <= kLargestKept) {
       std::lock_guard<std::mutex> lock(mutex_);
       kept_.emplace_back(block, capacity);
       if (kept_.size() <= kKept) return;
@@ -97,6 +98,7 @@ class CopyMemory {
 
  private:
   static constexpr size_t kLarge = size_t{2} << 20;  // a huge page
+  static constexpr size_t kLargestKept = size_t{512} << 20;
   static constexpr size_t kKept = 2;
   std::mutex mutex_;
   std::vector<std::pair<uint8_t*, size_t>> kept_;  // oldest first
@@ -179,7 +181,7 @@ Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& m
 
 void HostSnapshot::Release::operator()(uint8_t* memory) const { copy_memory().give(memory, capacity); }
 
-void* HostSnapshot::stage(Napi::Env env, Napi::TypedArray array, size_t bytes,
+void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array, size_t bytes,
                           const std::string& label, const std::string* output_expected) {
   napi_typedarray_type type;
   size_t length = 0;
@@ -206,7 +208,14 @@ void* HostSnapshot::stage(Napi::Env env, Napi::TypedArray array, size_t bytes,
   }
   if (copy == nullptr) {
     size_t capacity = 0;
-    uint8_t* memory = copy_memory().take(buffer_length, &capacity);
+    uint8_t* memory = nullptr;
+    try {
+      memory = copy_memory().take(buffer_length, &capacity);
+    } catch (const std::bad_alloc&) {
+      throw Napi::RangeError::New(env, std::string(op) + ": could not allocate the async call's copy of " +
+                                           label + " (" + std::to_string(buffer_length) +
+                                           " bytes, its whole buffer): out of memory");
+    }
     buffers_.push_back(BufferCopy{original, buffer_length,
                                   std::unique_ptr<uint8_t, Release>(memory, Release{capacity}), {}});
     copy = &buffers_.back();

@@ -90,8 +90,9 @@ class HostSnapshot {
   // Where the kernel reads (and, for an output, writes) the `bytes` bytes of `array`.
   // `output_expected` is null for an input; for a caller's output, the "Expected ..." text
   // of the rejection if it is detached before the result is copied into it.
-  void* stage(Napi::Env env, Napi::TypedArray array, size_t bytes, const std::string& label,
-              const std::string* output_expected);
+  // A copy the memory cannot hold is a RangeError naming `label`, as for an output.
+  void* stage(Napi::Env env, const char* op, Napi::TypedArray array, size_t bytes,
+              const std::string& label, const std::string* output_expected);
   // Copies the results into the caller's outputs (main thread, once the kernel is done).
   // Returns "" or, when an output was detached or resized meanwhile (nothing is then
   // copied), the TypeError message.
@@ -248,7 +249,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
       if (access == Access::caller_output) {
         expected = expected_array<T>() + " of length " + std::to_string(output_length);
       }
-      data = snapshot_.stage(env_, value.As<Napi::TypedArray>(), length * sizeof(T), label,
+      data = snapshot_.stage(env_, op_, value.As<Napi::TypedArray>(), length * sizeof(T), label,
                              access == Access::caller_output ? &expected : nullptr);
     }
     view->data = static_cast<T*>(data);

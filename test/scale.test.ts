@@ -42,7 +42,9 @@ const known = [
 ];
 
 function bigLogits(): { logits: Uint16Array; labels: Int32Array } {
-  const logits = new Uint16Array(N * V);
+  // On a SharedArrayBuffer, which the async form reads in place: an ordinary ArrayBuffer
+  // would be copied (5 GB resident) so that JavaScript may transfer it during the call.
+  const logits = new Uint16Array(new SharedArrayBuffer(N * V * 2));
   const labels = new Int32Array(N);
   for (let t = 0; t < N; t++) labels[t] = (t * 7919) % V;
   for (const k of known) {
@@ -99,17 +101,27 @@ describe('inputs beyond 2^31 elements', () => {
     // Under a 2 GB address-space limit the 512 MB of bf16 logits fit and their 1 GB of
     // gradients do not: napi_create_arraybuffer would end the process ("FATAL ERROR:
     // v8::ArrayBuffer::New Allocation failed"); the bindings allocate through JavaScript.
+    // Run twice: ordinary logits (sync, then async, which copies them first), and logits on
+    // a SharedArrayBuffer (async, in place); both sets would not fit under one limit.
     const script = `
       const { tokenLogprobsBackward, tokenLogprobsBackwardAsync } = await import(${JSON.stringify(new URL('../lib/index.js', import.meta.url).href)});
       const n = 2 ** 14, v = 2 ** 14;
-      const o = { logits: new Uint16Array(n * v), vocabSize: v, labels: new Int32Array(n), dtype: 'bf16', gradLogp: new Float32Array(n) };
+      const shared = process.argv[1] === 'shared';
+      const logits = new Uint16Array(shared ? new SharedArrayBuffer(n * v * 2) : new ArrayBuffer(n * v * 2));
+      const o = { logits, vocabSize: v, labels: new Int32Array(n), dtype: 'bf16', gradLogp: new Float32Array(n) };
       const errors = [];
-      try { tokenLogprobsBackward(o); } catch (e) { errors.push([e.constructor.name, e.message]); }
+      if (!shared) try { tokenLogprobsBackward(o); } catch (e) { errors.push([e.constructor.name, e.message]); }
       try { await tokenLogprobsBackwardAsync(o); } catch (e) { errors.push([e.constructor.name, e.message]); }
       console.log(JSON.stringify(errors));`;
-    const stdout = execFileSync('/bin/sh', ['-c', 'ulimit -v 2000000 && exec "$0" --input-type=module -e "$1"', process.execPath, script], { encoding: 'utf8' });
+    const run = (mode: string): string[][] =>
+      JSON.parse(execFileSync('/bin/sh', ['-c', 'ulimit -v 2000000 && exec "$0" --input-type=module -e "$1" "$2"', process.execPath, script, mode], { encoding: 'utf8' }));
     const expected = ['RangeError', `tokenLogprobsBackward: could not allocate out (a Float32Array of length ${2 ** 28}): Array buffer allocation failed`];
-    assert.deepEqual(JSON.parse(stdout), [expected, expected]);
+    const [sync, asyncCopied] = run('ordinary');
+    assert.deepEqual(run('shared'), [expected]);
+    assert.deepEqual(sync, expected);
+    // Whichever allocation fails first, the logits' copy or out, is named.
+    assert.equal(asyncCopied[0], 'RangeError');
+    assert.match(asyncCopied[1], /^tokenLogprobsBackward: could not allocate (out \(a Float32Array|the async call's copy of logits \(536870912 bytes)/);
   });
 
   const backward = process.env.TIRL_SCALE_BACKWARD === '1';
