@@ -88,8 +88,8 @@ tirl_status feedback_mask_cpu(const uint8_t* roles, int64_t num_tokens, const in
     int64_t bad = chunk * kTokensPerChunk;
     while (valid_role(roles[bad])) ++bad;
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(kOp) + ": expected roles in 0..3 (prompt, action, feedback, padding) "
-                "but roles[" + std::to_string(bad) + "] = " + std::to_string(roles[bad]));
+                std::string(kOp) + ": Expected roles in 0..3 (prompt, action, feedback, padding) "
+                "but received roles[" + std::to_string(bad) + "] = " + std::to_string(roles[bad]));
   }
   return ok();
 }

@@ -337,7 +337,9 @@ extern "C" tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
                                                        : "ratioLevel 'sequence'") +
                       " but received NULL");
     }
-    if (o.kl_coef > 0 && ref_logp == nullptr) {
+    // Like every array, refLogp may be NULL when there are no tokens (an empty typed array
+    // has no memory).
+    if (o.kl_coef > 0 && ref_logp == nullptr && num_tokens > 0) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
                   std::string(kOp) + ": Expected refLogp (ref_logp) with klCoef > 0 but received NULL");
     }

@@ -123,8 +123,8 @@ tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, i
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (labels[t] < 0 || labels[t] >= vocab_size) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(op) + ": expected labels in [0, vocabSize = " +
-                      std::to_string(vocab_size) + ") but labels[" + std::to_string(t) +
+                  std::string(op) + ": Expected labels in [0, vocabSize = " +
+                      std::to_string(vocab_size) + ") but received labels[" + std::to_string(t) +
                       "] = " + std::to_string(labels[t]));
     }
   }
@@ -199,8 +199,8 @@ extern "C" tirl_status tirl_token_logprobs_backward(const void* logits, tirl_dty
     if (count > 0 && !in_place && in_begin < out_end && out_begin < in_end) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
                   std::string(kBackwardOp) +
-                      ": expected grad_logits to be the f32 logits buffer itself or not to "
-                      "overlap it, but the two overlap partially");
+                      ": Expected out (grad_logits) to be the f32 logits array itself or not to "
+                      "overlap it but received one that overlaps it partially");
     }
     if (device.type == TIRL_DEVICE_CUDA) {
       return run_on_cuda(kBackwardOp, [&](const tirl_cuda_backend& cuda) {
