@@ -59,7 +59,8 @@ export function referenceGrad(
     const gh = gradEntropy ? gradEntropy[t] : 0;
     for (let v = 0; v < vocabSize; v++) {
       const p = Math.exp(lp[v]);
-      const entropyPart = p === 0 ? 0 : gh * p * (lp[v] + entropy[t]);
+      // p = 0 adds 0 (the limit of p log p), times gh so that a NaN gradient still poisons the row.
+      const entropyPart = p === 0 ? 0 * gh : gh * p * (lp[v] + entropy[t]);
       const dz = gradLogp[t] * ((v === labels[t] ? 1 : 0) - p) - entropyPart;
       grad[t * vocabSize + v] = dz / temperature;
     }
