@@ -16,7 +16,10 @@ export interface TokenLogitsInput {
   vocabSize: number;
   /** Token whose log-probability is taken, per row, `[N]`: each in `[0, vocabSize)`. N = `labels.length`. */
   labels: Int32Array;
-  /** Softmax temperature T > 0: probabilities are `softmax(logits / T)`. Default 1. */
+  /**
+   * Softmax temperature T: probabilities are `softmax(logits / T)`. A finite number
+   * >= 1.17549435e-38 (a normal float32: 1 / T is an f32). Default 1.
+   */
   temperature?: number;
   /** Element type of `logits`; must match its array type. Default `'f32'`. */
   dtype?: LogitsDtype;

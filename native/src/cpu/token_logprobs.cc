@@ -14,6 +14,7 @@
 // load and one maxps per 8) and the exp ~2.75 (round, degree-5 polynomial, scale, sum,
 // with two constants reloaded per 16 for want of registers); bf16 adds its widening to both.
 #include <algorithm>
+#include <cfloat>
 #include <cstring>
 #include <cstdint>
 #include <limits>
@@ -108,9 +109,11 @@ tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, i
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
                 std::string(op) + ": unknown dtype " + std::to_string(static_cast<int>(dtype)));
   }
-  if (!(temperature > 0 && temperature <= std::numeric_limits<double>::max())) {
+  // log2(e) / temperature is an f32: below FLT_MIN it overflows to Inf, and Inf * 0 is NaN.
+  if (!(temperature >= FLT_MIN && temperature <= std::numeric_limits<double>::max())) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": expected a finite temperature > 0 but received " +
+                std::string(op) + ": Expected a finite number >= " + format_double(FLT_MIN) +
+                    " (a normal float32) for temperature but received " +
                     format_double(temperature));
   }
   if ((s = check_pointer(logits, num_tokens * vocab_size, op, "logits")) ||
