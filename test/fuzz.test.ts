@@ -140,6 +140,27 @@ describe('bindings fuzzer', () => {
     assert.ok(Number.isFinite(dpoLoss({ ...pairs, beta: 1.2e-38 }).loss));
   });
 
+  it('refuses options whose float32 scale would overflow (was a NaN result)', () => {
+    const logits = Float32Array.from([0.5, -1, 2, 0.1]);
+    for (const temperature of [5e-324, 1e-300, 1e-39]) {
+      assertConformingError('tokenLogprobs', () => tokenLogprobs({ logits, vocabSize: 4, labels: Int32Array.of(1), temperature }), RangeError, 'for temperature');
+    }
+    assert.ok(Number.isFinite(tokenLogprobs({ logits, vocabSize: 4, labels: Int32Array.of(1), temperature: 1e-30 }).logp[0]));
+    const batch = { logp: Float32Array.of(-1, -2, -1, -1), oldLogp: Float32Array.of(-1.1, -2, -1, -1), advantages: Float32Array.of(1, 0, -1, 0.5), mask: Uint8Array.of(1, 1, 1, 0), seqOffsets: Int32Array.of(0, 2, 4) };
+    const overflowing = [
+      [{ tokenNormalizer: 1e-40 }, 'tokenNormalizer'],
+      [{ tokenNormalizer: 1e-30, dpSize: 1e10 }, 'tokenNormalizer'],
+      [{ aggregation: 'seq-mean-token-sum', seqNormalizer: 5e-324 }, 'seqNormalizer'],
+      [{ aggregation: 'seq-mean-token-sum-norm', horizon: 1e-39 }, 'horizon'],
+      [{ aggregation: 'seq-mean-token-sum-norm', seqNormalizer: 1e-20, horizon: 1e-20 }, 'horizon'],
+      [{ aggregation: 'token-sum', dpSize: 1e39 }, 'dpSize'],
+    ] as const;
+    for (const [options, name] of overflowing) {
+      assertConformingError('ppoLoss', () => ppoLoss({ ...batch, ...options }), RangeError, `for ${name}`);
+    }
+    assert.ok(Number.isFinite(ppoLoss({ ...batch, tokenNormalizer: 1e-30 }).loss));
+  });
+
   it('makes a whole row of dlogits NaN for a NaN gradient, -Infinity logits included (was 0 there)', () => {
     const logits = Float32Array.from([0, -Infinity, 1, -1e4, 2, 0]);
     const cases: [Float32Array, Float32Array | undefined][] = [

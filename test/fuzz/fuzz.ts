@@ -118,10 +118,8 @@ async function invoke(call: Call, options: unknown, text: string): Promise<{ res
   }
 }
 
-type Snapshot = unknown;
-
 /** A deep copy of a result: plain typed arrays and numbers, detached from the call's buffers. */
-function snapshot(result: unknown): Snapshot {
+function snapshot(result: unknown): unknown {
   if (ArrayBuffer.isView(result)) return (result as Float32Array).slice();
   if (result !== null && typeof result === 'object') {
     return Object.fromEntries(Object.entries(result).map(([k, v]) => [k, snapshot(v)]));

@@ -145,7 +145,7 @@ const JUNK: readonly ((rng: Random) => unknown)[] = [
   (rng) => rng.pick(['token-mean', 'k3', 'sequence', 'bf16', 'f32', 'sigmoid', 'ipo']),
 ];
 
-export function junk(rng: Random): unknown {
+function junk(rng: Random): unknown {
   return rng.pick(JUNK)(rng);
 }
 
@@ -290,6 +290,13 @@ const MUTATIONS: readonly ((spec: OpSpec, o: Options, rng: Random) => Move & { p
       roles[rng.int(0, roles.length)] = rng.int(4, 256);
       o.roles = roles;
       return { label: 'a role out of range', plain: true };
+    }
+    const choices = spec.arguments.filter((a) => a.kind === 'choice');
+    if (choices.length > 0 && rng.next() < 0.3) {
+      const choice = rng.pick(choices);
+      const near = rng.pick(choice.choices!);
+      o[choice.name] = rng.pick([near.toUpperCase(), `${near} `, near.slice(1), `${near}\0`, '']);
+      return { label: `${choice.name} = a near miss of '${near}'`, plain: true };
     }
     const numbers = spec.arguments.filter((a) => a.kind === 'number' || a.kind === 'integer');
     if (numbers.length === 0) return { label: 'nothing out of range', plain: true };
