@@ -142,10 +142,13 @@ describe('bindings fuzzer', () => {
 
   it('refuses options whose float32 scale would overflow (was a NaN result)', () => {
     const logits = Float32Array.from([0.5, -1, 2, 0.1]);
-    for (const temperature of [5e-324, 1e-300, 1e-39]) {
+    for (const temperature of [5e-324, 1e-300, 1e-39, 1e38, 1e300]) {
       assertConformingError('tokenLogprobs', () => tokenLogprobs({ logits, vocabSize: 4, labels: Int32Array.of(1), temperature }), RangeError, 'for temperature');
     }
     assert.ok(Number.isFinite(tokenLogprobs({ logits, vocabSize: 4, labels: Int32Array.of(1), temperature: 1e-30 }).logp[0]));
+    // A -Infinity logit times 1 / T = 0 was NaN: T = 1e37 still has a normal 1 / T.
+    const masked = tokenLogprobs({ logits: Float32Array.from([0.5, -Infinity, 2, 0.1]), vocabSize: 4, labels: Int32Array.of(0), temperature: 1e37 });
+    assert.ok(Math.abs(masked.logp[0] - Math.log(1 / 3)) < 1e-6, `${masked.logp[0]}`);
     const batch = { logp: Float32Array.of(-1, -2, -1, -1), oldLogp: Float32Array.of(-1.1, -2, -1, -1), advantages: Float32Array.of(1, 0, -1, 0.5), mask: Uint8Array.of(1, 1, 1, 0), seqOffsets: Int32Array.of(0, 2, 4) };
     const overflowing = [
       [{ tokenNormalizer: 1e-40 }, 'tokenNormalizer'],

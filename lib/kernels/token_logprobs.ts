@@ -17,8 +17,8 @@ export interface TokenLogitsInput {
   /** Token whose log-probability is taken, per row, `[N]`: each in `[0, vocabSize)`. N = `labels.length`. */
   labels: Int32Array;
   /**
-   * Softmax temperature T: probabilities are `softmax(logits / T)`. A finite number
-   * >= 1.17549435e-38 (a normal float32: 1 / T is an f32). Default 1.
+   * Softmax temperature T: probabilities are `softmax(logits / T)`. A number in
+   * [1.17549435e-38, 8.50705917e+37], so that 1 / T is a normal float32. Default 1.
    */
   temperature?: number;
   /** Element type of `logits`; must match its array type. Default `'f32'`. */

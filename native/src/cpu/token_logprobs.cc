@@ -109,11 +109,13 @@ tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, i
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
                 std::string(op) + ": unknown dtype " + std::to_string(static_cast<int>(dtype)));
   }
-  // log2(e) / temperature is an f32: below FLT_MIN it overflows to Inf, and Inf * 0 is NaN.
-  if (!(temperature >= FLT_MIN && temperature <= std::numeric_limits<double>::max())) {
+  // 1 / temperature is an f32 factor: Inf below FLT_MIN, 0 above 1 / FLT_MIN, and then
+  // Inf * 0 or 0 * -Inf (a -Infinity logit) is NaN.
+  if (!(temperature >= FLT_MIN && temperature <= 1.0 / FLT_MIN)) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": Expected a finite number >= " + format_double(FLT_MIN) +
-                    " (a normal float32) for temperature but received " +
+                std::string(op) + ": Expected a number in [" + format_double(FLT_MIN) + ", " +
+                    format_double(1.0 / FLT_MIN) +
+                    "] (1 / temperature is a normal float32) for temperature but received " +
                     format_double(temperature));
   }
   if ((s = check_pointer(logits, num_tokens * vocab_size, op, "logits")) ||
