@@ -317,23 +317,32 @@ void Options::place(tirl_device device, const std::string& label, Napi::Value va
 }
 
 void Options::verify_not_detached() {
-  for (const Napi::Value& value : inputs_) {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const Napi::Value& value = inputs_[i];
+    const ReadArray& read = read_arrays_[i];
     DeviceArrayInfo device_array;
-    if (read_device_array(env_, value, &device_array)) {
-      if (device_array.freed) {
-        throw Napi::TypeError::New(env_, std::string(op_) +
-                                             ": an input DeviceArray was freed while the options "
-                                             "were being read");
-      }
-      continue;
+    const bool is_device_array = read_device_array(env_, value, &device_array);
+    bool changed = is_device_array && device_array.freed;
+    if (!is_device_array) {
+      Napi::TypedArray array = value.As<Napi::TypedArray>();
+      bool detached = false;
+      napi_typedarray_type type;
+      size_t length = 0;
+      void* data = nullptr;
+      napi_value buffer;
+      size_t offset = 0;
+      changed = napi_is_detached_arraybuffer(env_, array.ArrayBuffer(), &detached) != napi_ok ||
+                detached ||
+                napi_get_typedarray_info(env_, array, &type, &length, &data, &buffer, &offset) !=
+                    napi_ok ||
+                data != read.data || static_cast<int64_t>(length) != read.length;
     }
-    bool detached = false;
-    if (napi_is_detached_arraybuffer(env_, value.As<Napi::TypedArray>().ArrayBuffer(), &detached) !=
-            napi_ok ||
-        detached) {
-      throw Napi::TypeError::New(env_, std::string(op_) +
-                                           ": an input array was detached while the options "
-                                           "were being read");
+    if (changed) {
+      throw Napi::TypeError::New(
+          env_, std::string(op_) + ": Expected " + read.expected + " for " + read.label +
+                    " but received one whose " +
+                    (is_device_array ? "memory was freed" : "buffer was detached or resized") +
+                    " while the options were being read");
     }
   }
 }

@@ -181,8 +181,9 @@ class Options {
   void stage_host_arrays() { staging_ = true; }
   HostSnapshot& snapshot() { return snapshot_; }
 
-  // TypeError if any array seen so far has been detached (or a DeviceArray freed) since it
-  // was checked (a getter on the options object can run JavaScript between two reads).
+  // TypeError if any array seen so far has been detached, resized (a resizable or growable
+  // buffer) or, for a DeviceArray, freed since it was checked: a getter on the options object
+  // can run JavaScript between two reads, and the kernel must not use a stale pointer or length.
   void verify_not_detached();
 
  private:
@@ -210,6 +211,14 @@ class Options {
   const char* op_;
   Napi::Object object_;
   std::vector<Napi::Value> inputs_;
+  // Each array as it was read (same order as inputs_), for verify_not_detached.
+  struct ReadArray {
+    std::string label;
+    std::string expected;
+    const void* data;
+    int64_t length;
+  };
+  std::vector<ReadArray> read_arrays_;
   bool device_arrays_allowed_ = false;
   tirl_device device_{TIRL_DEVICE_CPU, 0, nullptr};
   std::string placed_by_;  // label of the first array read, which fixed device_
@@ -230,7 +239,8 @@ template <class T>
 void Options::read_array(Napi::Value value, const std::string& label, ArrayView<T>* view,
                          Access access, int64_t output_length) {
   DeviceArrayInfo device_array;
-  if (device_arrays_allowed_ && read_device_array(env_, value, &device_array)) {
+  const bool on_device = device_arrays_allowed_ && read_device_array(env_, value, &device_array);
+  if (on_device) {
     if (!TypedArrayTraits<T>::holds(device_array.dtype)) type_error(expected_array<T>(true), label, value);
     if (device_array.freed) {
       throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected_array<T>(true) +
@@ -257,6 +267,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
   }
   view->present = true;
   inputs_.push_back(value);
+  read_arrays_.push_back({label, expected_array<T>(on_device), view->data, view->length});
 }
 
 template <class T>

@@ -2,49 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { dpoLoss, dpoLossAsync, info, setThreads, type DpoVariant } from '../lib/index.js';
+import { finiteDifferenceGradient, referenceLoss, referenceRewards } from './reference/dpo_loss.js';
 import { assertBitwiseEqual, assertClose, checkBadInputs, detached, Random } from './support.js';
 
 const variants: DpoVariant[] = ['sigmoid', 'hinge', 'ipo', 'robust'];
-
-interface Pairs {
-  policyChosen: ArrayLike<number>;
-  policyRejected: ArrayLike<number>;
-  refChosen: ArrayLike<number>;
-  refRejected: ArrayLike<number>;
-}
-
-/** Independent float64 reference: TRL's dpo_loss, pair by pair, then the mean. */
-function referenceLoss(p: Pairs, beta: number, ls: number, variant: DpoVariant): number {
-  const logSigmoid = (x: number) => Math.min(x, 0) - Math.log1p(Math.exp(-Math.abs(x)));
-  const n = p.policyChosen.length;
-  let total = 0;
-  for (let i = 0; i < n; i++) {
-    const delta = p.policyChosen[i] - p.refChosen[i] - (p.policyRejected[i] - p.refRejected[i]);
-    const z = beta * delta;
-    if (variant === 'sigmoid') total += -logSigmoid(z) * (1 - ls) - logSigmoid(-z) * ls;
-    else if (variant === 'hinge') total += Math.max(0, 1 - z);
-    else if (variant === 'ipo') total += (delta - 1 / (2 * beta)) ** 2;
-    else total += (-logSigmoid(z) * (1 - ls) + logSigmoid(-z) * ls) / (1 - 2 * ls);
-  }
-  return n === 0 ? 0 : total / n;
-}
-
-/** Central finite differences of the reference loss with respect to one input array. */
-function finiteDifferenceGradient(p: Pairs, which: 'policyChosen' | 'policyRejected', beta: number, ls: number, variant: DpoVariant): Float64Array {
-  const h = 1e-3;
-  const values = Float64Array.from(p[which]);
-  const grad = new Float64Array(values.length);
-  for (let i = 0; i < values.length; i++) {
-    const x = values[i];
-    values[i] = x + h;
-    const up = referenceLoss({ ...p, [which]: values }, beta, ls, variant);
-    values[i] = x - h;
-    const down = referenceLoss({ ...p, [which]: values }, beta, ls, variant);
-    values[i] = x;
-    grad[i] = (up - down) / (2 * h);
-  }
-  return grad;
-}
 
 function randomPairs(rng: Random, n: number) {
   // Summed log-probs of completions: large negative numbers whose differences matter.
@@ -83,15 +44,12 @@ describe('dpoLoss', () => {
         for (const [beta, ls] of [[0.1, 0], [0.5, 0.2], [0.01, 0.45]]) {
           const r = dpoLoss({ ...p, beta, labelSmoothing: ls, variant });
           assertClose(r.loss, referenceLoss(p, beta, ls, variant), { label: `${variant} loss` });
-          let correct = 0;
+          const want = referenceRewards(p, beta);
           for (let i = 0; i < n; i++) {
-            const chosen = beta * (p.policyChosen[i] - p.refChosen[i]);
-            const rejected = beta * (p.policyRejected[i] - p.refRejected[i]);
-            assertClose(r.chosenRewards[i], chosen, { label: 'chosenRewards' });
-            assertClose(r.rejectedRewards[i], rejected, { label: 'rejectedRewards' });
-            correct += chosen > rejected ? 1 : 0;
+            assertClose(r.chosenRewards[i], want.chosen[i], { label: 'chosenRewards' });
+            assertClose(r.rejectedRewards[i], want.rejected[i], { label: 'rejectedRewards' });
           }
-          assertClose(r.rewardAccuracy, correct / n, { label: 'rewardAccuracy' });
+          assertClose(r.rewardAccuracy, want.accuracy, { label: 'rewardAccuracy' });
         }
       }
     }

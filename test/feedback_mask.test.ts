@@ -1,23 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { feedbackMask, feedbackMaskAsync, Role, setThreads, info } from '../lib/index.js';
+import { feedbackMask, feedbackMaskAsync, setThreads, info } from '../lib/index.js';
+import { reference } from './reference/feedback_mask.js';
 import { assertBitwiseEqual, checkBadInputs, detached, Random } from './support.js';
-
-/** Independent reference: the rule of MATH.md, token by token. */
-function reference(roles: Uint8Array, seqOffsets: Int32Array, keep?: Uint8Array) {
-  const b = seqOffsets.length - 1;
-  const mask = new Uint8Array(roles.length);
-  const actionTokens = new Int32Array(b);
-  for (let s = 0; s < b; s++) {
-    for (let t = seqOffsets[s]; t < seqOffsets[s + 1]; t++) {
-      const m = roles[t] === Role.action && (keep === undefined || keep[s] !== 0) ? 1 : 0;
-      mask[t] = m;
-      actionTokens[s] += m;
-    }
-  }
-  return { mask, actionTokens };
-}
 
 function randomBatch(rng: Random, b: number, maxLen: number) {
   const seqOffsets = rng.seqOffsets(b, 0, maxLen);

@@ -2,32 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import { groupAdvantages, groupAdvantagesAsync, info, setThreads } from '../lib/index.js';
+import { reference } from './reference/group_advantages.js';
 import { assertBitwiseEqual, assertClose, checkBadInputs, detached, Random } from './support.js';
-
-/** Independent float64 reference, straight from MATH.md (verl's convention for groups of one). */
-function reference(rewards: Float32Array, groupIds: ArrayLike<number>, scaleByStd = true, epsilon = 1e-6): Float64Array {
-  const groups = new Map<number, number[]>();
-  for (let i = 0; i < rewards.length; i++) {
-    const members = groups.get(groupIds[i]) ?? [];
-    members.push(i);
-    groups.set(groupIds[i], members);
-  }
-  const out = new Float64Array(rewards.length);
-  for (const members of groups.values()) {
-    const n = members.length;
-    let mean = 0;
-    let std = 1;
-    if (n > 1) {
-      mean = members.reduce((s, i) => s + rewards[i], 0) / n;
-      std = Math.sqrt(members.reduce((s, i) => s + (rewards[i] - mean) ** 2, 0) / (n - 1));
-    }
-    for (const i of members) {
-      const centered = rewards[i] - mean;
-      out[i] = scaleByStd ? centered / (std + epsilon) : centered;
-    }
-  }
-  return out;
-}
 
 function contiguousIds(b: number, groupSize: number): Int32Array {
   return Int32Array.from({ length: b }, (_, i) => Math.floor(i / groupSize));

@@ -9,42 +9,8 @@ import {
   sequenceLogprobsBackwardAsync,
   setThreads,
 } from '../lib/index.js';
+import { finiteDifferenceBackward, reference, referenceBackward } from './reference/sequence_logprobs.js';
 import { assertBitwiseEqual, assertClose, checkBadInputs, detached, Random } from './support.js';
-
-/** Independent float64 reference: masked sum (or mean) per sequence, as MATH.md defines |y_i|. */
-function reference(logp: ArrayLike<number>, mask: Uint8Array, seqOffsets: Int32Array, average: boolean): Float64Array {
-  const b = seqOffsets.length - 1;
-  const out = new Float64Array(b);
-  for (let i = 0; i < b; i++) {
-    let sum = 0;
-    let count = 0;
-    for (let t = seqOffsets[i]; t < seqOffsets[i + 1]; t++) {
-      if (mask[t]) {
-        sum += logp[t];
-        count++;
-      }
-    }
-    out[i] = average ? (count > 0 ? sum / count : 0) : sum;
-  }
-  return out;
-}
-
-/** Independent backward: the transpose, column by column, by finite differences of the reference. */
-function finiteDifferenceBackward(logp: Float32Array, mask: Uint8Array, seqOffsets: Int32Array, average: boolean, gradSeq: Float32Array): Float64Array {
-  const h = 0.5; // the map is linear: any step is exact up to rounding
-  const x = Float64Array.from(logp);
-  const grad = new Float64Array(x.length);
-  for (let t = 0; t < x.length; t++) {
-    const v = x[t];
-    x[t] = v + h;
-    const up = reference(x, mask, seqOffsets, average);
-    x[t] = v - h;
-    const down = reference(x, mask, seqOffsets, average);
-    x[t] = v;
-    for (let i = 0; i < gradSeq.length; i++) grad[t] += (gradSeq[i] * (up[i] - down[i])) / (2 * h);
-  }
-  return grad;
-}
 
 function randomBatch(rng: Random, b: number, minLen: number, maxLen: number, p = 0.6) {
   const seqOffsets = rng.seqOffsets(b, minLen, maxLen);
@@ -73,12 +39,10 @@ describe('sequenceLogprobs', () => {
         assertClose(sequenceLogprobs({ logp, mask, seqOffsets, average }), reference(logp, mask, seqOffsets, average), { label: `B=${b} average=${average}` });
         const gradSeq = rng.normals(b);
         const grad = sequenceLogprobsBackward({ gradSeq, mask, seqOffsets, average });
-        for (let i = 0; i < b; i++) {
-          const count = mask.subarray(seqOffsets[i], seqOffsets[i + 1]).reduce((s, m) => s + (m ? 1 : 0), 0);
-          for (let t = seqOffsets[i]; t < seqOffsets[i + 1]; t++) {
-            const want = mask[t] ? (average ? gradSeq[i] / count : gradSeq[i]) : 0;
-            if (Math.abs(grad[t] - want) > 1e-6 * Math.abs(want)) assert.fail(`grad[${t}] ${grad[t]} != ${want}`);
-          }
+        const expected = referenceBackward(gradSeq, mask, seqOffsets, average);
+        for (let t = 0; t < grad.length; t++) {
+          const want = expected[t];
+          if (Math.abs(grad[t] - want) > 1e-6 * Math.abs(want)) assert.fail(`grad[${t}] ${grad[t]} != ${want}`);
         }
       }
     }

@@ -13,7 +13,10 @@ export interface DpoLossOptions {
   refChosen: Float32Array;
   /** Reference-model log-prob of each rejected completion (nats), `[P]`. */
   refRejected: Float32Array;
-  /** Inverse temperature of the implicit reward; a finite number > 0. Default `0.1`. */
+  /**
+   * Inverse temperature of the implicit reward; a number > 0 in the float32 range
+   * ([1.17549435e-38, 3.40282347e+38]: the per-pair math is f32). Default `0.1`.
+   */
   beta?: number;
   /**
    * Probability that a preference label is flipped (cDPO), in [0, 0.5). Used by 'sigmoid'
@@ -74,7 +77,7 @@ declare module '../native.js' {
  * NaN reward never counts as accurate.
  *
  * @throws TypeError for a wrong argument type; RangeError for mismatched lengths, beta not
- *   > 0, labelSmoothing outside [0, 0.5), an unknown variant.
+ *   a positive normal float32, labelSmoothing outside [0, 0.5), an unknown variant.
  */
 export function dpoLoss(options: OnDevice<DpoLossOptions>): OnDevice<DpoLossResult>;
 export function dpoLoss(options: DpoLossOptions): DpoLossResult;

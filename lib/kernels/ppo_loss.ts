@@ -55,7 +55,8 @@ export interface PpoLossOptions {
   aggregation?: PpoAggregation;
   /**
    * Divisor of `'token-mean'`, > 0: the masked token count of the global batch in
-   * data-parallel training. Default: this call's masked token count.
+   * data-parallel training. Default: this call's masked token count. Normalizers must
+   * keep the f32 loss scale `dpSize / normalizer` finite (normalizer >= dpSize / 3.4e38).
    */
   tokenNormalizer?: number;
   /**
@@ -70,7 +71,7 @@ export interface PpoLossOptions {
    * pass the padded response length to match padded trainers.
    */
   horizon?: number;
-  /** Data-parallel size D that multiplies the loss (verl's dp_size), > 0. Default 1. */
+  /** Data-parallel size D that multiplies the loss (verl's dp_size), > 0 and at most 3.4e38. Default 1. */
   dpSize?: number;
   /** Reference-policy log-probs, `[N]`: adds the KL term and returns `klLoss`. */
   refLogp?: Float32Array;

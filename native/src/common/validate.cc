@@ -32,7 +32,7 @@ tirl_status check_offset_range(int64_t num_tokens, const char* op) {
   if (num_tokens > INT32_MAX) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
                 std::string(op) +
-                    ": expected at most 2^31 - 1 tokens with int32 seqOffsets (seq_offsets) but "
+                    ": Expected at most 2^31 - 1 tokens with int32 seqOffsets (seq_offsets) but "
                     "received " + std::to_string(num_tokens) + " tokens (num_tokens)");
   }
   return TIRL_OK;
@@ -41,26 +41,27 @@ tirl_status check_offset_range(int64_t num_tokens, const char* op) {
 tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int64_t num_tokens,
                               const char* op) {
   if (seq_offsets == nullptr) {
-    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) + ": expected seq_offsets");
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) + ": Expected seqOffsets (seq_offsets) but received NULL");
   }
   if (tirl_status s = check_offset_range(num_tokens, op)) return s;
   if (seq_offsets[0] != 0) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) +
-                                                 ": expected seqOffsets[0] to be 0 but received " +
+                                                 ": Expected seqOffsets[0] to be 0 but received " +
                                                  std::to_string(seq_offsets[0]));
   }
   for (int64_t i = 0; i < num_seqs; ++i) {
     if (seq_offsets[i + 1] < seq_offsets[i]) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(op) + ": expected non-decreasing seqOffsets but seqOffsets[" +
+                  std::string(op) + ": Expected non-decreasing seqOffsets but received seqOffsets[" +
                       std::to_string(i + 1) + "] = " + std::to_string(seq_offsets[i + 1]) +
                       " < seqOffsets[" + std::to_string(i) + "] = " + std::to_string(seq_offsets[i]));
     }
   }
   if (seq_offsets[num_seqs] != num_tokens) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": expected seqOffsets to end at the token count " +
-                    std::to_string(num_tokens) + " but it ends at " +
+                std::string(op) + ": Expected seqOffsets to end at the token count " +
+                    std::to_string(num_tokens) + " but received one ending at " +
                     std::to_string(seq_offsets[num_seqs]));
   }
   return TIRL_OK;

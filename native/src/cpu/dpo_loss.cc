@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -97,10 +98,12 @@ extern "C" tirl_status tirl_dpo_loss(const float* policy_chosen, const float* po
     if (options == nullptr || result == nullptr) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) + ": expected options and result");
     }
-    if (!(options->beta > 0.0) || !std::isfinite(options->beta)) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) +
-                                                   ": expected a finite beta > 0 but received " +
-                                                   format_double(options->beta));
+    // The per-pair math is f32: a beta that is no normal f32 would become 0 or Inf there.
+    if (!(options->beta >= FLT_MIN && options->beta <= FLT_MAX)) {
+      return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                  std::string(kOp) + ": Expected a number in [" + format_double(FLT_MIN) + ", " +
+                      format_double(FLT_MAX) + "] (a positive normal float32) for beta but received " +
+                      format_double(options->beta));
     }
     if (!(options->label_smoothing >= 0.0 && options->label_smoothing < 0.5)) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,

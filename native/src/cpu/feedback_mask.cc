@@ -92,8 +92,8 @@ tirl_status feedback_mask_cpu(const uint8_t* roles, int64_t num_tokens, const in
     uint8_t role = roles[bad];
     while (valid_role(role) && bad + 1 < end) role = roles[++bad];
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(kOp) + ": expected roles in 0..3 (prompt, action, feedback, padding) "
-                "but roles[" + std::to_string(bad) + "] = " + std::to_string(role));
+                std::string(kOp) + ": Expected roles in 0..3 (prompt, action, feedback, padding) "
+                "but received roles[" + std::to_string(bad) + "] = " + std::to_string(role));
   }
   return ok();
 }

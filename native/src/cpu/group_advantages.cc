@@ -169,7 +169,8 @@ extern "C" tirl_status tirl_group_advantages(const float* rewards, int64_t num_r
     if (num_rewards == 0) return ok();
     if (group_ids != nullptr && num_rewards > INT32_MAX) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": expected at most 2^31 - 1 rewards with group ids");
+                  std::string(kOp) + ": Expected at most 2^31 - 1 rewards with groupIds (group_ids) but "
+                                   "received " + std::to_string(num_rewards) + " rewards");
     }
     if (group_ids == nullptr) {
       if (group_size < 1 || num_rewards % group_size != 0) {

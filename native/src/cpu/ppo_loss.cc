@@ -9,6 +9,7 @@
 // sums go to kLanes accumulators in a fixed token-to-lane order; chunks combine in chunk
 // order. No result depends on the thread count.
 #include <algorithm>
+#include <cfloat>
 #include <string>
 #include <vector>
 
@@ -267,8 +268,9 @@ tirl_status check_options(const tirl_ppo_options& o) {
                         o.seq_normalizer)) ||
       (s = check_option(o.horizon >= 0 && o.horizon < 1e300, "horizon", "horizon",
                         "a finite number > 0 (or 0 for the default)", o.horizon)) ||
-      (s = check_option(o.dp_size > 0 && o.dp_size < 1e300, "dpSize", "dp_size",
-                        "a finite number > 0", o.dp_size)) ||
+      (s = check_option(o.dp_size > 0 && o.dp_size <= FLT_MAX, "dpSize", "dp_size",
+                        "a number in (0, 3.40282347e+38] (the loss scale is a float32)",
+                        o.dp_size)) ||
       (s = check_option(o.aggregation >= TIRL_AGG_TOKEN_MEAN &&
                             o.aggregation <= TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM,
                         "aggregation", "aggregation", "a tirl_aggregation", o.aggregation)) ||
@@ -276,6 +278,25 @@ tirl_status check_options(const tirl_ppo_options& o) {
                         "klEstimator", "kl_estimator", "a tirl_kl_estimator", o.kl_estimator)) ||
       (s = check_option(o.ratio_level == TIRL_RATIO_TOKEN || o.ratio_level == TIRL_RATIO_SEQUENCE,
                         "ratioLevel", "ratio_level", "a tirl_ratio_level", o.ratio_level))) {
+    return s;
+  }
+  // The aggregation's scale dpSize / normalizer multiplies every token in f32: it must stay
+  // finite (a tiny normalizer made it Inf, and Inf * 0 made the loss NaN).
+  const auto scale_fits = [&](double normalizer) {
+    return normalizer == 0 || o.dp_size / normalizer <= FLT_MAX;
+  };
+  const char* fits = "a number >= dpSize / 3.40282347e+38 (the loss scale is a float32)";
+  if ((s = check_option(scale_fits(o.token_normalizer), "tokenNormalizer", "token_normalizer",
+                        fits, o.token_normalizer)) ||
+      (s = check_option(scale_fits(o.seq_normalizer), "seqNormalizer", "seq_normalizer", fits,
+                        o.seq_normalizer)) ||
+      (s = check_option(scale_fits(o.horizon) &&
+                            (o.seq_normalizer == 0 || o.horizon == 0 ||
+                             o.dp_size / (o.seq_normalizer * o.horizon) <= FLT_MAX),
+                        "horizon", "horizon",
+                        "a number >= dpSize / seqNormalizer / 3.40282347e+38 (the loss scale is a "
+                        "float32)",
+                        o.horizon))) {
     return s;
   }
   return TIRL_OK;
@@ -340,7 +361,9 @@ extern "C" tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
                                                        : "ratioLevel 'sequence'") +
                       " but received NULL");
     }
-    if (o.kl_coef > 0 && ref_logp == nullptr) {
+    // Like every array, refLogp may be NULL when there are no tokens (an empty typed array
+    // has no memory).
+    if (o.kl_coef > 0 && ref_logp == nullptr && num_tokens > 0) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
                   std::string(kOp) + ": Expected refLogp (ref_logp) with klCoef > 0 but received NULL");
     }

@@ -14,6 +14,7 @@
 // load and one maxps per 8) and the exp ~2.75 (round, degree-5 polynomial, scale, sum,
 // with two constants reloaded per 16 for want of registers); bf16 adds its widening to both.
 #include <algorithm>
+#include <cfloat>
 #include <cstring>
 #include <cstdint>
 #include <limits>
@@ -108,11 +109,13 @@ tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, i
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
                 std::string(op) + ": unknown dtype " + std::to_string(static_cast<int>(dtype)));
   }
+  // log2(e) / temperature is an f32 factor: beyond these limits it is no longer a normal
+  // float, and Inf * 0 or 0 * -Inf (a -Infinity logit) would make whole rows NaN.
   if (!(temperature >= TIRL_MIN_TEMPERATURE && temperature <= TIRL_MAX_TEMPERATURE)) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": expected a temperature in [" +
+                std::string(op) + ": Expected a number in [" +
                     format_double(TIRL_MIN_TEMPERATURE) + ", " +
-                    format_double(TIRL_MAX_TEMPERATURE) + "] but received " +
+                    format_double(TIRL_MAX_TEMPERATURE) + "] for temperature but received " +
                     format_double(temperature));
   }
   if ((s = check_pointer(logits, num_tokens * vocab_size, op, "logits")) ||
@@ -126,8 +129,8 @@ tirl_status check_common(const char* op, const void* logits, tirl_dtype dtype, i
   for (int64_t t = 0; t < num_tokens; ++t) {
     if (labels[t] < 0 || labels[t] >= vocab_size) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(op) + ": expected labels in [0, vocabSize = " +
-                      std::to_string(vocab_size) + ") but labels[" + std::to_string(t) +
+                  std::string(op) + ": Expected labels in [0, vocabSize = " +
+                      std::to_string(vocab_size) + ") but received labels[" + std::to_string(t) +
                       "] = " + std::to_string(labels[t]));
     }
   }
@@ -204,8 +207,8 @@ extern "C" tirl_status tirl_token_logprobs_backward(const void* logits, tirl_dty
     if (count > 0 && !in_place && in_begin < out_end && out_begin < in_end) {
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
                   std::string(kBackwardOp) +
-                      ": expected grad_logits to be the f32 logits buffer itself or not to "
-                      "overlap it, but the two overlap partially");
+                      ": Expected out (grad_logits) to be the f32 logits array itself or not to "
+                      "overlap it but received one that overlaps it partially");
     }
     if (device.type == TIRL_DEVICE_CUDA) {
       return run_on_cuda(kBackwardOp, [&](const tirl_cuda_backend& cuda) {

@@ -52,7 +52,7 @@ tirl_status offsets_error(const char* op, const OffsetsReport& report, const int
                           int64_t num_tokens) {
   if (report.first != 0) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) +
-                                                 ": expected seqOffsets[0] to be 0 but received " +
+                                                 ": Expected seqOffsets[0] to be 0 but received " +
                                                  std::to_string(report.first));
   }
   if (report.first_decreasing != ~0ull) {
@@ -60,14 +60,15 @@ tirl_status offsets_error(const char* op, const OffsetsReport& report, const int
     int32_t pair[2] = {0, 0};
     TIRL_CUDA_TRY(op, cudaMemcpy(pair, seq_offsets + i - 1, sizeof pair, cudaMemcpyDeviceToHost));
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": expected non-decreasing seqOffsets but seqOffsets[" +
+                std::string(op) + ": Expected non-decreasing seqOffsets but received seqOffsets[" +
                     std::to_string(i) + "] = " + std::to_string(pair[1]) + " < seqOffsets[" +
                     std::to_string(i - 1) + "] = " + std::to_string(pair[0]));
   }
   if (report.last != num_tokens) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": expected seqOffsets to end at the token count " +
-                    std::to_string(num_tokens) + " but it ends at " + std::to_string(report.last));
+                std::string(op) + ": Expected seqOffsets to end at the token count " +
+                    std::to_string(num_tokens) + " but received one ending at " +
+                    std::to_string(report.last));
   }
   return TIRL_OK;
 }

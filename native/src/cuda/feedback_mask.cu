@@ -118,8 +118,8 @@ tirl_status feedback_mask(const uint8_t* roles, int64_t num_tokens, const int32_
       uint8_t role = 0;
       TIRL_CUDA_TRY(kOp, cudaMemcpy(&role, roles + t, 1, cudaMemcpyDeviceToHost));
       return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": expected roles in 0..3 (prompt, action, feedback, padding) "
-                  "but roles[" + std::to_string(t) + "] = " + std::to_string(role));
+                  std::string(kOp) + ": Expected roles in 0..3 (prompt, action, feedback, padding) "
+                  "but received roles[" + std::to_string(t) + "] = " + std::to_string(role));
     }
     return ok();
   });

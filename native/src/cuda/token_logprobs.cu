@@ -252,8 +252,8 @@ tirl_status run_rows(const char* op, int64_t num_tokens, int64_t vocab_size, con
   if (bad != ~0ull) {
     int32_t label = 0;
     TIRL_CUDA_TRY(op, cudaMemcpy(&label, labels + bad, sizeof label, cudaMemcpyDeviceToHost));
-    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) + ": expected labels in [0, vocabSize = " +
-                                                 std::to_string(vocab_size) + ") but labels[" +
+    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) + ": Expected labels in [0, vocabSize = " +
+                                                 std::to_string(vocab_size) + ") but received labels[" +
                                                  std::to_string(bad) + "] = " + std::to_string(label));
   }
   return ok();

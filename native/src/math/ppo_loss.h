@@ -206,7 +206,11 @@ template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRa
 TIRL_HD inline PpoToken ppo_token(float logp, float old_logp, float advantage, float mask,
                                   float ref_logp, float weight, float scale,
                                   Ratio sequence_ratio_value, const PpoConstants& c) {
-  const Ratio ratio = kSequenceRatio ? sequence_ratio_value : token_ratio(logp, old_logp);
+  // GSPO's token ratio is exp(log s_i + logp - stop_gradient(logp)) (verl): the added
+  // logp - logp is 0, but NaN for an infinite logp, as in PyTorch.
+  const Ratio ratio = kSequenceRatio ? Ratio{sequence_ratio_value.ratio + finite_probe(logp),
+                                             sequence_ratio_value.dratio_dlogp + finite_probe(logp)}
+                                     : token_ratio(logp, old_logp);
   const PpoTerm term = ppo_term(advantage, ratio.ratio, c.ratio_low, c.ratio_high,
                                 kDualClip && !kSequenceRatio ? c.dual_clip : 0.0f);
   float pg = term.loss;

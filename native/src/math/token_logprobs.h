@@ -123,10 +123,13 @@ TIRL_HD inline LogitGradCoefficients logit_grad_coefficients(double grad_logp, d
           static_cast<float>(grad_entropy * kLn2 * inv_temperature)};
 }
 
-// From p_v and log2 p_v; where p_v is 0 (a -inf logit) the result is 0, not 0 * inf.
+// From p_v and log2 p_v; where p_v is 0 (a -inf logit, or one far below the row's max) the
+// result is 0, not 0 * inf; but NaN when a gradient coefficient is NaN or Inf, as for the
+// rest of the row (a NaN gradient poisons its whole row, as in PyTorch).
 TIRL_HD inline float logit_grad_from_probability(float p, float log2_p, LogitGradCoefficients c) {
   const float dz = -p * (c.a + c.b * log2_p);
-  return log2_p < kExp2MinArg ? 0.0f : dz;
+  const float zero_or_nan = (c.a - c.a) + (c.b - c.b);
+  return log2_p < kExp2MinArg ? zero_or_nan : dz;
 }
 
 // From log2 p_v alone.
@@ -138,8 +141,9 @@ TIRL_HD inline float logit_grad(float log2_p, LogitGradCoefficients c) {
 // 1 - p = -expm1(log p) so that a near-certain label keeps its small gradient.
 TIRL_HD inline double label_logit_grad(double log_p, double grad_logp, double grad_entropy,
                                        double entropy, double inv_temperature) {
+  // p = 0 adds 0 (times grad_entropy, so that a NaN gradient still poisons the row).
   const double entropy_part =
-      log_p == -INFINITY ? 0.0 : grad_entropy * ::exp(log_p) * (log_p + entropy);
+      log_p == -INFINITY ? 0.0 * grad_entropy : grad_entropy * ::exp(log_p) * (log_p + entropy);
   return (grad_logp * -::expm1(log_p) - entropy_part) * inv_temperature;
 }
 
