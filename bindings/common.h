@@ -228,7 +228,8 @@ class Options {
 
 template <class T>
 std::string Options::expected_array(bool device_array_received) const {
-  std::string text = std::string("a ") + TypedArrayTraits<T>::name;
+  const char* name = TypedArrayTraits<T>::name;
+  std::string text = std::string(name[0] == 'I' ? "an " : "a ") + name;
   if (device_arrays_allowed_ && device_array_received) {
     text += std::string(" or a DeviceArray of ") + TypedArrayTraits<T>::device_dtypes;
   }
@@ -240,6 +241,8 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
                          Access access, int64_t output_length) {
   DeviceArrayInfo device_array;
   const bool on_device = device_arrays_allowed_ && read_device_array(env_, value, &device_array);
+  // Where the array's memory was when read (not its async copy): verify_not_detached compares.
+  const void* seen = nullptr;
   if (on_device) {
     if (!TypedArrayTraits<T>::holds(device_array.dtype)) type_error(expected_array<T>(true), label, value);
     if (device_array.freed) {
@@ -249,11 +252,13 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     place(device_array.device, label, value);
     view->data = static_cast<T*>(device_array.data);
     view->length = device_array.length;
+    seen = view->data;
   } else {
     void* data = nullptr;
     size_t length = 0;
     check_typed_array(value, label, TypedArrayTraits<T>::kind, expected_array<T>(), &data, &length);
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
+    seen = data;
     if (staging_ && access != Access::fresh_output) {
       std::string expected;
       if (access == Access::caller_output) {
@@ -267,7 +272,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
   }
   view->present = true;
   inputs_.push_back(value);
-  read_arrays_.push_back({label, expected_array<T>(on_device), view->data, view->length});
+  read_arrays_.push_back({label, expected_array<T>(on_device), seen, view->length});
 }
 
 template <class T>
