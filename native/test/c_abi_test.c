@@ -258,6 +258,19 @@ static void test_enum_values_out_of_range(void) {
   }
 }
 
+/* No tokens: any vocabulary size is a valid empty call, the largest included (found by
+ * native/fuzz: the block count of a row overflowed). */
+static void test_empty_batch_huge_vocabulary(void) {
+  const int64_t vocab_size = INT64_MAX;
+  float logits[1], grad[1];
+  CHECK(tirl_token_logprobs(logits, TIRL_DTYPE_F32, 0, vocab_size, NULL, 1.0, NULL, NULL,
+                            tirl_cpu()) == TIRL_OK,
+        "empty tokenLogprobs: %s", tirl_last_error());
+  CHECK(tirl_token_logprobs_backward(logits, TIRL_DTYPE_F32, 0, vocab_size, NULL, 1.0, NULL, NULL,
+                                     grad, tirl_cpu()) == TIRL_OK,
+        "empty tokenLogprobsBackward: %s", tirl_last_error());
+}
+
 int main(void) {
   printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
   test_feedback_mask();
@@ -270,6 +283,7 @@ int main(void) {
   test_dpo_loss();
   test_sequence_logprobs();
   test_enum_values_out_of_range();
+  test_empty_batch_huge_vocabulary();
   if (failures == 0) printf("c_abi: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }
