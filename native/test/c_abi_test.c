@@ -271,6 +271,30 @@ static void test_empty_batch_huge_vocabulary(void) {
         "empty tokenLogprobsBackward: %s", tirl_last_error());
 }
 
+/* A size whose byte count overflows 64 bits has no buffer: refused before any access
+ * (found by native/fuzz: groupAdvantages sized its work from such a count). */
+static void test_sizes_past_64_bit_bytes(void) {
+  const int64_t sizes[2] = {INT64_MAX / 4 + 1, INT64_MAX};
+  float one[1] = {0};
+  uint8_t mask[1] = {1};
+  const int32_t offsets[1] = {0};
+  tirl_group_advantages_options options = tirl_group_advantages_options_default();
+  tirl_dpo_options dpo_options = tirl_dpo_options_default();
+  tirl_dpo_result dpo;
+  int i;
+  for (i = 0; i < 2; ++i) {
+    CHECK(tirl_group_advantages(one, sizes[i], NULL, 1, &options, one, tirl_cpu()) ==
+              TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "num_rewards") != NULL,
+          "num_rewards %lld: %s", (long long)sizes[i], tirl_last_error());
+    CHECK(tirl_dpo_loss(one, one, one, one, sizes[i], &dpo_options, NULL, NULL, NULL, NULL, &dpo,
+                        tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT,
+          "num_pairs %lld: %s", (long long)sizes[i], tirl_last_error());
+    CHECK(tirl_sequence_logprobs(one, mask, 0, offsets, sizes[i], 0, one, tirl_cpu()) ==
+              TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "num_seqs") != NULL,
+          "num_seqs %lld: %s", (long long)sizes[i], tirl_last_error());
+  }
+}
+
 int main(void) {
   printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
   test_feedback_mask();
@@ -284,6 +308,7 @@ int main(void) {
   test_sequence_logprobs();
   test_enum_values_out_of_range();
   test_empty_batch_huge_vocabulary();
+  test_sizes_past_64_bit_bytes();
   if (failures == 0) printf("c_abi: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }
