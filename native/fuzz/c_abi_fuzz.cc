@@ -571,8 +571,13 @@ void fuzz_token_logprobs(Decoder& in, bool backward) {
                                         temperature, grad_logp.get(), grad_entropy.get(),
                                         grad_out, device);
   });
-  const bool partial_overlap = layout == 3 || (layout == 2 && bf16);
-  if (shared_block.get() != nullptr && partial_overlap && status == TIRL_OK) {
+  // The ABI allows the f32 logits buffer itself, or no overlap at all.
+  const char* logits_begin = static_cast<const char*>(logits);
+  const char* grad_begin = reinterpret_cast<const char*>(grad_out);
+  const bool overlap = shared_block.get() != nullptr && logits_begin < grad_begin + count * 4 &&
+                       grad_begin < logits_begin + count * (bf16 ? 2 : 4);
+  const bool partial_overlap = overlap && !(logits_begin == grad_begin && !bf16);
+  if (partial_overlap && status == TIRL_OK) {
     contract_broken("partially overlapping logits and grad_logits accepted", "tirl_token_logprobs_backward");
   }
 }
