@@ -192,7 +192,8 @@ class Decoder {
     const uint8_t mode = byte();
     const float scale = mode % 4 == 0 ? 1.0f : mode % 4 == 1 ? 10.0f : mode % 4 == 2 ? 1e4f : 1e30f;
     const bool negative = (mode >> 2) & 1;  // log-probabilities are <= 0
-    const uint64_t special_one_in = (mode >> 3) % 4 == 0 ? 0 : uint64_t{1} << (2 * ((mode >> 3) % 4));
+    const int special_mode = (mode >> 3) % 4;  // specials: none, 1 in 4, 1 in 16, 1 in 64
+    const uint64_t special_one_in = special_mode == 0 ? 0 : uint64_t{1} << (2 * special_mode);
     for (int64_t i = 0; i < buffer.count; ++i) {
       float value = static_cast<float>((negative ? -random.unit() : 2 * random.unit() - 1) * scale);
       if (special_one_in != 0 && random.below(special_one_in) == 0) {
@@ -232,7 +233,9 @@ class Decoder {
         case 1: value = 1; break;
         case 2: value = static_cast<uint8_t>(random.next() & 1); break;
         case 3: value = static_cast<uint8_t>(random.next()); break;
-        default: value = static_cast<uint8_t>(roles ? random.below(4) : (random.below(8) != 0)); break;
+        default:
+          value = static_cast<uint8_t>(roles ? random.below(4) : (random.below(8) != 0));
+          break;
       }
       buffer.data[i] = value;
     }
@@ -253,12 +256,9 @@ class Decoder {
     const int64_t end = std::min<int64_t>(std::max<int64_t>(num_tokens, 0), INT32_MAX);
     std::vector<int32_t> cuts(static_cast<size_t>(num_seqs + 1));
     for (int64_t i = 0; i <= num_seqs; ++i) {
-      int64_t cut;
-      switch (mode % 3) {
-        case 0: cut = static_cast<int64_t>(random.below(static_cast<uint64_t>(end) + 1)); break;
-        case 1: cut = random.below(8) == 0 ? static_cast<int64_t>(random.below(static_cast<uint64_t>(end) + 1)) : 0; break;
-        default: cut = random.below(8) == 0 ? static_cast<int64_t>(random.below(static_cast<uint64_t>(end) + 1)) : end; break;
-      }
+      const int64_t anywhere = static_cast<int64_t>(random.below(static_cast<uint64_t>(end) + 1));
+      const bool piled = mode % 3 != 0 && random.below(8) != 0;
+      const int64_t cut = !piled ? anywhere : mode % 3 == 1 ? 0 : end;
       cuts[static_cast<size_t>(i)] = static_cast<int32_t>(cut);
     }
     std::sort(cuts.begin(), cuts.end());
@@ -266,7 +266,8 @@ class Decoder {
     cuts.back() = static_cast<int32_t>(end);
     std::memcpy(buffer.get(), cuts.data(), cuts.size() * sizeof(int32_t));
     if (mode >= 200) {
-      const int32_t bad[] = {-1, 1, INT32_MAX, INT32_MIN, static_cast<int32_t>(static_cast<uint32_t>(end) + 1u),
+      const int32_t past_end = static_cast<int32_t>(static_cast<uint32_t>(end) + 1u);
+      const int32_t bad[] = {-1, 1, INT32_MAX, INT32_MIN, past_end,
                              static_cast<int32_t>(random.next())};
       buffer.data[random.below(static_cast<uint64_t>(buffer.count))] =
           bad[random.below(std::size(bad))];
@@ -278,12 +279,16 @@ class Decoder {
   void fill_labels(Buffer<int32_t>& buffer, int64_t vocab_size) {
     if (buffer.get() == nullptr) return;
     Prng random = prng();
-    const uint64_t range = vocab_size >= 1 && vocab_size <= INT32_MAX ? static_cast<uint64_t>(vocab_size) : 1;
-    for (int64_t i = 0; i < buffer.count; ++i) buffer.data[i] = static_cast<int32_t>(random.below(range));
+    const uint64_t range =
+        vocab_size >= 1 && vocab_size <= INT32_MAX ? static_cast<uint64_t>(vocab_size) : 1;
+    for (int64_t i = 0; i < buffer.count; ++i) {
+      buffer.data[i] = static_cast<int32_t>(random.below(range));
+    }
     if (buffer.count > 0 && one_in(8)) {
       const int32_t bad[] = {-1, INT32_MIN, INT32_MAX, static_cast<int32_t>(range),
                              static_cast<int32_t>(random.next())};
-      buffer.data[random.below(static_cast<uint64_t>(buffer.count))] = bad[random.below(std::size(bad))];
+      buffer.data[random.below(static_cast<uint64_t>(buffer.count))] =
+          bad[random.below(std::size(bad))];
     }
   }
 
@@ -423,8 +428,9 @@ void fuzz_dpo_loss(Decoder& in) {
   in.number(options.label_smoothing);
   in.enumeration(options.variant, 4);
   const bool null_options = in.one_in(32), null_result = in.one_in(32);
-  Buffer<float> outputs[4] = {in.optional_array<float>(num_pairs), in.optional_array<float>(num_pairs),
-                              in.optional_array<float>(num_pairs), in.optional_array<float>(num_pairs)};
+  Buffer<float> outputs[4] = {
+      in.optional_array<float>(num_pairs), in.optional_array<float>(num_pairs),
+      in.optional_array<float>(num_pairs), in.optional_array<float>(num_pairs)};
   tirl_dpo_result result;
   const tirl_device device = in.device();
   run("tirl_dpo_loss", in, device,
@@ -578,7 +584,8 @@ void fuzz_token_logprobs(Decoder& in, bool backward) {
                        grad_begin < logits_begin + count * (bf16 ? 2 : 4);
   const bool partial_overlap = overlap && !(logits_begin == grad_begin && !bf16);
   if (partial_overlap && status == TIRL_OK) {
-    contract_broken("partially overlapping logits and grad_logits accepted", "tirl_token_logprobs_backward");
+    contract_broken("partially overlapping logits and grad_logits accepted",
+                    "tirl_token_logprobs_backward");
   }
 }
 
@@ -589,10 +596,13 @@ void fuzz_library(Decoder& in) {
     contract_broken("thread count accepted or refused wrongly", "tirl_set_num_threads");
   }
   if (tirl_num_threads() < 1) contract_broken("fewer than one thread", "tirl_num_threads");
-  for (const char* text : {tirl_version(), tirl_simd_level(), tirl_build_info(), tirl_cuda_status()}) {
-    if (text == nullptr) contract_broken("a null string", "tirl_version/simd_level/build_info/cuda_status");
+  for (const char* text :
+       {tirl_version(), tirl_simd_level(), tirl_build_info(), tirl_cuda_status()}) {
+    if (text == nullptr) contract_broken("a null string", "a library query");
   }
-  if (std::strcmp(tirl_version(), TIRL_VERSION_STRING) != 0) contract_broken("version mismatch", "tirl_version");
+  if (std::strcmp(tirl_version(), TIRL_VERSION_STRING) != 0) {
+    contract_broken("version mismatch", "tirl_version");
+  }
 }
 
 // The device-memory helpers, without CUDA: each refuses (never touches the pointers).
@@ -608,8 +618,12 @@ void fuzz_cuda_helpers(Decoder& in) {
       break;
     }
     case 1: checked("tirl_cuda_free", tirl_cuda_free(device, nullptr)); break;
-    case 2: checked("tirl_cuda_memcpy_h2d", tirl_cuda_memcpy_h2d(device, pointer, host, bytes)); break;
-    case 3: checked("tirl_cuda_memcpy_d2h", tirl_cuda_memcpy_d2h(device, host, pointer, bytes)); break;
+    case 2:
+      checked("tirl_cuda_memcpy_h2d", tirl_cuda_memcpy_h2d(device, pointer, host, bytes));
+      break;
+    case 3:
+      checked("tirl_cuda_memcpy_d2h", tirl_cuda_memcpy_d2h(device, host, pointer, bytes));
+      break;
     default: checked("tirl_cuda_synchronize", tirl_cuda_synchronize(device)); break;
   }
 }
