@@ -1,9 +1,12 @@
 /**
- * Loads the native addon (a prebuild from `prebuilds/`, or `build/Release` in a checkout)
- * and declares its shape. Each op's file in `kernels/` adds its own functions to
- * {@link NativeAddon} next to its wrapper, so an op's types live in one place.
+ * Loads the native addon (a prebuild from `prebuilds/`, or `build/Release` in a checkout;
+ * the environment variable `TIRL_NATIVE_DIR` names another folder holding `tirl.node`,
+ * such as the sanitizer build of `scripts/test-sanitize.sh`) and declares its shape. Each
+ * op's file in `kernels/` adds its own functions to {@link NativeAddon} next to its
+ * wrapper, so an op's types live in one place.
  */
 import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** What the native library reports about itself. */
@@ -47,6 +50,15 @@ const require = createRequire(import.meta.url);
 const packageRoot = fileURLToPath(new URL('../..', import.meta.url));
 
 function loadAddon(): NativeAddon {
+  const nativeDir = process.env.TIRL_NATIVE_DIR;
+  if (nativeDir) {
+    const path = join(resolve(nativeDir), 'tirl.node');
+    try {
+      return require(path) as NativeAddon;
+    } catch (cause) {
+      throw new Error(`tirl: could not load the native addon ${path} named by TIRL_NATIVE_DIR`, { cause });
+    }
+  }
   const nodeGypBuild = require('node-gyp-build') as (dir: string) => unknown;
   try {
     return nodeGypBuild(packageRoot) as NativeAddon;

@@ -213,6 +213,88 @@ static void test_sequence_logprobs(void) {
         "sequence_logprobs_backward %f %f %f", grad[0], grad[1], grad[4]);
 }
 
+/* A C caller may store any int in an enum field or argument: each op refuses one outside
+ * the enum (found by native/fuzz; in C++ such a value was undefined behaviour). */
+static void test_enum_values_out_of_range(void) {
+  const float logp[2] = {-1.0f, -2.0f};
+  const uint8_t mask[2] = {1, 1};
+  const int32_t labels[1] = {0};
+  const int bad[3] = {-1, 99, 0x7fffffff};
+  float out[2];
+  tirl_ppo_result ppo;
+  tirl_dpo_result dpo;
+  int i;
+  for (i = 0; i < 3; ++i) {
+    tirl_ppo_options options = tirl_ppo_options_default();
+    tirl_dpo_options dpo_options = tirl_dpo_options_default();
+    tirl_device device = tirl_cpu();
+    options.aggregation = (tirl_aggregation)bad[i];
+    CHECK(tirl_ppo_loss(logp, logp, logp, mask, 2, NULL, 0, NULL, NULL, &options, NULL, &ppo,
+                        tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT &&
+              strstr(tirl_last_error(), "aggregation") != NULL,
+          "aggregation %d: %s", bad[i], tirl_last_error());
+    options = tirl_ppo_options_default();
+    options.kl_estimator = (tirl_kl_estimator)bad[i];
+    CHECK(tirl_ppo_loss(logp, logp, logp, mask, 2, NULL, 0, NULL, NULL, &options, NULL, &ppo,
+                        tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT,
+          "kl_estimator %d accepted", bad[i]);
+    options = tirl_ppo_options_default();
+    options.ratio_level = (tirl_ratio_level)bad[i];
+    CHECK(tirl_ppo_loss(logp, logp, logp, mask, 2, NULL, 0, NULL, NULL, &options, NULL, &ppo,
+                        tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT,
+          "ratio_level %d accepted", bad[i]);
+    dpo_options.variant = (tirl_dpo_variant)bad[i];
+    CHECK(tirl_dpo_loss(logp, logp, logp, logp, 2, &dpo_options, NULL, NULL, NULL, NULL, &dpo,
+                        tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT,
+          "dpo variant %d accepted", bad[i]);
+    CHECK(tirl_token_logprobs(logp, (tirl_dtype)bad[i], 1, 2, labels, 1.0, out, NULL,
+                              tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT &&
+              strstr(tirl_last_error(), "dtype") != NULL,
+          "dtype %d: %s", bad[i], tirl_last_error());
+    device.type = (tirl_device_type)bad[i];
+    CHECK(tirl_sequence_logprobs(logp, mask, 2, NULL, 0, 0, out, device) ==
+              TIRL_ERROR_INVALID_ARGUMENT,
+          "device type %d accepted", bad[i]);
+  }
+}
+
+/* No tokens: any vocabulary size is a valid empty call, the largest included (found by
+ * native/fuzz: the block count of a row overflowed). */
+static void test_empty_batch_huge_vocabulary(void) {
+  const int64_t vocab_size = INT64_MAX;
+  float logits[1], grad[1];
+  CHECK(tirl_token_logprobs(logits, TIRL_DTYPE_F32, 0, vocab_size, NULL, 1.0, NULL, NULL,
+                            tirl_cpu()) == TIRL_OK,
+        "empty tokenLogprobs: %s", tirl_last_error());
+  CHECK(tirl_token_logprobs_backward(logits, TIRL_DTYPE_F32, 0, vocab_size, NULL, 1.0, NULL, NULL,
+                                     grad, tirl_cpu()) == TIRL_OK,
+        "empty tokenLogprobsBackward: %s", tirl_last_error());
+}
+
+/* A size whose byte count overflows 64 bits has no buffer: refused before any access
+ * (found by native/fuzz: groupAdvantages sized its work from such a count). */
+static void test_sizes_past_64_bit_bytes(void) {
+  const int64_t sizes[2] = {INT64_MAX / 4 + 1, INT64_MAX};
+  float one[1] = {0};
+  uint8_t mask[1] = {1};
+  const int32_t offsets[1] = {0};
+  tirl_group_advantages_options options = tirl_group_advantages_options_default();
+  tirl_dpo_options dpo_options = tirl_dpo_options_default();
+  tirl_dpo_result dpo;
+  int i;
+  for (i = 0; i < 2; ++i) {
+    CHECK(tirl_group_advantages(one, sizes[i], NULL, 1, &options, one, tirl_cpu()) ==
+              TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "num_rewards") != NULL,
+          "num_rewards %lld: %s", (long long)sizes[i], tirl_last_error());
+    CHECK(tirl_dpo_loss(one, one, one, one, sizes[i], &dpo_options, NULL, NULL, NULL, NULL, &dpo,
+                        tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT,
+          "num_pairs %lld: %s", (long long)sizes[i], tirl_last_error());
+    CHECK(tirl_sequence_logprobs(one, mask, 0, offsets, sizes[i], 0, one, tirl_cpu()) ==
+              TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "num_seqs") != NULL,
+          "num_seqs %lld: %s", (long long)sizes[i], tirl_last_error());
+  }
+}
+
 int main(void) {
   printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
   test_feedback_mask();
@@ -224,6 +306,9 @@ int main(void) {
   test_group_advantages();
   test_dpo_loss();
   test_sequence_logprobs();
+  test_enum_values_out_of_range();
+  test_empty_batch_huge_vocabulary();
+  test_sizes_past_64_bit_bytes();
   if (failures == 0) printf("c_abi: all checks passed\n");
   return failures == 0 ? 0 : 1;
 }

@@ -39,9 +39,18 @@ extern "C" {
 
 #define TIRL_VERSION_STRING "0.1.0"
 
+/* Enums are int-sized as in C. C++ sees them with int as their fixed underlying type, so
+ * that any int a C caller stores in one is a value the library can check and refuse, not
+ * undefined behaviour. */
+#ifdef __cplusplus
+#define TIRL_ENUM_BASE : int
+#else
+#define TIRL_ENUM_BASE
+#endif
+
 /* ---------------------------------------------------------------- status */
 
-typedef enum tirl_status {
+typedef enum tirl_status TIRL_ENUM_BASE {
   TIRL_OK = 0,
   TIRL_ERROR_INVALID_ARGUMENT = 1, /* a pointer, size, value or option out of range */
   TIRL_ERROR_OUT_OF_MEMORY = 2,
@@ -67,7 +76,10 @@ TIRL_API const char* tirl_build_info(void);
 
 /* ---------------------------------------------------------------- devices */
 
-typedef enum tirl_device_type { TIRL_DEVICE_CPU = 0, TIRL_DEVICE_CUDA = 1 } tirl_device_type;
+typedef enum tirl_device_type TIRL_ENUM_BASE {
+  TIRL_DEVICE_CPU = 0,
+  TIRL_DEVICE_CUDA = 1
+} tirl_device_type;
 
 typedef struct tirl_device {
   tirl_device_type type;
@@ -78,7 +90,7 @@ typedef struct tirl_device {
 /* The host: { TIRL_DEVICE_CPU, 0, NULL }. */
 TIRL_API tirl_device tirl_cpu(void);
 
-typedef enum tirl_dtype { TIRL_DTYPE_F32 = 0, TIRL_DTYPE_BF16 = 1 } tirl_dtype;
+typedef enum tirl_dtype TIRL_ENUM_BASE { TIRL_DTYPE_F32 = 0, TIRL_DTYPE_BF16 = 1 } tirl_dtype;
 
 /* ---------------------------------------------------------------- CUDA
  * The CUDA kernels live in libtirl_cuda.so, loaded on first use from the directory this
@@ -112,7 +124,7 @@ TIRL_API tirl_status tirl_cuda_synchronize(tirl_device device);
 
 /* ---------------------------------------------------------------- ppoLoss */
 
-typedef enum tirl_aggregation {
+typedef enum tirl_aggregation TIRL_ENUM_BASE {
   TIRL_AGG_TOKEN_MEAN = 0,
   TIRL_AGG_TOKEN_SUM = 1,
   TIRL_AGG_SEQ_MEAN_TOKEN_SUM = 2,
@@ -120,14 +132,14 @@ typedef enum tirl_aggregation {
   TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM = 4
 } tirl_aggregation;
 
-typedef enum tirl_kl_estimator {
+typedef enum tirl_kl_estimator TIRL_ENUM_BASE {
   TIRL_KL_K1 = 0,
   TIRL_KL_K2 = 1,
   TIRL_KL_K3 = 2,
   TIRL_KL_ABS = 3
 } tirl_kl_estimator;
 
-typedef enum tirl_ratio_level {
+typedef enum tirl_ratio_level TIRL_ENUM_BASE {
   TIRL_RATIO_TOKEN = 0,
   TIRL_RATIO_SEQUENCE = 1 /* GSPO */
 } tirl_ratio_level;
@@ -197,7 +209,7 @@ TIRL_API tirl_status tirl_group_advantages(const float* rewards, int64_t num_rew
 
 /* ---------------------------------------------------------------- dpoLoss */
 
-typedef enum tirl_dpo_variant {
+typedef enum tirl_dpo_variant TIRL_ENUM_BASE {
   TIRL_DPO_SIGMOID = 0,
   TIRL_DPO_HINGE = 1,
   TIRL_DPO_IPO = 2,
@@ -232,7 +244,7 @@ TIRL_API tirl_status tirl_dpo_loss(const float* policy_chosen, const float* poli
 
 /* ---------------------------------------------------------------- feedbackMask */
 
-typedef enum tirl_role {
+typedef enum tirl_role TIRL_ENUM_BASE {
   TIRL_ROLE_PROMPT = 0,
   TIRL_ROLE_ACTION = 1,   /* sampled from the policy: the only role that is trained on */
   TIRL_ROLE_FEEDBACK = 2, /* tool or environment output */

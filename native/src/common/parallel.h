@@ -34,7 +34,8 @@ bool set_num_threads(int n);
 // once (each call is its own job); body must not throw.
 void parallel_for(int64_t num_chunks, ChunkBody body);
 
-// Chunks of `chunk` items covering `n` items: ceil(n / chunk).
-inline int64_t chunk_count(int64_t n, int64_t chunk) { return (n + chunk - 1) / chunk; }
+// Chunks of `chunk` items covering `n` items: ceil(n / chunk), without overflow for any n
+// (an empty batch may come with a vocabulary size near 2^63).
+inline int64_t chunk_count(int64_t n, int64_t chunk) { return n / chunk + (n % chunk != 0); }
 
 }  // namespace tirl

@@ -27,8 +27,20 @@ namespace simd_baseline {
 #undef TIRL_SIMD_AVX512
 
 #if TIRL_SIMD_X86
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,bmi,bmi2,popcnt")
+// Clang has no `#pragma GCC target`: it gives every function of the region the target
+// attribute instead.
+#define TIRL_SIMD_PRAGMA(text) _Pragma(#text)
+#if defined(__clang__)
+#define TIRL_SIMD_TARGET_BEGIN(features) \
+  TIRL_SIMD_PRAGMA(clang attribute push(__attribute__((target(features))), apply_to = function))
+#define TIRL_SIMD_TARGET_END TIRL_SIMD_PRAGMA(clang attribute pop)
+#else
+#define TIRL_SIMD_TARGET_BEGIN(features) \
+  TIRL_SIMD_PRAGMA(GCC push_options) TIRL_SIMD_PRAGMA(GCC target(features))
+#define TIRL_SIMD_TARGET_END TIRL_SIMD_PRAGMA(GCC pop_options)
+#endif
+
+TIRL_SIMD_TARGET_BEGIN("avx2,fma,f16c,bmi,bmi2,popcnt")
 #define TIRL_SIMD_AVX2 1
 #define TIRL_SIMD_AVX512 0
 namespace simd_avx2 {
@@ -36,10 +48,13 @@ namespace simd_avx2 {
 }  // namespace simd_avx2
 #undef TIRL_SIMD_AVX2
 #undef TIRL_SIMD_AVX512
-#pragma GCC pop_options
+TIRL_SIMD_TARGET_END
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2,popcnt,prefer-vector-width=512")
+#if defined(__clang__)
+TIRL_SIMD_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2,popcnt")
+#else
+TIRL_SIMD_TARGET_BEGIN("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2,popcnt,prefer-vector-width=512")
+#endif
 #define TIRL_SIMD_AVX2 1
 #define TIRL_SIMD_AVX512 1
 namespace simd_avx512 {
@@ -47,7 +62,10 @@ namespace simd_avx512 {
 }  // namespace simd_avx512
 #undef TIRL_SIMD_AVX2
 #undef TIRL_SIMD_AVX512
-#pragma GCC pop_options
+TIRL_SIMD_TARGET_END
+#undef TIRL_SIMD_TARGET_BEGIN
+#undef TIRL_SIMD_TARGET_END
+#undef TIRL_SIMD_PRAGMA
 #endif
 
 #undef TIRL_SIMD_KERNELS

@@ -21,9 +21,13 @@ tirl_status check_pointer(const void* pointer, int64_t count, const char* op, co
 }
 
 tirl_status check_count(int64_t count, const char* op, const char* name) {
-  if (count < 0) {
-    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) + ": expected a size >= 0 for " +
-                                                 name + " but received " + std::to_string(count));
+  // Arrays hold elements of up to 4 bytes: a larger count has no buffer, and would
+  // overflow the kernels' size arithmetic.
+  constexpr int64_t kMaxCount = INT64_MAX / 4;
+  if (count < 0 || count > kMaxCount) {
+    return fail(TIRL_ERROR_INVALID_ARGUMENT,
+                std::string(op) + ": expected a size in [0, " + std::to_string(kMaxCount) +
+                    "] for " + name + " but received " + std::to_string(count));
   }
   return TIRL_OK;
 }

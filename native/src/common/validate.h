@@ -14,6 +14,7 @@ namespace tirl {
 // `pointer` may be null only when `count` is 0.
 tirl_status check_pointer(const void* pointer, int64_t count, const char* op, const char* name);
 
+// 0 <= count <= INT64_MAX / 4 (the byte size of 4-byte elements fits in 64 bits).
 tirl_status check_count(int64_t count, const char* op, const char* name);
 
 // int32 offsets end at num_tokens: at most 2^31 - 1 tokens (checked on every device).
