@@ -39,7 +39,7 @@ type SequenceLogprobsOptions = Parameters<typeof sequenceLogprobsKernel>[0];
 
 /** Options of {@link tokenLogprobs}. */
 export interface TfjsTokenLogprobsOptions {
-  /** Softmax temperature T > 0: log-probs are taken under softmax(logits / T). Default 1. */
+  /** Softmax temperature T in [1e-37, 1e37]: log-probs are taken under softmax(logits / T). Default 1. */
   temperature?: number;
   /** Also return the entropy of each row's distribution (differentiable too). Default false. */
   withEntropy?: boolean;
@@ -263,7 +263,7 @@ export interface TfjsPolicyOptions {
   tokenizer: TfjsTokenizer;
   /** Tokens that end a turn when sampled (kept in the turn). Default none: turns end at `maxTokens`. */
   stopTokens?: readonly number[];
-  /** Softmax temperature used for sampling AND for the log-probs trained on, > 0. Default 1. */
+  /** Softmax temperature used for sampling AND for the log-probs trained on, in [1e-37, 1e37]. Default 1. */
   temperature?: number;
   /** Token id used to pad batches; its rows are never read. Default 0. */
   padToken?: number;
