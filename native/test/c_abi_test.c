@@ -5,18 +5,7 @@
 #include <string.h>
 
 #include "tirl/tirl.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                      \
-  do {                                        \
-    if (!(cond)) {                            \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);           \
-      fprintf(stderr, "\n");                  \
-      ++failures;                             \
-    }                                         \
-  } while (0)
+#include "check.h"
 
 static void test_feedback_mask(void) {
   /* Two sequences: [prompt prompt action feedback action] and [prompt action padding]. */

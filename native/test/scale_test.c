@@ -15,18 +15,7 @@
 #include <time.h>
 
 #include "tirl/tirl.h"
-
-static int failures = 0;
-
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-      fprintf(stderr, __VA_ARGS__);                          \
-      fprintf(stderr, "\n");                                 \
-      ++failures;                                            \
-    }                                                        \
-  } while (0)
+#include "check.h"
 
 #define TWO_TO_31 2147483648LL
 

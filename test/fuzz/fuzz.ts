@@ -257,10 +257,9 @@ export async function runCase(seed: number, index: number, inFlightMutation: boo
   return adversarialCase(spec, path, async, builder(spec, buildSeed, homeSeed, moveSeed));
 }
 
-/** Runs cases from `from` until `calls` invocations or `seconds` have passed (whichever first). */
-export async function fuzz(options: FuzzOptions): Promise<FuzzReport> {
-  const { seed, from = 0, inFlightMutation = false, progressEvery = 1000 } = options;
-  const report: FuzzReport = {
+/** A report of no cases yet, starting at case `from`. */
+export function emptyFuzzReport(seed: number, from: number): FuzzReport {
+  return {
     seed,
     from,
     cases: 0,
@@ -270,6 +269,12 @@ export async function fuzz(options: FuzzOptions): Promise<FuzzReport> {
     failures: [],
     seconds: 0,
   };
+}
+
+/** Runs cases from `from` until `calls` invocations or `seconds` have passed (whichever first). */
+export async function fuzz(options: FuzzOptions): Promise<FuzzReport> {
+  const { seed, from = 0, inFlightMutation = false, progressEvery = 1000 } = options;
+  const report = emptyFuzzReport(seed, from);
   trace = options.trace;
   const start = performance.now();
   const deadline = options.seconds === undefined ? Infinity : start + options.seconds * 1000;

@@ -13,20 +13,11 @@ import { fork } from 'node:child_process';
 import { writeSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-import { fuzz, OUTCOMES, type Failure, type FuzzReport } from './fuzz.js';
+import { emptyFuzzReport, fuzz, OUTCOMES, type Failure, type FuzzOptions, type FuzzReport } from './fuzz.js';
 import { OP_NAMES } from './ops.js';
 
-export interface RunOptions {
-  seed: number;
-  from?: number;
-  /** Stop after this many op invocations. */
-  calls?: number;
-  /** Stop after this many cases. */
-  cases?: number;
-  /** Stop after this many seconds. */
-  seconds?: number;
-  inFlightMutation?: boolean;
-}
+/** What a run covers: the fuzz loop's own options, less its callbacks. */
+export type RunOptions = Pick<FuzzOptions, 'seed' | 'from' | 'calls' | 'cases' | 'seconds' | 'inFlightMutation'>;
 
 export interface Crash {
   /** The case that crashed the process (replayed alone), or the first of the cases that may have. */
@@ -90,18 +81,7 @@ function runChild(o: RunOptions & { progressEvery?: number; trace?: boolean }): 
 }
 
 function emptyReport(o: RunOptions): RunReport {
-  return {
-    seed: o.seed,
-    from: o.from ?? 0,
-    cases: 0,
-    calls: 0,
-    perOp: Object.fromEntries(OP_NAMES.map((op) => [op, 0])),
-    outcomes: { ok: 0, TypeError: 0, RangeError: 0, 'getter error': 0 },
-    failures: [],
-    seconds: 0,
-    crashes: [],
-    inFlightMutation: o.inFlightMutation ?? false,
-  };
+  return { ...emptyFuzzReport(o.seed, o.from ?? 0), crashes: [], inFlightMutation: o.inFlightMutation ?? false };
 }
 
 function add(total: RunReport, part: FuzzReport): void {
