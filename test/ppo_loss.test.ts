@@ -356,6 +356,13 @@ describe('ppoLoss', () => {
     const gspo = ppoLoss({ ...poison('logp', 1, NaN), seqOffsets: Int32Array.from([0, 2, n]), ratioLevel: 'sequence' });
     assert.ok(Number.isNaN(gspo.loss));
     assert.equal(gspo.nonFinite, 1);
+    // An infinite oldLogp makes the sequence ratio 0, and 0 times an infinite advantage is
+    // NaN in L1: max(L1, L2) is NaN as torch.maximum gives, not L2's -Infinity (the
+    // fuzzer's seed 31, case 306965).
+    const zeroRatio = { ...poison('oldLogp', 1, Infinity), advantages: Float32Array.from(b.advantages).fill(Infinity, 1, 2) };
+    const nanMax = ppoLoss({ ...zeroRatio, seqOffsets: Int32Array.from([0, 2, n]), ratioLevel: 'sequence', weights: undefined, klCoef: 0 });
+    assert.ok(Number.isNaN(nanMax.loss), `loss ${nanMax.loss}`);
+    assert.equal(nanMax.nonFinite, 1);
   });
 
   it('reports klLoss even with klCoef 0, without changing the gradient', () => {

@@ -130,7 +130,9 @@ TIRL_HD inline PpoTerm ppo_term(float advantage, float ratio, float ratio_low, f
                                 float dual_clip) {
   const float loss_unclipped = -advantage * ratio;
   const float loss_clipped = -advantage * clamp_keep_nan(ratio, ratio_low, ratio_high);
-  const bool take_unclipped = loss_unclipped >= loss_clipped;
+  // max(L1, L2) as torch.maximum: NaN wins. L2 is NaN only when L1 is, and "not less"
+  // picks L1 then (GSPO's ratio 0 times an infinite advantage is such a NaN).
+  const bool take_unclipped = !(loss_unclipped < loss_clipped);
   const float loss_max = select(take_unclipped, loss_unclipped, loss_clipped);
   const bool ratio_passes = take_unclipped | inside(ratio, ratio_low, ratio_high);
   const float dual_bound = -advantage * dual_clip;
