@@ -79,8 +79,9 @@ export interface RenderedTrajectory {
   turnEnds: number[];
   /**
    * True when every span came from the trajectory's token record (`promptTokenIds`, each
-   * action's `tokenIds` with `tokenSource` other than 'text', each needed `feedbackTokenIds`),
-   * so nothing was re-tokenised; false when the template rendered some span from text.
+   * action's `tokenIds` with `tokenSource` other than 'text', the `feedbackTokenIds` of every
+   * turn that another follows), so nothing was re-tokenised; false when the template rendered
+   * such a span from text. The last turn's response, which no action read, may be rendered.
    */
   exact: boolean;
 }
@@ -141,7 +142,8 @@ export function renderTrajectory(trajectory: Trajectory, tokenizer: Tokenizer, t
     } else {
       if (response !== undefined) append(encodeParts(template.response(response), tokenizer), Role.feedback);
       if (t + 1 < turns.length) append(encodeParts(template.nextTurn(), tokenizer), Role.feedback);
-      if (response !== undefined || t + 1 < turns.length) rendered.exact = false;
+      // A last response that no action follows cannot shift a trained token; it leaves `exact` as it is.
+      if (t + 1 < turns.length) rendered.exact = false;
     }
     rendered.turnEnds.push(rendered.tokens.length);
   }
