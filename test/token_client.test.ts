@@ -11,9 +11,9 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { startServer, type RunningServer } from '../app/serve/server.js';
 import { TOKEN, VOCAB, decode, encode } from '../lib/demo/vocab.js';
-import { MultiTurnReasoner, TokenAgentPolicy, type ParsedTurn } from '../lib/agents/index.js';
+import { ChatCompletionPolicy, MultiTurnReasoner, TokenAgentPolicy, type ParsedTurn } from '../lib/agents/index.js';
 import { Role } from '../lib/kernels/index.js';
-import { PolicyRequestError, TokenCompletionClient, type PoolStats } from '../lib/policies/index.js';
+import { OpenAIChatClient, PolicyRequestError, TokenCompletionClient, type PoolStats } from '../lib/policies/index.js';
 import { ToolRegistry } from '../lib/tools/registry.js';
 import { packTrajectories, parseTrajectory, type ChatTemplate, type Tokenizer } from '../lib/trajectory/index.js';
 
@@ -234,4 +234,18 @@ describe('tirl serve and the token client', () => {
     assert.deepEqual(actionLogprobs, answered.flatMap((a) => a.choices[0]!.logprobs.token_logprobs).map(Math.fround));
     assert.equal(Array.from(batch.roles).filter((role) => role === Role.action).length, answered.reduce((n, a) => n + a.choices[0]!.token_ids.length, 0));
   });
+
+  test('over chat completions, the agent keeps the prompt_token_ids and token_ids the server returns', async () => {
+    const chat = new OpenAIChatClient({ baseUrl: `${served.url}/v1`, model: served.model });
+    const policy = new ChatCompletionPolicy(chat, { maxTokens: 6, logprobs: true, returnTokenIds: true, seed: 3 });
+    const trajectory = await new MultiTurnReasoner({ policy, maxTurns: 3 }).run({ prompt: 'what is 2 plus 3 ?' });
+    assert.ok(trajectory.turns.length >= 2);
+    assert.deepEqual(trajectory.promptTokenIds, prompt);
+    assert.ok(trajectory.turns.every((turn) => turn.action.tokenIds !== undefined && turn.action.logprobs!.length === turn.action.tokenIds.length));
+    // The server re-rendered each context from the messages; it extended the record exactly, so nothing drifted.
+    assert.equal(trajectory.metadata?.contextDrift, undefined);
+    const batch = packTrajectories([trajectory], { tokenizer: demoTokenizer, template: demoTemplate });
+    assert.equal(batch.exact[0], 1);
+  });
 });
+
