@@ -22,4 +22,4 @@ export type {
   SampleOptions,
 } from './policy.js';
 export { SeededRandom } from './random.js';
-export { type Episode, type EpisodeTurn, rollout, type RolloutLimits, toTokenBatch } from './rollout.js';
+export { type Episode, type EpisodeTurn, packSequences, rollout, type RolloutLimits, toTokenBatch } from './rollout.js';

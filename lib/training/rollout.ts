@@ -181,7 +181,10 @@ export async function replayStep<Problem>(
   return environment.step(next);
 }
 
-/** Ragged batch of token sequences. */
+/**
+ * Packs token sequences back to back into one ragged batch: `tokens` holds them all and
+ * `seqOffsets` (length `sequences.length + 1`) marks where each starts and ends.
+ */
 export function packSequences(sequences: readonly Int32Array[]): PolicyBatch {
   const seqOffsets = new Int32Array(sequences.length + 1);
   sequences.forEach((s, i) => (seqOffsets[i + 1] = seqOffsets[i] + s.length));
