@@ -8,11 +8,11 @@ import { dirname, join } from 'node:path';
 
 import { dpoLoss, feedbackMask, Role, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
 import type { TokenBatch } from '../trajectory/index.js';
-import { checkInteger, checkNumber, checkObject, expectedMessage } from '../tools/check.js';
 import { latestCheckpoint, writeCheckpoint } from './checkpoint.js';
-import type { Policy, PolicyBatch } from './policy.js';
+import type { Policy, PolicyBatch } from './trainable_policy.js';
 import { SeededRandom } from './random.js';
 import { packSequences } from './rollout.js';
+import { checkInteger, checkNumber, checkObject, rangeError, typeError } from '../check.js';
 
 type DpoOptions = Parameters<typeof dpoLoss>[0];
 
@@ -306,19 +306,19 @@ export class DPOTrainer {
 }
 
 function checkOptions(options: DPOTrainerOptions): void {
-  checkObject(options, 'options');
-  if (typeof options.pairs !== 'function') throw new TypeError(expectedMessage('a function', 'options.pairs', options.pairs));
+  checkObject('options', options);
+  if (typeof options.pairs !== 'function') throw typeError('options.pairs', 'a function', options.pairs);
   for (const name of ['rounds', 'epochsPerRound', 'pairsPerStep', 'microBatchSize'] as const) {
-    checkInteger(options[name], `options.${name}`, 1, 1, Number.MAX_SAFE_INTEGER);
+    checkInteger(`options.${name}`, options[name], 1, 1, Number.MAX_SAFE_INTEGER);
   }
-  checkInteger(options.seed, 'options.seed', 0, 0, 2 ** 32 - 1);
-  const beta = checkNumber(options.beta, 'options.beta', 0.1, 0, Infinity);
-  if (beta === 0) throw new RangeError(expectedMessage('a number > 0', 'options.beta', beta));
-  const labelSmoothing = checkNumber(options.labelSmoothing, 'options.labelSmoothing', 0, 0, 0.5);
-  if (labelSmoothing === 0.5) throw new RangeError(expectedMessage('a number in [0, 0.5)', 'options.labelSmoothing', labelSmoothing));
+  checkInteger('options.seed', options.seed, 0, 0, 2 ** 32 - 1);
+  const beta = checkNumber('options.beta', options.beta, 0.1, 0, Infinity);
+  if (beta === 0) throw rangeError('options.beta', 'a number > 0', beta);
+  const labelSmoothing = checkNumber('options.labelSmoothing', options.labelSmoothing, 0, 0, 0.5);
+  if (labelSmoothing === 0.5) throw rangeError('options.labelSmoothing', 'a number in [0, 0.5)', labelSmoothing);
   const maxGradNorm = options.maxGradNorm ?? 1;
   if (typeof maxGradNorm !== 'number' || !(maxGradNorm > 0)) {
-    throw new RangeError(expectedMessage('a number > 0 (Infinity: no clipping)', 'options.maxGradNorm', maxGradNorm));
+    throw rangeError('options.maxGradNorm', 'a number > 0 (Infinity: no clipping)', maxGradNorm);
   }
 }
 

@@ -7,14 +7,14 @@ import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
 import { feedbackMask, groupAdvantages, ppoLoss, Role } from '../kernels/index.js';
-import { checkInteger, checkNumber, checkObject, expectedMessage } from '../tools/check.js';
 import { annotateFiltered, applyFilters, type FilterReport, type TrajectoryFilter, voidTurnFilter } from '../filters/index.js';
 import type { TokenBatch } from '../trajectory/index.js';
 import { latestCheckpoint, writeCheckpoint } from './checkpoint.js';
 import type { Environment } from './environment.js';
-import type { Policy, PolicyBatch, PolicyLogprobs, PolicyOutputGradient } from './policy.js';
+import type { Policy, PolicyBatch, PolicyLogprobs, PolicyOutputGradient } from './trainable_policy.js';
 import { SeededRandom } from './random.js';
 import { type Episode, packSequences, replayStep, rollout, toTokenBatch } from './rollout.js';
+import { checkInteger, checkNumber, checkObject, rangeError, typeError } from '../check.js';
 
 type PpoOptions = Parameters<typeof ppoLoss>[0];
 
@@ -210,26 +210,26 @@ type Settings<Problem> = GRPOTrainerOptions<Problem> &
   > & { stepLevel?: Required<StepLevelOptions> };
 
 function settings<Problem>(options: GRPOTrainerOptions<Problem>): Settings<Problem> {
-  checkObject(options, 'options');
+  checkObject('options', options);
   const max = Number.MAX_SAFE_INTEGER;
   const integer = (name: keyof GRPOTrainerOptions<Problem>, fallback: number) =>
-    checkInteger(options[name], `options.${name}`, fallback, 1, max);
-  const clipLow = checkNumber(options.clipLow, 'options.clipLow', 0.2, 0, 1);
-  if (clipLow === 1) throw new RangeError(expectedMessage('a number in [0, 1)', 'options.clipLow', clipLow));
+    checkInteger(`options.${name}`, options[name], fallback, 1, max);
+  const clipLow = checkNumber('options.clipLow', options.clipLow, 0.2, 0, 1);
+  if (clipLow === 1) throw rangeError('options.clipLow', 'a number in [0, 1)', clipLow);
   const maxGradNorm = options.maxGradNorm ?? 1;
   if (typeof maxGradNorm !== 'number' || !(maxGradNorm > 0)) {
-    throw new RangeError(expectedMessage('a number > 0 (Infinity: no clipping)', 'options.maxGradNorm', maxGradNorm));
+    throw rangeError('options.maxGradNorm', 'a number > 0 (Infinity: no clipping)', maxGradNorm);
   }
   if (typeof options.problems !== 'function' && (!Array.isArray(options.problems) || options.problems.length === 0)) {
-    throw new TypeError(expectedMessage('a non-empty array or a function', 'options.problems', options.problems));
+    throw typeError('options.problems', 'a non-empty array or a function', options.problems);
   }
   let stepLevel: Required<StepLevelOptions> | undefined;
   if (options.stepLevel !== undefined) {
-    checkObject(options.stepLevel, 'options.stepLevel');
+    checkObject('options.stepLevel', options.stepLevel);
     stepLevel = {
-      samples: checkInteger(options.stepLevel.samples, 'options.stepLevel.samples', 4, 1, max),
-      coef: checkNumber(options.stepLevel.coef, 'options.stepLevel.coef', 0.5, 0, Infinity),
-      maxFailuresPerEpisode: checkInteger(options.stepLevel.maxFailuresPerEpisode, 'options.stepLevel.maxFailuresPerEpisode', 1, 1, max),
+      samples: checkInteger('options.stepLevel.samples', options.stepLevel.samples, 4, 1, max),
+      coef: checkNumber('options.stepLevel.coef', options.stepLevel.coef, 0.5, 0, Infinity),
+      maxFailuresPerEpisode: checkInteger('options.stepLevel.maxFailuresPerEpisode', options.stepLevel.maxFailuresPerEpisode, 1, 1, max),
     };
   }
   return {
@@ -245,14 +245,14 @@ function settings<Problem>(options: GRPOTrainerOptions<Problem>): Settings<Probl
     miniBatches: integer('miniBatches', 1),
     ...(options.microBatchSize !== undefined ? { microBatchSize: integer('microBatchSize', 1) } : {}),
     clipLow,
-    clipHigh: checkNumber(options.clipHigh, 'options.clipHigh', clipLow, 0, Infinity),
+    clipHigh: checkNumber('options.clipHigh', options.clipHigh, clipLow, 0, Infinity),
     aggregation: options.aggregation ?? 'token-mean',
-    klCoef: checkNumber(options.klCoef, 'options.klCoef', 0, 0, Infinity),
+    klCoef: checkNumber('options.klCoef', options.klCoef, 0, 0, Infinity),
     klEstimator: options.klEstimator ?? 'k3',
-    entropyCoef: checkNumber(options.entropyCoef, 'options.entropyCoef', 0, -Infinity, Infinity),
+    entropyCoef: checkNumber('options.entropyCoef', options.entropyCoef, 0, -Infinity, Infinity),
     maxGradNorm,
     oldLogprobs: options.oldLogprobs ?? 'recompute',
-    seed: checkInteger(options.seed, 'options.seed', 0, 0, 2 ** 32 - 1),
+    seed: checkInteger('options.seed', options.seed, 0, 0, 2 ** 32 - 1),
     checkpointEvery: integer('checkpointEvery', 1),
     stepLevel,
   };

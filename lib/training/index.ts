@@ -20,6 +20,6 @@ export type {
   PolicyOutputGradient,
   SampledTurn,
   SampleOptions,
-} from './policy.js';
+} from './trainable_policy.js';
 export { SeededRandom } from './random.js';
 export { type Episode, type EpisodeTurn, packSequences, rollout, type RolloutLimits, toTokenBatch } from './rollout.js';

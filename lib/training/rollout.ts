@@ -6,7 +6,7 @@ import { Role } from '../kernels/index.js';
 import { type TokenBatch, type Trajectory, type Turn, USER_FEEDBACK_TOOL } from '../trajectory/index.js';
 import type { ToolStatus } from '../tools/types.js';
 import type { Environment } from './environment.js';
-import type { Policy, PolicyBatch } from './policy.js';
+import type { Policy, PolicyBatch } from './trainable_policy.js';
 import type { SeededRandom } from './random.js';
 
 /** One action of an episode and what followed it. */

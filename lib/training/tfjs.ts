@@ -29,7 +29,7 @@ import type {
   PolicyOutputGradient,
   SampledTurn,
   SampleOptions,
-} from './policy.js';
+} from './trainable_policy.js';
 
 type PpoLossOptions = Parameters<typeof ppoLossKernel>[0];
 type PpoLossResult = ReturnType<typeof ppoLossKernel>;

@@ -4,9 +4,7 @@
  * filters can address either side. Everything here is plain JSON.
  */
 import type { ToolStatus } from '../tools/types.js';
-import {
-  checkArray, checkFiniteNumber, checkObject, checkString, rangeError, typeError,
-} from './check.js';
+import { checkArray, checkFiniteNumber, checkObject, checkString, rangeError, typeError } from '../check.js';
 
 /** A structured tool call made by an action, as OpenAI-style chat messages carry it. */
 export interface ActionToolCall {
