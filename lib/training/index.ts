@@ -11,7 +11,7 @@ export {
   type GRPOStepMetrics,
   type GRPOTrainerOptions,
   type StepLevelOptions,
-} from './grpo.js';
+} from './grpo/index.js';
 export type {
   ObservationRole,
   Policy,
