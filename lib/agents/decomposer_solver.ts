@@ -8,7 +8,7 @@ import { qaReward } from '../rewards/episode.js';
 import { toChatMessages, USER_FEEDBACK_TOOL } from '../trajectory/chat.js';
 import type { Action, Trajectory, Turn } from '../trajectory/model.js';
 import type { Decomposition, PreferenceQuestion } from '../preferences/pairs.js';
-import { checkTask, finishTrajectory, startTrajectory, type AgentTask, type RewardFunction } from './common.js';
+import { checkTask, finishTrajectory, startTrajectory, takeGeneration, type AgentTask, type RewardFunction } from './common.js';
 import { checkPolicy, type AgentPolicy } from './agent_policy.js';
 import type { RetrievedDocument, Retriever } from './retrieval.js';
 import { checkArray, checkNonNegativeInteger, checkObject, checkPositiveInteger, checkString, functionOption, positiveOption, rangeError, stringOption, typeError } from '../check.js';
@@ -205,7 +205,7 @@ export class DecomposerSolver {
 
   /** Generates the next turn from the trajectory so far; undefined (and `truncated`) when it was cut off. */
   async #turn(trajectory: Trajectory): Promise<Turn | undefined> {
-    const { finishReason, ...action } = await this.#policy.generate(toChatMessages(trajectory));
+    const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(toChatMessages(trajectory)));
     const turn: Turn = { action };
     trajectory.turns.push(turn);
     if (finishReason !== 'length') return turn;

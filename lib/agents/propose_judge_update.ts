@@ -7,7 +7,7 @@ import { extractAnswer } from '../rewards/extract.js';
 import type { TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
 import type { ToolStatus } from '../tools/types.js';
 import type { Trajectory } from '../trajectory/model.js';
-import { checkTask, finishTrajectory, lastCodeBlock, responseText, startTrajectory, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
+import { checkTask, finishTrajectory, lastCodeBlock, responseText, startTrajectory, takeGeneration, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
 import { mathReward } from '../rewards/episode.js';
 import { checkPolicy, type AgentPolicy } from './agent_policy.js';
 import { checkFiniteNumber, checkObject, checkString, functionOption, nonNegativeOption, positiveOption, rangeError, stringOption, typeError } from '../check.js';
@@ -246,7 +246,7 @@ export class ProposeJudgeUpdate {
     let best = -1;
     for (let round = 0; round < this.#maxRounds; round++) {
       const messages: ChatMessage[] = [{ role: 'system', content: this.#system }, { role: 'user', content: prompt }];
-      const { finishReason, ...action } = await this.#policy.generate(messages);
+      const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(messages));
       const candidate: Candidate = { text: action.text, answer: extractAnswer(action.text), round };
       const verdict = await this.#verifier.verify(candidate, task);
       checkObject('verdict', verdict);

@@ -79,13 +79,15 @@ export interface RenderedTrajectory {
   turnEnds: number[];
   /**
    * True when every span came from the trajectory's token record (`promptTokenIds`, each
-   * action's `tokenIds` with `tokenSource` other than 'text', each needed `feedbackTokenIds`),
-   * so nothing was re-tokenised; false when the template rendered some span from text.
+   * action's `tokenIds` with `tokenSource` other than 'text', the `feedbackTokenIds` of every
+   * turn that another follows), so nothing was re-tokenised; false when the template rendered
+   * such a span from text. The last turn's response, which no action read, may be rendered.
    */
   exact: boolean;
 }
 
-function encodeParts(parts: TemplatePart[], tokenizer: Tokenizer): number[] {
+/** Token ids of template parts: special parts by their id, text parts through `encode`. */
+export function encodeParts(parts: readonly TemplatePart[], tokenizer: Tokenizer): number[] {
   const ids: number[] = [];
   for (const part of parts) {
     if ('special' in part) ids.push(tokenizer.specialTokenId(part.special));
@@ -141,7 +143,8 @@ export function renderTrajectory(trajectory: Trajectory, tokenizer: Tokenizer, t
     } else {
       if (response !== undefined) append(encodeParts(template.response(response), tokenizer), Role.feedback);
       if (t + 1 < turns.length) append(encodeParts(template.nextTurn(), tokenizer), Role.feedback);
-      if (response !== undefined || t + 1 < turns.length) rendered.exact = false;
+      // A last response that no action follows cannot shift a trained token; it leaves `exact` as it is.
+      if (t + 1 < turns.length) rendered.exact = false;
     }
     rendered.turnEnds.push(rendered.tokens.length);
   }
