@@ -35,10 +35,22 @@ export function parseHermesToolCall(text: string): ParsedTurn {
   }
   if (call === null || typeof call !== 'object' || typeof (call as { name?: unknown }).name !== 'string') return { text };
   const { name, arguments: args } = call as { name: string; arguments?: unknown };
-  return {
-    text: text.slice(0, match.index),
-    toolCall: { name, arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}) },
-  };
+  return { text: text.slice(0, match.index), toolCall: { name, arguments: typeof args === 'string' ? args : argumentsText(match[1]!, args) } };
+}
+
+/** The arguments object as the model wrote it (its spacing kept), when it can be cut out of the call; else re-serialised. */
+function argumentsText(body: string, args: unknown): string {
+  const key = /"arguments"\s*:\s*/.exec(body);
+  const end = body.lastIndexOf('}');
+  if (key !== null && end > key.index) {
+    const raw = body.slice(key.index + key[0].length, end).trimEnd();
+    try {
+      if (JSON.stringify(JSON.parse(raw)) === JSON.stringify(args)) return raw;
+    } catch {
+      // not cut cleanly: re-serialise below
+    }
+  }
+  return JSON.stringify(args ?? {});
 }
 
 /** Options of {@link TokenAgentPolicy}. */
