@@ -4,13 +4,13 @@
  * response is tokenised once, when it is appended. The agent's trajectory is then exactly the
  * sequence the engine saw and sampled, token for token.
  */
-import type { TokenPolicy } from '../policies/tokens.js';
+import type { TokenPolicy } from '../chat_client/tokens.js';
 import { fromChatMessages, type TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
-import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from '../trajectory/check.js';
 import type { ActionToolCall, ToolFeedback } from '../trajectory/model.js';
 import { encodeParts, renderTrajectory, type ChatTemplate, type TemplatePart } from '../trajectory/template.js';
 import type { Tokenizer } from '../trajectory/tokenizer.js';
-import type { AgentPolicy, GenerateOptions, Generation } from './policy.js';
+import type { AgentPolicy, GenerateOptions, Generation } from './agent_policy.js';
+import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from '../check.js';
 
 /** What a tool-call parser makes of a turn's text. */
 export interface ParsedTurn {
