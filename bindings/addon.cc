@@ -16,6 +16,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_feedback_mask(env, exports);
   register_sequence_logprobs(env, exports);
   register_token_logprobs(env, exports);
+  register_rollout_correction(env, exports);
   return exports;
 }
 

@@ -16,5 +16,6 @@ void register_dpo_loss(Napi::Env env, Napi::Object exports);
 void register_feedback_mask(Napi::Env env, Napi::Object exports);
 void register_sequence_logprobs(Napi::Env env, Napi::Object exports);
 void register_token_logprobs(Napi::Env env, Napi::Object exports);
+void register_rollout_correction(Napi::Env env, Napi::Object exports);
 
 }  // namespace tirl::binding

@@ -131,6 +131,16 @@ tirl_status token_logprobs_backward(const void* logits, tirl_dtype dtype, int64_
                                             tirl_cpu()));
 }
 
+tirl_status rollout_correction(const float* logp, const float* rollout_logp, const uint8_t* mask,
+                               int64_t num_tokens, const int32_t* seq_offsets, int64_t num_seqs,
+                               const tirl_rollout_correction_options* options, float* weights,
+                               uint8_t* mask_out, tirl_rollout_correction_result* result,
+                               tirl_device device) {
+  if (tirl_status s = check_device(device, "rolloutCorrection")) return s;
+  return carry(tirl_rollout_correction(logp, rollout_logp, mask, num_tokens, seq_offsets,
+                                       num_seqs, options, weights, mask_out, result, tirl_cpu()));
+}
+
 const tirl_cuda_backend kBackend = {
     TIRL_CUDA_BACKEND_VERSION,
     sizeof(tirl_cuda_backend),
@@ -148,6 +158,7 @@ const tirl_cuda_backend kBackend = {
     &ppo_loss,
     &token_logprobs,
     &token_logprobs_backward,
+    &rollout_correction,
 };
 
 }  // namespace

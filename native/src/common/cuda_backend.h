@@ -11,7 +11,7 @@
 
 #include "tirl/tirl.h"
 
-#define TIRL_CUDA_BACKEND_VERSION 1
+#define TIRL_CUDA_BACKEND_VERSION 2
 #define TIRL_CUDA_BACKEND_SYMBOL "tirl_cuda_backend_v1"
 #define TIRL_CUDA_LIBRARY_NAME "libtirl_cuda.so"
 
@@ -69,6 +69,12 @@ typedef struct tirl_cuda_backend {
                                          const int32_t* labels, double temperature,
                                          const float* grad_logp, const float* grad_entropy,
                                          float* grad_logits, tirl_device device);
+  tirl_status (*rollout_correction)(const float* logp, const float* rollout_logp,
+                                    const uint8_t* mask, int64_t num_tokens,
+                                    const int32_t* seq_offsets, int64_t num_seqs,
+                                    const tirl_rollout_correction_options* options, float* weights,
+                                    uint8_t* mask_out, tirl_rollout_correction_result* result,
+                                    tirl_device device);
 } tirl_cuda_backend;
 
 typedef const tirl_cuda_backend* (*tirl_cuda_backend_entry)(void);

@@ -44,4 +44,10 @@ tirl_status group_advantages(const float* rewards, int64_t num_rewards, const in
                              int64_t group_size, const tirl_group_advantages_options* options,
                              float* advantages, tirl_device device);
 
+tirl_status rollout_correction(const float* logp, const float* rollout_logp, const uint8_t* mask,
+                               int64_t num_tokens, const int32_t* seq_offsets, int64_t num_seqs,
+                               const tirl_rollout_correction_options* options, float* weights,
+                               uint8_t* mask_out, tirl_rollout_correction_result* result,
+                               tirl_device device);
+
 }  // namespace tirl::cuda
