@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "common.h"
 
 namespace tirl::binding {
@@ -43,6 +45,18 @@ struct RolloutCorrectionCall {
                 "a number > 0 (absent for TIS)", p.rollout_is_threshold_lower);
     }
     p.rollout_is_batch_normalize = o.boolean("rolloutIsBatchNormalize", false) ? 1 : 0;
+    // An option nothing reads is refused: a stray one would change nothing without a word.
+    const auto unread = [&](const char* name, const char* because) {
+      if (o.has(name)) {
+        throw Napi::TypeError::New(o.env(), std::string(o.op()) + ": " + name +
+                                                " is not read " + because);
+      }
+    };
+    if (p.rollout_is == TIRL_ROLLOUT_IS_NONE) {
+      for (const char* name : {"rolloutIsThreshold", "rolloutIsThresholdLower", "rolloutIsBatchNormalize"}) {
+        unread(name, "with rolloutIs 'none'");
+      }
+    }
 
     const std::vector<std::string> names = o.string_list("rolloutRs");
     std::vector<int> chosen;
@@ -71,6 +85,14 @@ struct RolloutCorrectionCall {
                       std::to_string(values.size()));
       }
     };
+    if (chosen.empty()) {
+      unread("rolloutRsThreshold", "without rolloutRs");
+      unread("rolloutRsThresholdLower", "without rolloutRs");
+    }
+    const auto is_k1 = [](int option) { return option % 3 == 0 && option < 9; };
+    if (std::none_of(chosen.begin(), chosen.end(), is_k1)) {
+      unread("rolloutRsThresholdLower", "without a k1 option in rolloutRs");
+    }
     const std::vector<double> upper = o.number_list("rolloutRsThreshold");
     per_option("rolloutRsThreshold", upper);
     const std::vector<double> lower = o.number_list("rolloutRsThresholdLower");
@@ -79,8 +101,7 @@ struct RolloutCorrectionCall {
       const int option = chosen[i];
       if (!upper.empty()) p.rollout_rs_threshold[option] = upper[upper.size() == 1 ? 0 : i];
       // A shared lower bound is that of every k1 option (only they take one).
-      const bool k1 = option % 3 == 0 && option < 9;
-      if (lower.size() == 1 ? k1 : !lower.empty()) p.rollout_rs_threshold_lower[option] = lower[lower.size() == 1 ? 0 : i];
+      if (lower.size() == 1 ? is_k1(option) : !lower.empty()) p.rollout_rs_threshold_lower[option] = lower[lower.size() == 1 ? 0 : i];
     }
 
     c.weights = o.output<float>("weights", n, c.weights_ref);
@@ -136,7 +157,9 @@ struct RolloutCorrectionCall {
       set(prefix + "seq_min", m.seq_min);
       set(prefix + "seq_max_deviation", m.seq_max_deviation);
       set(prefix + "seq_fraction_high", m.seq_fraction_high);
-      if (option % 3 == 0 && option < 9) set(prefix + "seq_fraction_low", m.seq_fraction_low);
+      if (option % 3 == 0 && option < 9) {  // k1: verl logs it for ratio bounds only
+        set(prefix + "seq_fraction_low", m.seq_fraction_low);
+      }
       set(prefix + "masked_fraction", m.masked_fraction);
       set(prefix + "seq_masked_fraction", m.seq_masked_fraction);
     }

@@ -99,30 +99,8 @@ type RejectionStatName =
   | 'masked_fraction'
   | 'seq_masked_fraction';
 
-/**
- * The diagnostics, named as verl logs them (without its `rollout_corr/` prefix). Means over
- * "sequences" are over the sequences with at least one masked-in token (verl averages over
- * every row, which is the same when none is empty). With no masked-in token every
- * statistic is 0 (verl raises). NaN or Inf inputs propagate into the statistics.
- *
- * Per rejection criterion `<o>` (only those in `rolloutRs`), with its statistic x (a
- * sequence criterion's x is its sequence value at each of its tokens) and bounds in the
- * statistic's units (log of the ratio bounds for k1; lower 0 for k2 / k3):
- * - `rollout_rs_<o>_mean`: masked mean of x;
- * - `rollout_rs_<o>_max` / `_min`: over masked tokens (token criteria) or sequences;
- * - `rollout_rs_<o>_std`: √(E[c²] - E[c]²) with c = x clamped to the bounds;
- * - `rollout_rs_<o>_fraction_high` / `_fraction_low`: share of tokens (token criteria) or
- *   sequences above the upper / below the lower bound (`_low` is 0 but for k1);
- * - `rollout_rs_<o>_seq_mean` / `_seq_std` (unbiased; 0 for one sequence) / `_seq_max` /
- *   `_seq_min`: over sequences of the sequence value (the masked mean for token criteria);
- * - `rollout_rs_<o>_seq_max_deviation`: max |sequence value| (the ideal is 0);
- * - `rollout_rs_<o>_seq_fraction_high` / `_seq_fraction_low` (k1 only): share of sequences
- *   whose value is above / below the bounds;
- * - `rollout_rs_<o>_masked_fraction`: share of masked-in tokens it rejects;
- * - `rollout_rs_<o>_seq_masked_fraction`: share of sequences with a token it rejects.
- */
-export interface RolloutCorrectionStats {
-  [name: `rollout_rs_${RolloutRejectionOption}_${RejectionStatName}`]: number;
+/** The statistics of importance weights, of the whole rejection and off-policy diagnostics (see {@link RolloutCorrectionStats}). */
+export interface RolloutCorrectionSummaryStats {
   /** Masked mean of the applied weights, before batch normalisation (with `rolloutIs`). */
   rollout_is_mean?: number;
   /** Token level: the largest applied weight; sequence level: e^min(max_i Σ d, 20). */
@@ -186,6 +164,32 @@ export interface RolloutCorrectionStats {
   /** Sequence χ²: mean over sequences of e^(2 clamp(Σ d, -20, 20)) - 1. */
   chi2_seq: number;
 }
+
+/**
+ * The diagnostics, named as verl logs them (without its `rollout_corr/` prefix). Means over
+ * "sequences" are over the sequences with at least one masked-in token (verl averages over
+ * every row, which is the same when none is empty). With no masked-in token every
+ * statistic is 0 (verl raises). NaN or Inf inputs propagate into the statistics.
+ *
+ * Per rejection criterion `<o>` (only those in `rolloutRs`), with its statistic x (a
+ * sequence criterion's x is its sequence value at each of its tokens) and bounds in the
+ * statistic's units (log of the ratio bounds for k1; lower 0 for k2 / k3):
+ * - `rollout_rs_<o>_mean`: masked mean of x;
+ * - `rollout_rs_<o>_max` / `_min`: over masked tokens (token criteria) or sequences;
+ * - `rollout_rs_<o>_std`: √(E[c²] - E[c]²) with c = x clamped to the bounds;
+ * - `rollout_rs_<o>_fraction_high` / `_fraction_low`: share of tokens (token criteria) or
+ *   sequences above the upper / below the lower bound (`_low` is 0 but for k1);
+ * - `rollout_rs_<o>_seq_mean` / `_seq_std` (unbiased; 0 for one sequence) / `_seq_max` /
+ *   `_seq_min`: over sequences of the sequence value (the masked mean for token criteria);
+ * - `rollout_rs_<o>_seq_max_deviation`: max |sequence value| (the ideal is 0);
+ * - `rollout_rs_<o>_seq_fraction_high` / `_seq_fraction_low` (k1 only): share of sequences
+ *   whose value is above / below the bounds;
+ * - `rollout_rs_<o>_masked_fraction`: share of masked-in tokens it rejects;
+ * - `rollout_rs_<o>_seq_masked_fraction`: share of sequences with a token it rejects.
+ */
+export type RolloutCorrectionStats = RolloutCorrectionSummaryStats & {
+  [K in `rollout_rs_${RolloutRejectionOption}_${RejectionStatName}`]?: number;
+};
 
 export interface RolloutCorrectionResult {
   /**
