@@ -443,6 +443,11 @@ std::vector<std::string> Options::string_list(const char* name) {
   return items;
 }
 
+void Options::refuse(const char* name, const std::string& why) {
+  Napi::Value value = field(name);
+  if (!value.IsUndefined()) type_error("no value (it is not read " + why + ")", name, value);
+}
+
 std::vector<double> Options::number_list(const char* name) {
   Napi::Value value = field(name);
   std::vector<double> numbers;

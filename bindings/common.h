@@ -166,6 +166,9 @@ class Options {
   std::vector<std::string> string_list(const char* name);
   // One finite number (a list of one) or an array of finite numbers; empty when absent.
   std::vector<double> number_list(const char* name);
+  // TypeError if the field is present: an option that the call's other options leave
+  // unread (`why`, e.g. "with rolloutIs 'none'") would change nothing without a word.
+  void refuse(const char* name, const std::string& why);
 
   // RangeError unless `ok`: "<op>: Expected <expected> for <name> but received <value>".
   void require(bool ok, const char* name, const std::string& expected, double value);

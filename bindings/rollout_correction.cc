@@ -45,16 +45,9 @@ struct RolloutCorrectionCall {
                 "a number > 0 (absent for TIS)", p.rollout_is_threshold_lower);
     }
     p.rollout_is_batch_normalize = o.boolean("rolloutIsBatchNormalize", false) ? 1 : 0;
-    // An option nothing reads is refused: a stray one would change nothing without a word.
-    const auto unread = [&](const char* name, const char* because) {
-      if (o.has(name)) {
-        throw Napi::TypeError::New(o.env(), std::string(o.op()) + ": " + name +
-                                                " is not read " + because);
-      }
-    };
     if (p.rollout_is == TIRL_ROLLOUT_IS_NONE) {
       for (const char* name : {"rolloutIsThreshold", "rolloutIsThresholdLower", "rolloutIsBatchNormalize"}) {
-        unread(name, "with rolloutIs 'none'");
+        o.refuse(name, "with rolloutIs 'none'");
       }
     }
 
@@ -86,12 +79,12 @@ struct RolloutCorrectionCall {
       }
     };
     if (chosen.empty()) {
-      unread("rolloutRsThreshold", "without rolloutRs");
-      unread("rolloutRsThresholdLower", "without rolloutRs");
+      o.refuse("rolloutRsThreshold", "without rolloutRs");
+      o.refuse("rolloutRsThresholdLower", "without rolloutRs");
     }
     const auto is_k1 = [](int option) { return option % 3 == 0 && option < 9; };
     if (std::none_of(chosen.begin(), chosen.end(), is_k1)) {
-      unread("rolloutRsThresholdLower", "without a k1 option in rolloutRs");
+      o.refuse("rolloutRsThresholdLower", "without a k1 option in rolloutRs");
     }
     const std::vector<double> upper = o.number_list("rolloutRsThreshold");
     per_option("rolloutRsThreshold", upper);

@@ -266,9 +266,10 @@ describe('rolloutCorrection', () => {
       { name: 'threshold not a number', call: call({ rolloutRs: ['token_k2'], rolloutRsThreshold: ['1'] }), error: TypeError, message: 'rolloutRsThreshold[0]' },
       { name: 'threshold Infinity', call: call({ rolloutRs: ['token_k2'], rolloutRsThreshold: Infinity }), error: RangeError, message: 'rolloutRsThreshold' },
       { name: 'lower for k2', call: call({ rolloutRs: ['token_k1', 'token_k2'], rolloutRsThreshold: 1, rolloutRsThresholdLower: [0.5, 0.5] }), error: RangeError, message: "rolloutRsThresholdLower of 'token_k2' (rollout_rs_threshold_lower[1])" },
-      { name: 'lower without k1', call: call({ rolloutRs: ['token_k2'], rolloutRsThreshold: 1, rolloutRsThresholdLower: 0.5 }), error: TypeError, message: 'rolloutRsThresholdLower is not read without a k1 option' },
-      { name: 'rs threshold without rolloutRs', call: call({ rolloutRsThreshold: 1 }), error: TypeError, message: 'rolloutRsThreshold is not read without rolloutRs' },
-      { name: 'is threshold with none', call: call({ rolloutIs: 'none', rolloutIsThreshold: 3 }), error: TypeError, message: "rolloutIsThreshold is not read with rolloutIs 'none'" },
+      { name: 'lower without k1', call: call({ rolloutRs: ['token_k2'], rolloutRsThreshold: 1, rolloutRsThresholdLower: 0.5 }), error: TypeError, message: 'for rolloutRsThresholdLower but received the number 0.5' },
+      { name: 'rs threshold without rolloutRs', call: call({ rolloutRsThreshold: 1 }), error: TypeError, message: 'Expected no value (it is not read without rolloutRs) for rolloutRsThreshold' },
+      { name: 'is threshold with none', call: call({ rolloutIs: 'none', rolloutIsThreshold: 3 }), error: TypeError, message: "(it is not read with rolloutIs 'none') for rolloutIsThreshold" },
+      { name: 'k1 upper below 1', call: call({ rolloutRs: ['seq_mean_k1'], rolloutRsThreshold: 0.5 }), error: RangeError, message: "a number >= 1 (the lower bound defaults to 1 / upper) for rolloutRsThreshold of 'seq_mean_k1'" },
       { name: 'k1 lower above upper', call: call({ rolloutRs: ['token_k1'], rolloutRsThreshold: 2, rolloutRsThresholdLower: 3 }), error: RangeError, message: "rolloutRsThresholdLower of 'token_k1'" },
       { name: 'short out.weights', call: call({ out: { weights: new Float32Array(3) } }), error: RangeError, message: 'weights' },
     ]);

@@ -7,7 +7,8 @@
  * departures from verl: means over "sequences" skip sequences with no masked-in token
  * (verl averages over every row, a fully masked row counting as weight 1 / ppl 1), and a
  * batch with no masked-in token gives 0 for every statistic (verl raises); verl's
- * masked_mean divides by count + 1e-8, this divides by the count. Shared by the tests and
+ * masked_mean divides by count + 1e-8, this divides by the count; verl's token-level std
+ * √(E[x²] - E[x]²) is taken in two passes here (the same quantity, without cancellation). Shared by the tests and
  * the benchmark (the plain-TypeScript peer).
  */
 import type { RolloutCorrectionOptions, RolloutRejectionOption } from '../../lib/kernels/rollout_correction.js';
@@ -27,6 +28,15 @@ const nanMax = (values: number[]): number => values.reduce((a, b) => (Number.isN
 const nanMin = (values: number[]): number => values.reduce((a, b) => (Number.isNaN(a) || a < b ? a : Number.isNaN(b) || b < a ? b : a), Infinity);
 const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0);
 const mean = (values: number[]): number => (values.length === 0 ? 0 : sum(values) / values.length);
+/**
+ * verl's √(E[x²] - E[x]²) of a statistic over masked tokens, in two passes (the same value
+ * without the cancellation); 0 for fewer than two tokens, as verl guards it.
+ */
+const populationStd = (values: number[]): number => {
+  if (values.length < 2) return 0;
+  const m = mean(values);
+  return Math.sqrt(mean(values.map((x) => (x - m) * (x - m))));
+};
 /** torch.std (unbiased); 0 for fewer than two values, as verl guards it. */
 const std = (values: number[]): number => {
   if (values.length < 2) return 0;
@@ -87,13 +97,7 @@ export function rolloutCorrectionReference(o: RolloutCorrectionOptions): Referen
       stats.rollout_is_min = M ? nanMin(tokens.map((t) => weights[t])) : 0;
     }
     const forStd = (t: number): number => clamp(weights[t], 0, upper);
-    if (M > 1) {
-      const m = tokenMean(forStd);
-      const variance = tokenMean((t) => forStd(t) ** 2) - m * m;
-      stats.rollout_is_std = Math.sqrt(variance < 0 ? 0 : variance);
-    } else {
-      stats.rollout_is_std = 0;
-    }
+    stats.rollout_is_std = populationStd(tokens.map(forStd));
     const meanForEss = tokenMean(forStd);
     const normalized2 = tokenMean((t) => (forStd(t) / (meanForEss + 1e-8)) ** 2);
     stats.rollout_is_eff_sample_size = M === 0 || normalized2 === 0 ? 0 : 1 / normalized2;
@@ -180,14 +184,7 @@ export function rolloutCorrectionReference(o: RolloutCorrectionOptions): Referen
         stats[`${prefix}_fraction_high`] = tokenMean((t) => (stat[t] > hi ? 1 : 0));
         stats[`${prefix}_fraction_low`] = isK1 ? tokenMean((t) => (stat[t] < lo ? 1 : 0)) : 0;
       }
-      if (M > 1) {
-        const c = (t: number): number => clamp(stat[t], lo, hi);
-        const m = tokenMean(c);
-        const variance = tokenMean((t) => c(t) ** 2) - m * m;
-        stats[`${prefix}_std`] = Math.sqrt(variance < 0 ? 0 : variance);
-      } else {
-        stats[`${prefix}_std`] = 0;
-      }
+      stats[`${prefix}_std`] = populationStd(tokens.map((t) => clamp(stat[t], lo, hi)));
       stats[`${prefix}_seq_mean`] = mean(seqValues);
       stats[`${prefix}_seq_std`] = std(seqValues);
       stats[`${prefix}_seq_max`] = valid.length ? nanMax(seqValues) : 0;

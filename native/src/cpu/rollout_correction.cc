@@ -71,8 +71,14 @@ tirl_status check_options(const tirl_rollout_correction_options& o) {
                           k1 ? "a number in [1e-300, 1e300)" : "a finite number > 0", upper))) {
       return s;
     }
-    if (k1) {
-      if ((s = check_option(lower == 0 || (lower >= 1e-300 && lower <= upper), js_lower,
+    if (k1 && lower == 0) {
+      // verl: the default lower bound 1 / upper must not exceed upper.
+      if ((s = check_option(upper >= 1, js, "rollout_rs_threshold" + index,
+                            "a number >= 1 (the lower bound defaults to 1 / upper)", upper))) {
+        return s;
+      }
+    } else if (k1) {
+      if ((s = check_option(lower >= 1e-300 && lower <= upper, js_lower,
                             "rollout_rs_threshold_lower" + index,
                             "a number in [1e-300, upper] (or 0 for 1 / upper)", lower))) {
         return s;

@@ -47,14 +47,41 @@ struct MergeSlot {
   __device__ double operator()(double a, double b) const { return rollout_merge_one(kind, a, b); }
 };
 
-// Block j merges slot j of every record.
+struct Moments {
+  double count, mean, m2;
+};
+
+struct MergeMoments {
+  __device__ Moments operator()(Moments a, const Moments& b) const {
+    rollout_moments_add(&a.count, b.count, b.mean, b.m2);
+    return a;
+  }
+};
+
+// Block j merges slot j of every record (a moments slot with the two after it; the blocks
+// of those two do nothing).
 __global__ void __launch_bounds__(kReduceThreads)
 reduce_kernel(const double* __restrict__ records, int64_t num_records, int num_slots,
               double* __restrict__ totals) {
   const int slot = blockIdx.x;
-  const MergeSlot merge{rollout_slot_kind(slot)};
-  const double identity =
-      merge.kind == kSlotSum ? 0.0 : (merge.kind == kSlotMax ? -INFINITY : INFINITY);
+  const int kind = rollout_slot_kind(slot);
+  if (kind == kSlotMomentsPart) return;
+  if (kind == kSlotMoments) {
+    Moments value{0.0, 0.0, 0.0};
+    for (int64_t r = threadIdx.x; r < num_records; r += blockDim.x) {
+      const double* m = records + r * num_slots + slot;
+      rollout_moments_add(&value.count, m[0], m[1], m[2]);
+    }
+    value = block_reduce(value, Moments{0.0, 0.0, 0.0}, MergeMoments{});
+    if (threadIdx.x == 0) {
+      totals[slot] = value.count;
+      totals[slot + 1] = value.mean;
+      totals[slot + 2] = value.m2;
+    }
+    return;
+  }
+  const MergeSlot merge{kind};
+  const double identity = rollout_identity(kind);
   double value = identity;
   for (int64_t r = threadIdx.x; r < num_records; r += blockDim.x) {
     value = merge(value, records[r * num_slots + slot]);

@@ -68,8 +68,9 @@ TIRL_HD inline int rollout_rs_aggregate(int option) {  // a RolloutAggregate
 // Per-option slots of the partial sums (each option enabled gets one block of these).
 enum RolloutOptionSlot : int {
   kRsStatSum = 0,   // sum over masked tokens of the statistic (a sequence value per token)
-  kRsClampSum,      // ... of the statistic clamped to [lower, upper] (std)
-  kRsClamp2Sum,     // ... of its square
+  kRsStdCount,      // moments of the statistic clamped to [lower, upper] (std), per token
+  kRsStdMean,
+  kRsStdM2,
   kRsTokenMax,      // token options: max / min of the statistic over masked tokens
   kRsTokenMin,
   kRsTokenHigh,     // token options: masked tokens above the upper / below the lower bound
@@ -77,7 +78,9 @@ enum RolloutOptionSlot : int {
   kRsRejectedTokens,  // masked tokens this option rejects
   kRsRejectedSeqs,    // valid sequences with a masked token it rejects
   kRsSeqSum,          // over valid sequences of the sequence value v
-  kRsSeqSquares,      // ... of v^2
+  kRsSeqStdCount,     // moments of v (seq_std)
+  kRsSeqStdMean,
+  kRsSeqStdM2,
   kRsSeqMax,
   kRsSeqMin,
   kRsSeqAbsMax,       // max |v| (verl's seq_max_deviation from the ideal 0)
@@ -107,18 +110,20 @@ enum RolloutSlot : int {
   kIsWeightSum,     // over masked tokens: applied weight w
   kIsWeightMax,     // token level: max / min of w
   kIsWeightMin,
-  kIsClampSum,      // c = clamp(w, 0, upper): sum of c, c^2 (ESS), c - 1, (c - 1)^2 (std)
+  kIsClampSum,      // c = clamp(w, 0, upper): sums of c and c^2 (ESS), moments of c (std)
   kIsClamp2Sum,
-  kIsShiftSum,
-  kIsShift2Sum,
+  kIsStdCount,
+  kIsStdMean,
+  kIsStdM2,
   kIsHigh,          // token level: tokens with raw weight > upper; sequence level: sequences
   kIsLow,           // ... < lower
   kIsOutOfBand,     // IcePop: masked tokens whose raw weight lies outside [lower, upper]
   kIsLogMax,        // sequence level: max / min over sequences of sum d
   kIsLogMin,
   kIsSeqSum,        // over valid sequences of the mean applied weight sw
-  kIsSeqShiftSum,   // sw - 1 and (sw - 1)^2 (seq_std)
-  kIsSeqShift2Sum,
+  kIsSeqStdCount,   // moments of sw (seq_std)
+  kIsSeqStdMean,
+  kIsSeqStdM2,
   kIsSeqMax,
   kIsSeqMin,
   kIsSeqDeviation,  // max |sw - 1|
@@ -129,7 +134,10 @@ enum RolloutSlot : int {
   kRolloutBaseSlots
 };
 
-enum RolloutSlotKind : int { kSlotSum = 0, kSlotMax = 1, kSlotMin = 2 };
+// A moments slot is the first of three, (count, mean, M2 = sum of squared deviations),
+// merged together with Chan et al.'s formula: a std from them does not cancel the way
+// E[x^2] - E[x]^2 does. kSlotMomentsPart marks the other two.
+enum RolloutSlotKind : int { kSlotSum = 0, kSlotMax = 1, kSlotMin = 2, kSlotMoments = 3, kSlotMomentsPart = 4 };
 
 TIRL_HD inline int rollout_base_slot_kind(int slot) {
   switch (slot) {
@@ -137,6 +145,10 @@ TIRL_HD inline int rollout_base_slot_kind(int slot) {
       return kSlotMax;
     case kLogPplDiffMin: case kIsWeightMin: case kIsLogMin: case kIsSeqMin:
       return kSlotMin;
+    case kIsStdCount: case kIsSeqStdCount:
+      return kSlotMoments;
+    case kIsStdMean: case kIsStdM2: case kIsSeqStdMean: case kIsSeqStdM2:
+      return kSlotMomentsPart;
     default:
       return kSlotSum;
   }
@@ -146,6 +158,8 @@ TIRL_HD inline int rollout_option_slot_kind(int slot) {
   switch (slot) {
     case kRsTokenMax: case kRsSeqMax: case kRsSeqAbsMax: return kSlotMax;
     case kRsTokenMin: case kRsSeqMin: return kSlotMin;
+    case kRsStdCount: case kRsSeqStdCount: return kSlotMoments;
+    case kRsStdMean: case kRsStdM2: case kRsSeqStdMean: case kRsSeqStdM2: return kSlotMomentsPart;
     default: return kSlotSum;
   }
 }
@@ -174,21 +188,47 @@ TIRL_HD inline int rollout_slot_kind(int slot) {
 // Index of option slot `slot` of the j-th enabled option.
 TIRL_HD inline int rollout_option_slot(int j, int slot) { return kRolloutBaseSlots + kRsSlots * j + slot; }
 
-// Partial sums start empty: 0 for sums, -inf / +inf for max / min.
-TIRL_HD inline void rollout_init(double* acc, int num_slots) {
-  for (int i = 0; i < num_slots; ++i) {
-    const int kind = rollout_slot_kind(i);
-    acc[i] = kind == kSlotSum ? 0.0 : (kind == kSlotMax ? -INFINITY : INFINITY);
-  }
+// The empty value of a slot: 0 for sums and moments, -inf / +inf for max / min.
+TIRL_HD inline double rollout_identity(int kind) {
+  return kind == kSlotMax ? -INFINITY : (kind == kSlotMin ? INFINITY : 0.0);
 }
 
+TIRL_HD inline void rollout_init(double* acc, int num_slots) {
+  for (int i = 0; i < num_slots; ++i) acc[i] = rollout_identity(rollout_slot_kind(i));
+}
+
+// A sum, max or min slot merged with another.
 TIRL_HD inline double rollout_merge_one(int kind, double a, double b) {
   return kind == kSlotSum ? a + b : (kind == kSlotMax ? rollout_max(a, b) : rollout_min(a, b));
 }
 
-// acc += other, slot by slot.
+// Moments (count, mean, M2) at m += (count_b, mean_b, m2_b) (Chan, Golub and LeVeque).
+TIRL_HD inline void rollout_moments_add(double* m, double count_b, double mean_b, double m2_b) {
+  if (count_b == 0) return;
+  if (m[0] == 0) {
+    m[0] = count_b;
+    m[1] = mean_b;
+    m[2] = m2_b + (mean_b - mean_b);  // NaN (or Inf) items make the std NaN, as torch's
+    return;
+  }
+  const double count = m[0] + count_b;
+  const double delta = mean_b - m[1];
+  m[1] += delta * (count_b / count);
+  m[2] += m2_b + delta * delta * (m[0] * count_b / count);
+  m[0] = count;
+}
+
+// acc += other, slot by slot (a moments slot with the two after it).
 TIRL_HD inline void rollout_merge(double* acc, const double* other, int num_slots) {
-  for (int i = 0; i < num_slots; ++i) acc[i] = rollout_merge_one(rollout_slot_kind(i), acc[i], other[i]);
+  for (int i = 0; i < num_slots; ++i) {
+    const int kind = rollout_slot_kind(i);
+    if (kind == kSlotMoments) {
+      rollout_moments_add(acc + i, other[i], other[i + 1], other[i + 2]);
+      i += 2;
+    } else {
+      acc[i] = rollout_merge_one(kind, acc[i], other[i]);
+    }
+  }
 }
 
 inline RolloutSetup rollout_setup(const tirl_rollout_correction_options& o) {
@@ -290,8 +330,7 @@ TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_log
       acc[kIsWeightMin] = rollout_min(acc[kIsWeightMin], w);
       acc[kIsClampSum] += clamped;
       acc[kIsClamp2Sum] += clamped * clamped;
-      acc[kIsShiftSum] += clamped - 1.0;
-      acc[kIsShift2Sum] += (clamped - 1.0) * (clamped - 1.0);
+      rollout_moments_add(acc + kIsStdCount, 1.0, clamped, 0.0);
       acc[kIsHigh] += rho > s.is_upper ? 1.0 : 0.0;
       acc[kIsLow] += rho < s.is_lower ? 1.0 : 0.0;
       if (s.icepop) acc[kIsOutOfBand] += (rho < s.is_lower || rho > s.is_upper) ? 1.0 : 0.0;
@@ -307,8 +346,7 @@ TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_log
         const bool pass = rollout_rs_keep(s, j, value);
         double* o = acc + rollout_option_slot(j, 0);
         o[kRsStatSum] += value;
-        o[kRsClampSum] += clamped;
-        o[kRsClamp2Sum] += clamped * clamped;
+        rollout_moments_add(o + kRsStdCount, 1.0, clamped, 0.0);
         o[kRsTokenMax] = rollout_max(o[kRsTokenMax], value);
         o[kRsTokenMin] = rollout_min(o[kRsTokenMin], value);
         o[kRsTokenHigh] += value > s.rs_upper[j] ? 1.0 : 0.0;
@@ -354,8 +392,7 @@ TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_log
       acc[kIsWeightSum] += n * sw;
       acc[kIsClampSum] += n * clamped;
       acc[kIsClamp2Sum] += n * clamped * clamped;
-      acc[kIsShiftSum] += n * (clamped - 1.0);
-      acc[kIsShift2Sum] += n * (clamped - 1.0) * (clamped - 1.0);
+      rollout_moments_add(acc + kIsStdCount, n, clamped, 0.0);
       acc[kIsHigh] += sum_d > s.is_log_upper ? 1.0 : 0.0;
       acc[kIsLow] += sum_d < s.is_log_lower ? 1.0 : 0.0;
       if (s.icepop) acc[kIsOutOfBand] += (raw_mean < s.is_lower || raw_mean > s.is_upper) ? n : 0.0;
@@ -363,8 +400,7 @@ TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_log
       acc[kIsLogMin] = rollout_min(acc[kIsLogMin], sum_d);
     }
     acc[kIsSeqSum] += sw;
-    acc[kIsSeqShiftSum] += sw - 1.0;
-    acc[kIsSeqShift2Sum] += (sw - 1.0) * (sw - 1.0);
+    rollout_moments_add(acc + kIsSeqStdCount, 1.0, sw, 0.0);
     acc[kIsSeqMax] = rollout_max(acc[kIsSeqMax], sw);
     acc[kIsSeqMin] = rollout_min(acc[kIsSeqMin], sw);
     acc[kIsSeqDeviation] = rollout_max(acc[kIsSeqDeviation], ::fabs(sw - 1.0));
@@ -389,14 +425,13 @@ TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_log
       const bool pass = rollout_rs_keep(s, j, v);
       const double clamped = rollout_clamp(v, s.rs_lower[j], s.rs_upper[j]);
       o[kRsStatSum] += n * v;
-      o[kRsClampSum] += n * clamped;
-      o[kRsClamp2Sum] += n * clamped * clamped;
+      rollout_moments_add(o + kRsStdCount, n, clamped, 0.0);
       o[kRsRejectedTokens] += pass ? 0.0 : n;
       o[kRsRejectedSeqs] += pass ? 0.0 : 1.0;
       seq_keep = seq_keep && pass;
     }
     o[kRsSeqSum] += v;
-    o[kRsSeqSquares] += v * v;
+    rollout_moments_add(o + kRsSeqStdCount, 1.0, v, 0.0);
     o[kRsSeqMax] = rollout_max(o[kRsSeqMax], v);
     o[kRsSeqMin] = rollout_min(o[kRsSeqMin], v);
     o[kRsSeqAbsMax] = rollout_max(o[kRsSeqAbsMax], ::fabs(v));
@@ -441,18 +476,12 @@ TIRL_HD inline float rollout_normalized_weight(float w, double mean) {
 namespace rollout_detail {
 inline double mean_of(double sum, double count) { return count > 0 ? sum / count : 0.0; }
 inline double extreme_or_zero(double value, double count) { return count > 0 ? value : 0.0; }
-// sqrt(max(E[x^2] - E[x]^2, 0)) from sums over `count` items (verl's std of a statistic).
-inline double moment_std(double sum, double sum2, double count) {
-  if (!(count > 1)) return 0.0;
-  const double mean = sum / count;
-  const double var = sum2 / count - mean * mean;
-  return std::sqrt(var < 0 ? 0.0 : var);  // NaN stays NaN
-}
-// The unbiased std of `count` values from sums of (x - shift) and its square.
-inline double unbiased_std(double shifted_sum, double shifted_sum2, double count) {
-  if (!(count > 1)) return 0.0;
-  const double var = (shifted_sum2 - shifted_sum * shifted_sum / count) / (count - 1);
-  return std::sqrt(var < 0 ? 0.0 : var);
+// From moments (count, mean, M2): the population std sqrt(M2 / count), verl's
+// sqrt(E[x^2] - E[x]^2) of a statistic, or the unbiased sqrt(M2 / (count - 1)), torch.std;
+// 0 for fewer than two items. NaN stays NaN.
+inline double moments_std(const double* m, bool unbiased) {
+  if (!(m[0] > 1)) return 0.0;
+  return std::sqrt(m[2] / (unbiased ? m[0] - 1 : m[0]));
 }
 }  // namespace rollout_detail
 
@@ -497,7 +526,7 @@ inline void rollout_finalize(const RolloutSetup& s, bool batch_normalize, const 
       r->rollout_is_ratio_fraction_high = mean_of(acc[kIsHigh], seqs);
       r->rollout_is_ratio_fraction_low = mean_of(acc[kIsLow], seqs);
     }
-    r->rollout_is_std = moment_std(acc[kIsShiftSum], acc[kIsShift2Sum], tokens);
+    r->rollout_is_std = moments_std(acc + kIsStdCount, false);
     if (tokens > 0) {
       const double mean_clamped = acc[kIsClampSum] / tokens;
       const double normalized2 =
@@ -506,7 +535,7 @@ inline void rollout_finalize(const RolloutSetup& s, bool batch_normalize, const 
       r->rollout_is_eff_sample_size = normalized2 == 0 ? 0.0 : 1.0 / normalized2;
     }
     r->rollout_is_seq_mean = mean_of(acc[kIsSeqSum], seqs);
-    r->rollout_is_seq_std = unbiased_std(acc[kIsSeqShiftSum], acc[kIsSeqShift2Sum], seqs);
+    r->rollout_is_seq_std = moments_std(acc + kIsSeqStdCount, true);
     r->rollout_is_seq_max = extreme_or_zero(acc[kIsSeqMax], seqs);
     r->rollout_is_seq_min = extreme_or_zero(acc[kIsSeqMin], seqs);
     r->rollout_is_seq_max_deviation = extreme_or_zero(acc[kIsSeqDeviation], seqs);
@@ -531,9 +560,9 @@ inline void rollout_finalize(const RolloutSetup& s, bool batch_normalize, const 
     m.min = extreme_or_zero(token ? o[kRsTokenMin] : o[kRsSeqMin], token ? tokens : seqs);
     m.fraction_high = token ? mean_of(o[kRsTokenHigh], tokens) : mean_of(o[kRsSeqHigh], seqs);
     m.fraction_low = token ? mean_of(o[kRsTokenLow], tokens) : mean_of(o[kRsSeqLow], seqs);
-    m.std = moment_std(o[kRsClampSum], o[kRsClamp2Sum], tokens);
+    m.std = moments_std(o + kRsStdCount, false);
     m.seq_mean = mean_of(o[kRsSeqSum], seqs);
-    m.seq_std = unbiased_std(o[kRsSeqSum], o[kRsSeqSquares], seqs);
+    m.seq_std = moments_std(o + kRsSeqStdCount, true);
     m.seq_max = extreme_or_zero(o[kRsSeqMax], seqs);
     m.seq_min = extreme_or_zero(o[kRsSeqMin], seqs);
     m.seq_max_deviation = extreme_or_zero(o[kRsSeqAbsMax], seqs);
