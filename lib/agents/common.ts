@@ -9,6 +9,7 @@ import { ToolRegistry } from '../tools/registry.js';
 import type { ToolResponse as ToolCallResult } from '../tools/types.js';
 import { checkFiniteNumber, checkObject, checkPositiveInteger, checkString, rangeError, typeError } from '../trajectory/check.js';
 import type { Action, ToolFeedback, Trajectory } from '../trajectory/model.js';
+import type { Generation } from './policy.js';
 
 /** One problem for an agent. */
 export interface AgentTask {
@@ -185,4 +186,48 @@ export async function executeAction(action: Action, use: ToolUse): Promise<ToolF
   if (code === null) return undefined;
   const result = await use.tools.call(use.codeTool, { code });
   return { toolName: use.codeTool, status: result.status, text: responseText(result) };
+}
+
+/**
+ * Splits a policy's generation into the action to record and why it stopped, and records the
+ * context ids the policy reported (`promptTokenIds`) in the trajectory's token record: the
+ * first context becomes `promptTokenIds`, a later one extends the record by the previous
+ * turn's `feedbackTokenIds`. Call it before pushing the new turn. When a context does not
+ * extend the record (the server re-rendered the conversation differently), the record is
+ * left without that span and `metadata.contextDrift` lists the turn and the first differing
+ * index, so the drift is visible rather than trained on.
+ */
+export function takeGeneration(trajectory: Trajectory, generation: Generation): { action: Action; finishReason?: string } {
+  const { finishReason, promptTokenIds, ...action } = generation;
+  if (promptTokenIds !== undefined) recordContext(trajectory, promptTokenIds);
+  return finishReason === undefined ? { action } : { action, finishReason };
+}
+
+function recordContext(trajectory: Trajectory, context: readonly number[]): void {
+  const turns = trajectory.turns;
+  if (turns.length === 0) {
+    trajectory.promptTokenIds = context.slice();
+    return;
+  }
+  if (trajectory.promptTokenIds === undefined) return;
+  const recorded = trajectory.promptTokenIds.slice();
+  for (let t = 0; t < turns.length; t++) {
+    const { action, feedbackTokenIds } = turns[t]!;
+    if (action.tokenIds === undefined || action.tokenSource === 'text') return;
+    recorded.push(...action.tokenIds);
+    if (t + 1 < turns.length) {
+      if (feedbackTokenIds === undefined) return;
+      recorded.push(...feedbackTokenIds);
+    }
+  }
+  let at = 0;
+  while (at < recorded.length && at < context.length && recorded[at] === context[at]) at++;
+  if (at === recorded.length) {
+    turns[turns.length - 1]!.feedbackTokenIds = context.slice(recorded.length);
+    return;
+  }
+  const metadata = (trajectory.metadata ??= {});
+  const drift = Array.isArray(metadata.contextDrift) ? metadata.contextDrift as unknown[] : [];
+  drift.push({ turn: turns.length, index: at });
+  metadata.contextDrift = drift;
 }

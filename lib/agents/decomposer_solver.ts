@@ -11,6 +11,7 @@ import type { Action, Trajectory, Turn } from '../trajectory/model.js';
 import type { Decomposition, PreferenceQuestion } from '../preferences/pairs.js';
 import {
   checkTask, finishTrajectory, functionOption, positiveOption, startTrajectory, stringOption, type AgentTask, type RewardFunction,
+  takeGeneration,
 } from './common.js';
 import { checkPolicy, type AgentPolicy } from './policy.js';
 import type { RetrievedDocument, Retriever } from './retrieval.js';
@@ -212,7 +213,7 @@ export class DecomposerSolver {
 
   /** Generates the next turn from the trajectory so far; undefined (and `truncated`) when it was cut off. */
   async #turn(trajectory: Trajectory): Promise<Turn | undefined> {
-    const { finishReason, ...action } = await this.#policy.generate(toChatMessages(trajectory));
+    const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(toChatMessages(trajectory)));
     const turn: Turn = { action };
     trajectory.turns.push(turn);
     if (finishReason !== 'length') return turn;

@@ -32,3 +32,4 @@ export {
 } from './tirgen.js';
 export { BUILTIN_CORPUS } from './data/corpus.js';
 export { BUILTIN_QUESTIONS, type MultiHopQuestion, type ReferenceStep } from './data/questions.js';
+export { parseHermesToolCall, TokenAgentPolicy, type ParsedTurn, type TokenAgentPolicyOptions } from './token_policy.js';

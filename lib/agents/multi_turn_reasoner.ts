@@ -10,6 +10,7 @@ import type { Trajectory } from '../trajectory/model.js';
 import {
   checkTask, executeAction, finishTrajectory, functionOption, mathReward, positiveOption, startTrajectory, stringOption, toolUse,
   type AgentTask, type RewardFunction, type ToolUse, type ToolUseOptions,
+  takeGeneration,
 } from './common.js';
 import { checkPolicy, type AgentPolicy } from './policy.js';
 
@@ -77,7 +78,7 @@ export class MultiTurnReasoner {
     let answer: string | null = null;
     let finished = false;
     while (!finished && trajectory.turns.length < this.#maxTurns) {
-      const { finishReason, ...action } = await this.#policy.generate(toChatMessages(trajectory), { tools });
+      const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(toChatMessages(trajectory), { tools }));
       const turn: Trajectory['turns'][number] = { action };
       trajectory.turns.push(turn);
       if (finishReason === 'length') break;

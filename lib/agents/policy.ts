@@ -22,6 +22,12 @@ export interface GenerateOptions {
 export interface Generation extends Action {
   /** 'stop', 'length', 'tool_calls', … as the policy reports it; 'length' means the turn was cut off. */
   finishReason?: string;
+  /**
+   * The whole context the policy read, as token ids, when it reports them (a token-in,
+   * token-out policy, or a server that returns `prompt_token_ids`). Agents record it in the
+   * trajectory's token record (`takeGeneration`), not in the action.
+   */
+  promptTokenIds?: number[];
 }
 
 /** Anything that writes the next assistant turn of a conversation. */
@@ -159,7 +165,11 @@ function generationOf(completion: ChatCompletion): Generation {
   if (call !== undefined) {
     generation.toolCall = { id: call.id, name: call.function.name, arguments: call.function.arguments };
   }
-  if (completion.tokenIds !== undefined) {
+  if (completion.promptTokenIds !== undefined) generation.promptTokenIds = completion.promptTokenIds.slice();
+  if (completion.tokenIds === undefined) {
+    // A text-only server: the template will tokenise this turn's text.
+    generation.tokenSource = 'text';
+  } else {
     generation.tokenIds = completion.tokenIds.slice();
     const logprobs = completion.logprobs;
     // Log-probs belong in the trajectory only when they line up one to one with the ids.

@@ -11,6 +11,7 @@ import type { Trajectory } from '../trajectory/model.js';
 import {
   checkTask, finishTrajectory, functionOption, lastCodeBlock, mathReward, nonNegativeOption, positiveOption, responseText,
   startTrajectory, stringOption, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions,
+  takeGeneration,
 } from './common.js';
 import { checkPolicy, type AgentPolicy } from './policy.js';
 
@@ -248,7 +249,7 @@ export class ProposeJudgeUpdate {
     let best = -1;
     for (let round = 0; round < this.#maxRounds; round++) {
       const messages: ChatMessage[] = [{ role: 'system', content: this.#system }, { role: 'user', content: prompt }];
-      const { finishReason, ...action } = await this.#policy.generate(messages);
+      const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(messages));
       const candidate: Candidate = { text: action.text, answer: extractAnswer(action.text), round };
       const verdict = await this.#verifier.verify(candidate, task);
       checkObject('verdict', verdict);

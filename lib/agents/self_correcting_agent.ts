@@ -9,6 +9,7 @@ import type { Action, ToolFeedback, Trajectory, Turn } from '../trajectory/model
 import {
   checkTask, executeAction, finishTrajectory, functionOption, mathReward, nonNegativeOption, positiveOption,
   startTrajectory, stringOption, toolUse, type AgentTask, type RewardFunction, type ToolUse, type ToolUseOptions,
+  takeGeneration,
 } from './common.js';
 import { checkPolicy, type AgentPolicy } from './policy.js';
 
@@ -107,7 +108,7 @@ export class SelfCorrectingAgent {
       let correction: string | undefined;
       for (let attempt = 0; ; attempt++) {
         const messages: ChatMessage[] = correction === undefined ? prefix : [...prefix, { role: 'user', content: correction }];
-        const { finishReason, ...action } = await this.#policy.generate(messages, { tools });
+        const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(messages, { tools }));
         const record: StepAttempt = { step, attempt, action, backtracked: false };
         if (correction !== undefined) record.correction = correction;
         attempts.push(record);

@@ -10,3 +10,8 @@ export type {
   ToolChoice,
 } from './types.js';
 export { OpenAIChatClient, PolicyRequestError, type OpenAIChatClientOptions, type PolicyErrorKind } from './openai.js';
+export { EndpointPool, type EndpointPoolOptions, type EndpointStats, type PoolResponse, type PoolStats } from './pool.js';
+export {
+  parseSglangGeneration, parseVllmCompletion, TokenCompletionClient, type TokenApi, type TokenCompletion,
+  type TokenCompletionClientOptions, type TokenPolicy, type TokenSample, type TokenSamplingRequest,
+} from './tokens.js';
