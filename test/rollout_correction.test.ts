@@ -17,7 +17,7 @@ import {
   type RolloutRejectionOption,
 } from '../lib/index.js';
 import { reference as ppoReference } from './reference/ppo_loss.js';
-import { rolloutCorrectionReference } from './reference/rollout_correction.js';
+import { rolloutCorrectionReference } from '../benchmarks/peers/rollout_correction.js';
 import { assertBitwiseEqual, assertClose, checkBadInputs, detached, Random } from './support.js';
 
 const ALL_OPTIONS: RolloutRejectionOption[] = [

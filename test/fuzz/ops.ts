@@ -10,7 +10,7 @@ import { finiteDifferenceGradient as dpoGradient, referenceLoss as dpoReference,
 import { reference as feedbackReference } from '../reference/feedback_mask.js';
 import { reference as groupReference } from '../reference/group_advantages.js';
 import { finiteDifferenceGradient as ppoGradient, reference as ppoReference } from '../reference/ppo_loss.js';
-import { rolloutCorrectionReference } from '../reference/rollout_correction.js';
+import { rolloutCorrectionReference } from '../../benchmarks/peers/rollout_correction.js';
 import { reference as sequenceReference, referenceBackward as sequenceBackwardReference } from '../reference/sequence_logprobs.js';
 import { fromBf16, reference as tokenReference, referenceGrad as tokenGradReference, toBf16 } from '../reference/token_logprobs.js';
 import { assertClose, Random } from '../support.js';

@@ -11,7 +11,7 @@
  * √(E[x²] - E[x]²) is taken in two passes here (the same quantity, without cancellation). Shared by the tests and
  * the benchmark (the plain-TypeScript peer).
  */
-import type { RolloutCorrectionOptions, RolloutRejectionOption } from '../../lib/kernels/rollout_correction.js';
+import type { RolloutCorrectionOptions, RolloutRejectionOption } from '../../lib/index.js';
 
 const SAFETY_BOUND = 20;
 
