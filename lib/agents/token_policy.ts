@@ -8,7 +8,7 @@ import type { TokenPolicy } from '../policies/tokens.js';
 import { fromChatMessages, type TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
 import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from '../trajectory/check.js';
 import type { ActionToolCall, ToolFeedback } from '../trajectory/model.js';
-import { renderTrajectory, type ChatTemplate, type TemplatePart } from '../trajectory/template.js';
+import { encodeParts, renderTrajectory, type ChatTemplate, type TemplatePart } from '../trajectory/template.js';
 import type { Tokenizer } from '../trajectory/tokenizer.js';
 import type { AgentPolicy, GenerateOptions, Generation } from './policy.js';
 
@@ -191,11 +191,6 @@ export class TokenAgentPolicy implements AgentPolicy {
   }
 
   #encode(parts: TemplatePart[]): number[] {
-    const ids: number[] = [];
-    for (const part of parts) {
-      if ('special' in part) ids.push(this.#tokenizer.specialTokenId(part.special));
-      else ids.push(...this.#tokenizer.encode(part.text));
-    }
-    return ids;
+    return encodeParts(parts, this.#tokenizer);
   }
 }

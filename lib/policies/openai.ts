@@ -86,7 +86,8 @@ function completeTokenIds(completion: ChatCompletion): ChatCompletion {
   return completion;
 }
 
-function errorMessageOf(body: string): string {
+/** The message of an error body in the OpenAI, vLLM or SGLang shape, else the text itself. @internal */
+export function errorMessageOf(body: string): string {
   try {
     const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown };
     if (typeof parsed.error === 'object' && typeof parsed.error?.message === 'string') return parsed.error.message;

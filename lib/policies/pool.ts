@@ -5,7 +5,7 @@
  * a rollout loop reports (requests in flight, tokens per second).
  */
 import { checkInteger, checkNonEmptyString, checkObject, expectedMessage } from '../tools/check.js';
-import { PolicyRequestError } from './openai.js';
+import { errorMessageOf, PolicyRequestError } from './openai.js';
 
 /** Options of {@link EndpointPool}. */
 export interface EndpointPoolOptions {
@@ -81,18 +81,6 @@ const sleep = (ms: number, signal?: AbortSignal) => new Promise<void>((resolve, 
 function retryable(error: PolicyRequestError): boolean {
   if (error.kind === 'timeout' || error.kind === 'network') return true;
   return error.kind === 'http' && error.status !== undefined && (error.status === 429 || error.status >= 500);
-}
-
-function errorMessageOf(body: string): string {
-  try {
-    const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown };
-    if (typeof parsed.error === 'object' && typeof parsed.error?.message === 'string') return parsed.error.message;
-    if (typeof parsed.error === 'string') return parsed.error;
-    if (typeof parsed.message === 'string') return parsed.message;
-  } catch {
-    // not JSON: the text itself
-  }
-  return body.slice(0, 500);
 }
 
 /** A pool of endpoints serving one model. */

@@ -8,7 +8,7 @@ import { toChatMessages } from './chat.js';
 import { checkObject, typeError } from './check.js';
 import type { ConversationTemplate } from './jinja.js';
 import type { Trajectory } from './model.js';
-import { renderTrajectory, type RoleCode } from './template.js';
+import { encodeParts, renderTrajectory, type RoleCode } from './template.js';
 import type { Tokenizer } from './tokenizer.js';
 
 /** One region where the record and the re-rendering disagree. */
@@ -77,7 +77,7 @@ export function checkTokenDrift(
   const resync = options.resync ?? 4;
   const window = options.window ?? 512;
   const record = renderTrajectory(trajectory, tokenizer, template);
-  const rerendered = encodeTemplateText(template, tokenizer, template.renderConversation(toChatMessages(trajectory)));
+  const rerendered = encodeParts(template.toParts(template.renderConversation(toChatMessages(trajectory))), tokenizer);
   const recorded = record.tokens;
   const turnOf = (index: number): number => {
     let turn = -1;
@@ -118,16 +118,6 @@ export function checkTokenDrift(
     exact: record.exact,
     textTurns,
   };
-}
-
-/** Tokens of rendered template text, special tokens by id. */
-function encodeTemplateText(template: ConversationTemplate, tokenizer: Tokenizer, text: string): number[] {
-  const ids: number[] = [];
-  for (const part of template.toParts(text)) {
-    if ('special' in part) ids.push(tokenizer.specialTokenId(part.special));
-    else for (const id of tokenizer.encode(part.text)) ids.push(id);
-  }
-  return ids;
 }
 
 /**

@@ -86,7 +86,8 @@ export interface RenderedTrajectory {
   exact: boolean;
 }
 
-function encodeParts(parts: TemplatePart[], tokenizer: Tokenizer): number[] {
+/** Token ids of template parts: special parts by their id, text parts through `encode`. */
+export function encodeParts(parts: readonly TemplatePart[], tokenizer: Tokenizer): number[] {
   const ids: number[] = [];
   for (const part of parts) {
     if ('special' in part) ids.push(tokenizer.specialTokenId(part.special));

@@ -69,7 +69,7 @@ static void test_errors(void) {
   CHECK(strstr(tirl_last_error(), "roles[1] = 7") != NULL, "message: %s", tirl_last_error());
   s = tirl_feedback_mask(roles, 3, bad_offsets, 1, NULL, mask, NULL, tirl_cpu());
   CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "bad offsets accepted");
-  CHECK(strstr(tirl_last_error(), "seqOffsets") != NULL, "message: %s", tirl_last_error());
+  CHECK(strstr(tirl_last_error(), "seq_offsets") != NULL, "message: %s", tirl_last_error());
   CHECK(tirl_set_num_threads(0) == TIRL_ERROR_INVALID_ARGUMENT, "0 threads accepted");
 }
 
@@ -323,7 +323,7 @@ static void test_rollout_correction(void) {
   /* A rejection option without its threshold is refused by name. */
   o.rollout_rs |= 1u << TIRL_ROLLOUT_RS_SEQ_MEAN_K3;
   s = tirl_rollout_correction(logp, rollout, mask, 5, offsets, 2, &o, weights, kept, &r, tirl_cpu());
-  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "rollout_rs_threshold[8]") != NULL,
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "rollout_rs_threshold[TIRL_ROLLOUT_RS_SEQ_MEAN_K3]") != NULL,
         "missing threshold: %s", tirl_last_error());
 }
 

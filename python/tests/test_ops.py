@@ -356,7 +356,7 @@ def test_rollout_correction_errors_name_the_argument():
         tirl.rollout_correction(x, x, mask, cu_seqlens=offsets, rollout_is="geo")
     with pytest.raises(ValueError, match="rollout_rs\\[0\\]"):
         tirl.rollout_correction(x, x, mask, cu_seqlens=offsets, rollout_rs="token_k4", rollout_rs_threshold=1.0)
-    with pytest.raises(ValueError, match="rolloutRsThreshold of 'seq_mean_k2'"):
+    with pytest.raises(ValueError, match="rollout_rs_threshold\\[TIRL_ROLLOUT_RS_SEQ_MEAN_K2\\]"):
         tirl.rollout_correction(x, x, mask, cu_seqlens=offsets, rollout_rs="seq_mean_k2")
     with pytest.raises(ValueError, match="rollout_is_threshold"):
         tirl.rollout_correction(x, x, mask, cu_seqlens=offsets, rollout_is_threshold=-1.0)
