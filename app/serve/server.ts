@@ -20,10 +20,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import * as tf from '@tensorflow/tfjs';
-import { DEFAULT_CONFIG } from '../../lib/demo/index.js';
-import { DemoPolicy } from '../../lib/demo/policy.js';
-import { TOKEN, VOCAB, VOCAB_SIZE, decode, encode } from '../../lib/demo/vocab.js';
-import { SeededRandom } from '../../lib/training/random.js';
+import { DEFAULT_CONFIG } from '../demo/index.js';
+import { DemoPolicy } from '../demo/policy.js';
+import { TOKEN, VOCAB, VOCAB_SIZE, decode, encode } from '../demo/vocab.js';
+import { SeededRandom } from '../../lib/index.js';
 
 /** Options of {@link startServer}. */
 export interface ServeOptions {

@@ -4,12 +4,11 @@
  * inline in the text, SimpleTIR/THOR style).
  */
 import { randomUUID } from 'node:crypto';
-import { answersMatch } from '../rewards/math.js';
 import { ToolRegistry } from '../tools/registry.js';
 import type { ToolResponse as ToolCallResult } from '../tools/types.js';
-import { checkFiniteNumber, checkObject, checkPositiveInteger, checkString, rangeError, typeError } from '../trajectory/check.js';
 import type { Action, ToolFeedback, Trajectory } from '../trajectory/model.js';
-import type { Generation } from './policy.js';
+import { checkFiniteNumber, checkObject, checkString, rangeError, stringOption, typeError } from '../check.js';
+import type { Generation } from './agent_policy.js';
 
 /** One problem for an agent. */
 export interface AgentTask {
@@ -30,13 +29,6 @@ export interface AgentTask {
  * Called only for tasks with a `gold`; must return a finite number.
  */
 export type RewardFunction = (answer: string | null, task: AgentTask, trajectory: Trajectory) => number;
-
-/** Math-style reward: 1 when the answer equals any gold answer (`answersMatch`), else 0. */
-export function mathReward(answer: string | null, task: AgentTask): number {
-  if (answer === null || task.gold === undefined) return 0;
-  const golds = typeof task.gold === 'string' ? [task.gold] : task.gold;
-  return golds.some((gold) => answersMatch(answer, gold)) ? 1 : 0;
-}
 
 /** Validates a task; returns it unchanged. */
 export function checkTask(task: unknown, name = 'task'): AgentTask {
@@ -72,31 +64,6 @@ export function finishTrajectory(trajectory: Trajectory, task: AgentTask, answer
     trajectory.reward = checkFiniteNumber('reward(answer, task, trajectory)', reward(answer, task, trajectory));
   }
   return trajectory;
-}
-
-/** Reads an optional positive-integer option, with its default. */
-export function positiveOption(name: string, value: unknown, fallback: number): number {
-  return value === undefined ? fallback : checkPositiveInteger(name, value);
-}
-
-/** Reads an optional non-negative-integer option, with its default. */
-export function nonNegativeOption(name: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value)) throw typeError(name, 'an integer', value);
-  if (value < 0) throw rangeError(name, 'a non-negative integer', value);
-  return value;
-}
-
-/** Reads an optional string option. */
-export function stringOption(name: string, value: unknown): string | undefined {
-  return value === undefined ? undefined : checkString(name, value);
-}
-
-/** Reads an optional function option. */
-export function functionOption<F>(name: string, value: unknown): F | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'function') throw typeError(name, 'a function', value);
-  return value as F;
 }
 
 /**

@@ -5,15 +5,12 @@
  */
 import { extractAnswer } from '../rewards/extract.js';
 import type { TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
-import { checkFiniteNumber, checkObject, checkString, rangeError, typeError } from '../trajectory/check.js';
 import type { ToolStatus } from '../tools/types.js';
 import type { Trajectory } from '../trajectory/model.js';
-import {
-  checkTask, finishTrajectory, functionOption, lastCodeBlock, mathReward, nonNegativeOption, positiveOption, responseText,
-  startTrajectory, stringOption, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions,
-  takeGeneration,
-} from './common.js';
-import { checkPolicy, type AgentPolicy } from './policy.js';
+import { checkTask, finishTrajectory, lastCodeBlock, responseText, startTrajectory, takeGeneration, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
+import { mathReward } from '../rewards/episode.js';
+import { checkPolicy, type AgentPolicy } from './agent_policy.js';
+import { checkFiniteNumber, checkObject, checkString, functionOption, nonNegativeOption, positiveOption, rangeError, stringOption, typeError } from '../check.js';
 
 /** A proposed solution, as a verifier sees it. */
 export interface Candidate {

@@ -4,13 +4,13 @@
  * response is tokenised once, when it is appended. The agent's trajectory is then exactly the
  * sequence the engine saw and sampled, token for token.
  */
-import type { TokenPolicy } from '../policies/tokens.js';
+import type { TokenPolicy } from '../chat_client/tokens.js';
 import { fromChatMessages, type TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
-import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from '../trajectory/check.js';
 import type { ActionToolCall, ToolFeedback } from '../trajectory/model.js';
 import { encodeParts, renderTrajectory, type ChatTemplate, type TemplatePart } from '../trajectory/template.js';
 import type { Tokenizer } from '../trajectory/tokenizer.js';
-import type { AgentPolicy, GenerateOptions, Generation } from './policy.js';
+import type { AgentPolicy, GenerateOptions, Generation } from './agent_policy.js';
+import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from '../check.js';
 
 /** What a tool-call parser makes of a turn's text. */
 export interface ParsedTurn {
@@ -35,10 +35,22 @@ export function parseHermesToolCall(text: string): ParsedTurn {
   }
   if (call === null || typeof call !== 'object' || typeof (call as { name?: unknown }).name !== 'string') return { text };
   const { name, arguments: args } = call as { name: string; arguments?: unknown };
-  return {
-    text: text.slice(0, match.index),
-    toolCall: { name, arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}) },
-  };
+  return { text: text.slice(0, match.index), toolCall: { name, arguments: typeof args === 'string' ? args : argumentsText(match[1]!, args) } };
+}
+
+/** The arguments object as the model wrote it (its spacing kept), when it can be cut out of the call; else re-serialised. */
+function argumentsText(body: string, args: unknown): string {
+  const key = /"arguments"\s*:\s*/.exec(body);
+  const end = body.lastIndexOf('}');
+  if (key !== null && end > key.index) {
+    const raw = body.slice(key.index + key[0].length, end).trimEnd();
+    try {
+      if (JSON.stringify(JSON.parse(raw)) === JSON.stringify(args)) return raw;
+    } catch {
+      // not cut cleanly: re-serialise below
+    }
+  }
+  return JSON.stringify(args ?? {});
 }
 
 /** Options of {@link TokenAgentPolicy}. */

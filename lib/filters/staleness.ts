@@ -4,9 +4,9 @@
  * (`TokenBatch.policyVersions`, the oldest of its actions); sequences staler than
  * `maxStaleness` versions are filtered out, and the stale fraction is reported.
  */
-import { checkNonNegativeInteger, rangeError, typeError } from '../trajectory/check.js';
 import type { TokenBatch } from '../trajectory/batch.js';
 import type { TrajectoryFilter } from './filters.js';
+import { checkNonNegativeInteger, rangeError, typeError } from '../check.js';
 
 /** How stale a batch is. */
 export interface StalenessStats {

@@ -6,7 +6,7 @@ import { Role } from '../kernels/index.js';
 import { type TokenBatch, type Trajectory, type Turn, USER_FEEDBACK_TOOL } from '../trajectory/index.js';
 import type { ToolStatus } from '../tools/types.js';
 import type { Environment } from './environment.js';
-import type { Policy, PolicyBatch } from './policy.js';
+import type { Policy, PolicyBatch } from './trainable_policy.js';
 import type { SeededRandom } from './random.js';
 
 /** One action of an episode and what followed it. */
@@ -181,7 +181,10 @@ export async function replayStep<Problem>(
   return environment.step(next);
 }
 
-/** Ragged batch of token sequences. */
+/**
+ * Packs token sequences back to back into one ragged batch: `tokens` holds them all and
+ * `seqOffsets` (length `sequences.length + 1`) marks where each starts and ends.
+ */
 export function packSequences(sequences: readonly Int32Array[]): PolicyBatch {
   const seqOffsets = new Int32Array(sequences.length + 1);
   sequences.forEach((s, i) => (seqOffsets[i + 1] = seqOffsets[i] + s.length));

@@ -2,11 +2,11 @@
  * Packing: trajectories → a `TokenBatch`, the flat (ragged) or padded layout the kernels
  * read. Truncation to a maximum length is flagged per sequence, never silent.
  */
-import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from './check.js';
 import type { Trajectory } from './model.js';
 import { Role } from '../kernels/index.js';
 import { chatmlTemplate, renderTrajectory, type ChatTemplate } from './template.js';
 import type { Tokenizer } from './tokenizer.js';
+import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from '../check.js';
 
 /**
  * A batch of B token sequences. Token-level arrays have length N = seqOffsets[B]; sequence i

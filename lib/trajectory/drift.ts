@@ -5,7 +5,7 @@
  */
 import { Role } from '../kernels/index.js';
 import { toChatMessages } from './chat.js';
-import { checkObject, typeError } from './check.js';
+import { checkObject, typeError } from '../check.js';
 import type { ConversationTemplate } from './jinja.js';
 import type { Trajectory } from './model.js';
 import { encodeParts, renderTrajectory, type RoleCode } from './template.js';

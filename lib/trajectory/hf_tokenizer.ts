@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { TokenizerLoader } from '@lenml/tokenizers';
-import { checkObject, checkString, rangeError, typeError } from './check.js';
+import { checkObject, checkString, rangeError, typeError } from '../check.js';
 import type { Tokenizer } from './tokenizer.js';
 
 /** The two files of a Hugging Face tokenizer, parsed. */

@@ -6,7 +6,7 @@
 import { Template } from '@huggingface/jinja';
 import type { OpenAIToolSpec } from '../tools/registry.js';
 import { USER_FEEDBACK_TOOL, type TrajectoryChatMessage } from './chat.js';
-import { checkArray, checkObject, checkString, typeError } from './check.js';
+import { checkArray, checkObject, checkString, typeError } from '../check.js';
 import type { HuggingFaceTokenizer } from './hf_tokenizer.js';
 import type { Action, ToolFeedback } from './model.js';
 import type { ChatTemplate, TemplatePart } from './template.js';

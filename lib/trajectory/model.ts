@@ -6,7 +6,7 @@
 import type { ToolStatus } from '../tools/types.js';
 import {
   checkArray, checkFiniteNumber, checkNonNegativeInteger, checkObject, checkString, rangeError, typeError,
-} from './check.js';
+} from '../check.js';
 
 /** A structured tool call made by an action, as OpenAI-style chat messages carry it. */
 export interface ActionToolCall {

@@ -4,9 +4,9 @@
  * 2 feedback, 3 padding.
  */
 import { Role } from '../kernels/index.js';
-import { checkObject, rangeError, typeError } from './check.js';
 import type { Action, ToolFeedback, Trajectory } from './model.js';
 import type { Tokenizer } from './tokenizer.js';
+import { checkObject, rangeError, typeError } from '../check.js';
 
 /** A token role code (see `Role`). */
 export type RoleCode = (typeof Role)[keyof typeof Role];

@@ -5,7 +5,7 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import type { SeededRandom } from '../training/random.js';
+import type { SeededRandom } from '../../lib/index.js';
 
 export interface GruShape {
   vocabSize: number;

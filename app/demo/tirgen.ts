@@ -6,10 +6,9 @@
  * the real environment and keeps only traces whose tool calls all execute and whose
  * final answer checks.
  */
-import { Role } from '../kernels/index.js';
+import { Role, type SeededRandom } from '../../lib/index.js';
 import { ArithmeticEnvironment } from './environment.js';
 import type { Problem } from './problems.js';
-import type { SeededRandom } from '../training/random.js';
 import { TOKEN, encode } from './vocab.js';
 
 /** A proposed solution: the text of each action turn, in order. */

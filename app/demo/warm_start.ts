@@ -4,10 +4,8 @@
  * kernel). The per-sequence sums and their gradient come from the sequenceLogprobs
  * kernels; the log-probs and their gradient from tokenLogprobs through the policy.
  */
-import { feedbackMask, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
-import { packSequences } from '../training/rollout.js';
+import { feedbackMask, packSequences, sequenceLogprobs, sequenceLogprobsBackward, type SeededRandom } from '../../lib/index.js';
 import type { DemoPolicy } from './policy.js';
-import type { SeededRandom } from '../training/random.js';
 import type { Trace } from './tirgen.js';
 
 export interface WarmStartOptions {

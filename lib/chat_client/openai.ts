@@ -1,5 +1,5 @@
-import { checkInteger, checkNonEmptyString, checkNumber, checkObject, checkOptions, expectedMessage } from '../tools/check.js';
 import type { ChatCompletion, ChatPolicy, ChatRequest, TokenCandidate, TokenLogprob } from './types.js';
+import { checkInteger, checkNonEmptyString, checkNumber, checkObject, checkOptions, typeError } from '../check.js';
 
 /** Options of {@link OpenAIChatClient}. */
 export interface OpenAIChatClientOptions {
@@ -114,28 +114,28 @@ export class OpenAIChatClient implements ChatPolicy {
 
   /** Throws a TypeError or RangeError for a bad option, naming it. */
   constructor(options: OpenAIChatClientOptions) {
-    const checked = checkObject(options, 'options');
-    const baseUrl = checkNonEmptyString(checked.baseUrl, 'options.baseUrl');
+    const checked = checkObject('options', options);
+    const baseUrl = checkNonEmptyString('options.baseUrl', checked.baseUrl);
     let url: URL;
     try {
       url = new URL(baseUrl);
     } catch {
-      throw new TypeError(expectedMessage('an http(s) URL', 'options.baseUrl', baseUrl));
+      throw typeError('options.baseUrl', 'an http(s) URL', baseUrl);
     }
     if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-      throw new TypeError(expectedMessage('an http(s) URL', 'options.baseUrl', baseUrl));
+      throw typeError('options.baseUrl', 'an http(s) URL', baseUrl);
     }
     this.#endpoint = `${baseUrl.replace(/\/+$/, '')}/chat/completions`;
-    this.#model = checkNonEmptyString(checked.model, 'options.model');
-    this.#timeoutMs = checkInteger(checked.timeoutMs, 'options.timeoutMs', 120_000, 1, 86_400_000);
-    const headers = checkOptions(checked.headers, 'options.headers');
+    this.#model = checkNonEmptyString('options.model', checked.model);
+    this.#timeoutMs = checkInteger('options.timeoutMs', checked.timeoutMs, 120_000, 1, 86_400_000);
+    const headers = checkOptions('options.headers', checked.headers);
     this.#headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
     for (const [name, value] of Object.entries(headers)) {
-      if (typeof value !== 'string') throw new TypeError(expectedMessage('a string', `options.headers.${name}`, value));
+      if (typeof value !== 'string') throw typeError(`options.headers.${name}`, 'a string', value);
       this.#headers[name.toLowerCase()] = value;
     }
     if (checked.apiKey !== undefined) {
-      this.#headers.authorization = `Bearer ${checkNonEmptyString(checked.apiKey, 'options.apiKey')}`;
+      this.#headers.authorization = `Bearer ${checkNonEmptyString('options.apiKey', checked.apiKey)}`;
     }
   }
 
@@ -147,7 +147,7 @@ export class OpenAIChatClient implements ChatPolicy {
    */
   async chat(request: ChatRequest): Promise<ChatCompletion> {
     const body = this.#body(request);
-    const timeoutMs = checkInteger(request.timeoutMs, 'request.timeoutMs', this.#timeoutMs, 1, 86_400_000);
+    const timeoutMs = checkInteger('request.timeoutMs', request.timeoutMs, this.#timeoutMs, 1, 86_400_000);
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = request.signal === undefined ? timeout : AbortSignal.any([timeout, request.signal]);
     const failure = (error: unknown): PolicyRequestError => {
@@ -175,42 +175,42 @@ export class OpenAIChatClient implements ChatPolicy {
   }
 
   #body(request: ChatRequest): Record<string, unknown> {
-    const checked = checkObject(request, 'request');
+    const checked = checkObject('request', request);
     const messages = checked.messages;
     if (!Array.isArray(messages) || messages.length === 0) {
-      throw new TypeError(expectedMessage('a non-empty array of messages', 'request.messages', messages));
+      throw typeError('request.messages', 'a non-empty array of messages', messages);
     }
     messages.forEach((message, index) => {
-      const role = checkObject(message, `request.messages[${index}]`).role;
+      const role = checkObject(`request.messages[${index}]`, message).role;
       if (role !== 'system' && role !== 'user' && role !== 'assistant' && role !== 'tool') {
-        throw new TypeError(expectedMessage("'system', 'user', 'assistant' or 'tool'", `request.messages[${index}].role`, role));
+        throw typeError(`request.messages[${index}].role`, "'system', 'user', 'assistant' or 'tool'", role);
       }
     });
     const body: Record<string, unknown> = { model: this.#model, messages };
     if (request.tools !== undefined) {
-      if (!Array.isArray(request.tools)) throw new TypeError(expectedMessage('an array of tools', 'request.tools', request.tools));
+      if (!Array.isArray(request.tools)) throw typeError('request.tools', 'an array of tools', request.tools);
       if (request.tools.length > 0) body.tools = request.tools;
     }
     if (request.toolChoice !== undefined) {
       const choice: unknown = request.toolChoice;
       if (choice !== 'auto' && choice !== 'none' && choice !== 'required' && (typeof choice !== 'object' || choice === null)) {
-        throw new TypeError(expectedMessage("'auto', 'none', 'required' or { type: 'function', function: { name } }", 'request.toolChoice', choice));
+        throw typeError('request.toolChoice', "'auto', 'none', 'required' or { type: 'function', function: { name } }", choice);
       }
       body.tool_choice = choice;
     }
-    if (request.temperature !== undefined) body.temperature = checkNumber(request.temperature, 'request.temperature', 1, 0, 100);
-    if (request.topP !== undefined) body.top_p = checkNumber(request.topP, 'request.topP', 1, 0, 1);
-    if (request.maxTokens !== undefined) body.max_tokens = checkInteger(request.maxTokens, 'request.maxTokens', 1, 1, 1 << 30);
+    if (request.temperature !== undefined) body.temperature = checkNumber('request.temperature', request.temperature, 1, 0, 100);
+    if (request.topP !== undefined) body.top_p = checkNumber('request.topP', request.topP, 1, 0, 1);
+    if (request.maxTokens !== undefined) body.max_tokens = checkInteger('request.maxTokens', request.maxTokens, 1, 1, 1 << 30);
     if (request.stop !== undefined) {
       const stop: unknown = request.stop;
       if (typeof stop !== 'string' && !(Array.isArray(stop) && stop.every((item) => typeof item === 'string'))) {
-        throw new TypeError(expectedMessage('a string or an array of strings', 'request.stop', stop));
+        throw typeError('request.stop', 'a string or an array of strings', stop);
       }
       body.stop = stop;
     }
-    if (request.seed !== undefined) body.seed = checkInteger(request.seed, 'request.seed', 0, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+    if (request.seed !== undefined) body.seed = checkInteger('request.seed', request.seed, 0, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
     if (request.logprobs === true || request.topLogprobs !== undefined) body.logprobs = true;
-    if (request.topLogprobs !== undefined) body.top_logprobs = checkInteger(request.topLogprobs, 'request.topLogprobs', 0, 0, 20);
+    if (request.topLogprobs !== undefined) body.top_logprobs = checkInteger('request.topLogprobs', request.topLogprobs, 0, 0, 20);
     if (request.returnTokenIds === true) {
       body.return_tokens_as_token_ids = true;
       body.return_token_ids = true;
@@ -220,9 +220,9 @@ export class OpenAIChatClient implements ChatPolicy {
       body.stream_options = { include_usage: true };
     }
     if (request.onDelta !== undefined && typeof request.onDelta !== 'function') {
-      throw new TypeError(expectedMessage('a function', 'request.onDelta', request.onDelta));
+      throw typeError('request.onDelta', 'a function', request.onDelta);
     }
-    Object.assign(body, checkOptions(request.extraBody, 'request.extraBody'));
+    Object.assign(body, checkOptions('request.extraBody', request.extraBody));
     return body;
   }
 

@@ -17,9 +17,9 @@
  *   output_token_logprobs: [[logprob, id, text|null], …], weight_version}`. Errors are
  *   `{ "error": { "message" } }` with status 400.
  */
-import { checkInteger, checkNonEmptyString, checkNumber, checkObject, expectedMessage } from '../tools/check.js';
 import { PolicyRequestError } from './openai.js';
 import { EndpointPool, type EndpointPoolOptions, type EndpointStats, type PoolStats } from './pool.js';
+import { checkInteger, checkNonEmptyString, checkNumber, checkObject, typeError } from '../check.js';
 
 /** Which engine's native token API to speak. */
 export type TokenApi = 'vllm' | 'sglang';
@@ -103,11 +103,11 @@ export class TokenCompletionClient implements TokenPolicy {
 
   /** @throws TypeError or RangeError naming a bad option. */
   constructor(options: TokenCompletionClientOptions) {
-    const checked = checkObject(options, 'options');
-    if (checked.api !== 'vllm' && checked.api !== 'sglang') throw new TypeError(expectedMessage("'vllm' or 'sglang'", 'options.api', checked.api));
+    const checked = checkObject('options', options);
+    if (checked.api !== 'vllm' && checked.api !== 'sglang') throw typeError('options.api', "'vllm' or 'sglang'", checked.api);
     this.api = checked.api;
-    this.#model = checked.model === undefined ? undefined : checkNonEmptyString(checked.model, 'options.model');
-    if (this.api === 'vllm' && this.#model === undefined) throw new TypeError(expectedMessage('the served model name', 'options.model', undefined));
+    this.#model = checked.model === undefined ? undefined : checkNonEmptyString('options.model', checked.model);
+    if (this.api === 'vllm' && this.#model === undefined) throw typeError('options.model', 'the served model name', undefined);
     const endpoints = checked.endpoints ?? (checked.baseUrl === undefined ? undefined : [checked.baseUrl]);
     const { api: _api, model: _model, baseUrl: _baseUrl, ...poolOptions } = options;
     this.#pool = new EndpointPool({ ...poolOptions, endpoints: endpoints as string[] });
@@ -129,21 +129,21 @@ export class TokenCompletionClient implements TokenPolicy {
    * with a TypeError/RangeError for a bad request.
    */
   async complete(request: TokenSamplingRequest): Promise<TokenCompletion> {
-    const checked = checkObject(request, 'request');
+    const checked = checkObject('request', request);
     const prompt = checked.promptTokenIds;
     if (!Array.isArray(prompt) || prompt.length === 0 || !prompt.every((id) => Number.isInteger(id) && id >= 0)) {
-      throw new TypeError(expectedMessage('a non-empty array of token ids', 'request.promptTokenIds', prompt));
+      throw typeError('request.promptTokenIds', 'a non-empty array of token ids', prompt);
     }
-    const maxTokens = checkInteger(checked.maxTokens, 'request.maxTokens', 0, 1, 1 << 30);
-    const temperature = checkNumber(checked.temperature, 'request.temperature', 1, 0, 100);
-    const topP = checkNumber(checked.topP, 'request.topP', 1, 0, 1);
-    const n = checkInteger(checked.n, 'request.n', 1, 1, 1024);
-    const seed = checked.seed === undefined ? undefined : checkInteger(checked.seed, 'request.seed', 0, 0, Number.MAX_SAFE_INTEGER);
+    const maxTokens = checkInteger('request.maxTokens', checked.maxTokens, 0, 1, 1 << 30);
+    const temperature = checkNumber('request.temperature', checked.temperature, 1, 0, 100);
+    const topP = checkNumber('request.topP', checked.topP, 1, 0, 1);
+    const n = checkInteger('request.n', checked.n, 1, 1, 1024);
+    const seed = checked.seed === undefined ? undefined : checkInteger('request.seed', checked.seed, 0, 0, Number.MAX_SAFE_INTEGER);
     const stop = checked.stopTokenIds === undefined ? [] : idArray(checked.stopTokenIds);
-    if (stop === undefined) throw new TypeError(expectedMessage('an array of token ids', 'request.stopTokenIds', checked.stopTokenIds));
+    if (stop === undefined) throw typeError('request.stopTokenIds', 'an array of token ids', checked.stopTokenIds);
     const postOptions = {
       ...(request.signal === undefined ? {} : { signal: request.signal }),
-      ...(request.timeoutMs === undefined ? {} : { timeoutMs: checkInteger(request.timeoutMs, 'request.timeoutMs', 0, 1, 86_400_000) }),
+      ...(request.timeoutMs === undefined ? {} : { timeoutMs: checkInteger('request.timeoutMs', request.timeoutMs, 0, 1, 86_400_000) }),
     };
     if (this.api === 'vllm') {
       const body: Record<string, unknown> = {

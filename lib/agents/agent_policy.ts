@@ -3,11 +3,11 @@
  * so an OpenAI-compatible server, a scripted list of answers in a test, or a tiny local
  * model can all stand behind it.
  */
-import type { ChatCompletion, ChatMessage as WireMessage, ChatPolicy, ChatRequest } from '../policies/index.js';
+import type { ChatCompletion, ChatMessage as WireMessage, ChatPolicy, ChatRequest } from '../chat_client/index.js';
 import type { OpenAIToolSpec } from '../tools/registry.js';
 import type { TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
-import { checkArray, checkObject, rangeError, typeError } from '../trajectory/check.js';
 import type { Action } from '../trajectory/model.js';
+import { checkArray, checkObject, rangeError, typeError } from '../check.js';
 
 /** Per-call options an agent passes to its policy. */
 export interface GenerateOptions {
@@ -183,7 +183,7 @@ function generationOf(completion: ChatCompletion): Generation {
 
 /**
  * An {@link AgentPolicy} backed by an OpenAI-compatible chat-completions client
- * (`OpenAIChatClient` from `lib/policies`, or anything with its `chat` method).
+ * (`OpenAIChatClient` from `lib/chat_client`, or anything with its `chat` method).
  */
 export class ChatCompletionPolicy implements AgentPolicy {
   readonly #client: ChatPolicy;

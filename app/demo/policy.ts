@@ -6,10 +6,9 @@
  */
 import * as tf from '@tensorflow/tfjs';
 
-import { TfjsPolicy } from '../training/tfjs.js';
-import type { ObservationRole, SampleOptions, SampledTurn } from '../training/policy.js';
+import type { ObservationRole, SampleOptions, SampledTurn, SeededRandom } from '../../lib/index.js';
+import { TfjsPolicy } from '../../lib/training/tfjs.js';
 import { GruLanguageModel } from './model.js';
-import type { SeededRandom } from '../training/random.js';
 import { TOKEN, VOCAB_SIZE, decode, encode } from './vocab.js';
 
 export interface DemoPolicyOptions {

@@ -23,7 +23,7 @@ export async function main(argv: string[]): Promise<number> {
         return await runBench(rest);
       }
       case 'info': {
-        const { info } = await import('./index.js');
+        const { info } = await import('../lib/index.js');
         console.log(JSON.stringify(info(), null, 2));
         return 0;
       }

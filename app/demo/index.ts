@@ -16,10 +16,7 @@ import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 
 import { renderPng, renderSvg, type Panel } from '../charts/line_chart.js';
-import type { EpisodeFilter, GRPOStepMetrics } from '../training/grpo.js';
-import { GRPOTrainer } from '../training/grpo.js';
-import { SeededRandom } from '../training/random.js';
-import { rollout, type Episode } from '../training/rollout.js';
+import { GRPOTrainer, SeededRandom, rollout, type Episode, type EpisodeFilter, type GRPOStepMetrics } from '../../lib/index.js';
 import { ArithmeticEnvironment, MAX_TURNS, MAX_TURN_TOKENS, isVoidAction } from './environment.js';
 import { DemoPolicy } from './policy.js';
 import { ProblemSplits, type Problem } from './problems.js';

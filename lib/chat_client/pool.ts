@@ -4,8 +4,8 @@
  * choice, health checks that take a failing server out and bring it back, and the numbers
  * a rollout loop reports (requests in flight, tokens per second).
  */
-import { checkInteger, checkNonEmptyString, checkObject, expectedMessage } from '../tools/check.js';
 import { errorMessageOf, PolicyRequestError } from './openai.js';
+import { checkInteger, checkNonEmptyString, checkObject, typeError } from '../check.js';
 
 /** Options of {@link EndpointPool}. */
 export interface EndpointPoolOptions {
@@ -107,38 +107,38 @@ export class EndpointPool {
 
   /** @throws TypeError or RangeError naming a bad option. */
   constructor(options: EndpointPoolOptions) {
-    const checked = checkObject(options, 'options');
+    const checked = checkObject('options', options);
     const endpoints = checked.endpoints;
     if (!Array.isArray(endpoints) || endpoints.length === 0) {
-      throw new TypeError(expectedMessage('a non-empty array of URLs', 'options.endpoints', endpoints));
+      throw typeError('options.endpoints', 'a non-empty array of URLs', endpoints);
     }
     this.#endpoints = endpoints.map((value, i) => {
-      const url = checkNonEmptyString(value, `options.endpoints[${i}]`);
+      const url = checkNonEmptyString(`options.endpoints[${i}]`, value);
       let parsed: URL;
       try {
         parsed = new URL(url);
       } catch {
-        throw new TypeError(expectedMessage('an http(s) URL', `options.endpoints[${i}]`, url));
+        throw typeError(`options.endpoints[${i}]`, 'an http(s) URL', url);
       }
-      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TypeError(expectedMessage('an http(s) URL', `options.endpoints[${i}]`, url));
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw typeError(`options.endpoints[${i}]`, 'an http(s) URL', url);
       return { url: url.replace(/\/+$/, ''), healthy: true, inFlight: 0, requests: 0, failures: 0, downUntil: 0 };
     });
-    this.#maxConcurrency = checkInteger(checked.maxConcurrency, 'options.maxConcurrency', 64, 1, 1 << 20);
-    this.#maxRetries = checkInteger(checked.maxRetries, 'options.maxRetries', 4, 0, 100);
-    this.#retryBaseMs = checkInteger(checked.retryBaseMs, 'options.retryBaseMs', 200, 0, 3_600_000);
-    this.#retryMaxMs = checkInteger(checked.retryMaxMs, 'options.retryMaxMs', 10_000, 0, 3_600_000);
-    this.#timeoutMs = checkInteger(checked.timeoutMs, 'options.timeoutMs', 120_000, 1, 86_400_000);
-    this.#unhealthyMs = checkInteger(checked.unhealthyMs, 'options.unhealthyMs', 5_000, 0, 86_400_000);
-    this.#healthPath = checked.healthPath === undefined ? '/health' : checkNonEmptyString(checked.healthPath, 'options.healthPath');
+    this.#maxConcurrency = checkInteger('options.maxConcurrency', checked.maxConcurrency, 64, 1, 1 << 20);
+    this.#maxRetries = checkInteger('options.maxRetries', checked.maxRetries, 4, 0, 100);
+    this.#retryBaseMs = checkInteger('options.retryBaseMs', checked.retryBaseMs, 200, 0, 3_600_000);
+    this.#retryMaxMs = checkInteger('options.retryMaxMs', checked.retryMaxMs, 10_000, 0, 3_600_000);
+    this.#timeoutMs = checkInteger('options.timeoutMs', checked.timeoutMs, 120_000, 1, 86_400_000);
+    this.#unhealthyMs = checkInteger('options.unhealthyMs', checked.unhealthyMs, 5_000, 0, 86_400_000);
+    this.#healthPath = checked.healthPath === undefined ? '/health' : checkNonEmptyString('options.healthPath', checked.healthPath);
     this.#headers = { 'content-type': 'application/json', accept: 'application/json' };
     if (checked.headers !== undefined) {
-      for (const [name, value] of Object.entries(checkObject(checked.headers, 'options.headers'))) {
-        if (typeof value !== 'string') throw new TypeError(expectedMessage('a string', `options.headers.${name}`, value));
+      for (const [name, value] of Object.entries(checkObject('options.headers', checked.headers))) {
+        if (typeof value !== 'string') throw typeError(`options.headers.${name}`, 'a string', value);
         this.#headers[name.toLowerCase()] = value;
       }
     }
     if (checked.onProgress !== undefined && typeof checked.onProgress !== 'function') {
-      throw new TypeError(expectedMessage('a function', 'options.onProgress', checked.onProgress));
+      throw typeError('options.onProgress', 'a function', checked.onProgress);
     }
     this.#onProgress = checked.onProgress as ((stats: PoolStats) => void) | undefined;
   }

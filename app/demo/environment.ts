@@ -6,7 +6,7 @@
  * final answer is void (SimpleTIR) and ends the episode.
  */
 import { calculate, resolveReferences, type ReferenceContext } from './calculator.js';
-import type { Environment, StepResult } from '../training/environment.js';
+import type { Environment, StepResult } from '../../lib/index.js';
 import type { Problem } from './problems.js';
 import { TOKEN, VOCAB, decode, encode } from './vocab.js';
 

@@ -4,7 +4,7 @@
  * expression a correct tool call evaluates and its exact answer.
  */
 import { calculate, resolveReferences } from './calculator.js';
-import { SeededRandom } from '../training/random.js';
+import { SeededRandom } from '../../lib/index.js';
 
 export interface Problem {
   /** The question, in the demo vocabulary. */
