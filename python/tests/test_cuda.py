@@ -28,7 +28,7 @@ def test_ppo_loss_on_cuda_matches_cpu():
     mask = torch.rand(8, 33, generator=g) > 0.2
     results = []
     for device in ("cpu", "cuda"):
-        leaf = logp.to(device).requires_grad_()
+        leaf = logp.detach().clone().to(device).requires_grad_()
         stream = torch.cuda.Stream() if device == "cuda" else None
         # A side stream on CUDA: the kernels must queue on PyTorch's current stream.
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
@@ -51,7 +51,7 @@ def test_token_logprobs_on_cuda_matches_cpu(dtype):
     labels = torch.randint(0, 301, (4, 9), generator=g)
     out = []
     for device in ("cpu", "cuda"):
-        leaf = logits.to(device).requires_grad_()
+        leaf = logits.detach().clone().to(device).requires_grad_()
         logp, entropy = tirl.token_logprobs(leaf, labels.to(device), temperature=0.8, with_entropy=True)
         (logp.sum() + entropy.sum()).backward()
         out.append((logp.cpu(), entropy.cpu(), leaf.grad.float().cpu()))
