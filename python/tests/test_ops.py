@@ -362,3 +362,11 @@ def test_rollout_correction_errors_name_the_argument():
         tirl.rollout_correction(x, x, mask, cu_seqlens=offsets, rollout_is_threshold=-1.0)
     with pytest.raises(ValueError, match="rollout_logp"):
         tirl.rollout_correction(x, torch.zeros(3), mask, cu_seqlens=offsets)
+
+
+def test_unsupported_device_is_a_value_error():
+    meta = torch.empty(2, 3, device="meta")
+    with pytest.raises(ValueError, match="logp"):
+        tirl.ppo_loss(meta, meta, meta, torch.ones(2, 3, dtype=torch.bool, device="meta"))
+    with pytest.raises(ValueError, match="old_logp"):
+        tirl.ppo_loss(torch.zeros(2, 3), meta, meta, torch.ones(2, 3, dtype=torch.bool))
