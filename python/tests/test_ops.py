@@ -318,3 +318,11 @@ def test_library_info():
     assert torch.equal(one, two)
     with pytest.raises(ValueError):
         tirl.set_num_threads(0)
+
+
+def test_unsupported_device_is_a_value_error():
+    meta = torch.empty(2, 3, device="meta")
+    with pytest.raises(ValueError, match="logp"):
+        tirl.ppo_loss(meta, meta, meta, torch.ones(2, 3, dtype=torch.bool, device="meta"))
+    with pytest.raises(ValueError, match="old_logp"):
+        tirl.ppo_loss(torch.zeros(2, 3), meta, meta, torch.ones(2, 3, dtype=torch.bool))
