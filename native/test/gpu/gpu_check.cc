@@ -23,6 +23,7 @@ const Op kOps[] = {
     {"groupAdvantages", check_group_advantages, bench_group_advantages},
     {"dpoLoss", check_dpo_loss, bench_dpo_loss},
     {"tokenLogprobs", check_token_logprobs, bench_token_logprobs},
+    {"rolloutCorrection", check_rollout_correction, bench_rollout_correction},
 };
 
 // ------------------------------------------------------------------ output

@@ -292,6 +292,7 @@ TIRL_GPU_CHECK(ppo_loss)
 TIRL_GPU_CHECK(group_advantages)
 TIRL_GPU_CHECK(dpo_loss)
 TIRL_GPU_CHECK(token_logprobs)
+TIRL_GPU_CHECK(rollout_correction)
 #undef TIRL_GPU_CHECK
 
 }  // namespace tirl::gpu_check
