@@ -270,6 +270,18 @@ Napi::Value Options::field(const char* name) { return object_.Get(name); }
 
 bool Options::has(const char* name) { return !field(name).IsUndefined(); }
 
+std::vector<std::string> Options::present_names() {
+  std::vector<std::string> names;
+  Napi::Array keys = object_.GetPropertyNames();
+  for (uint32_t i = 0; i < keys.Length(); ++i) {
+    Napi::Value key = keys.Get(i);
+    if (!key.IsString()) continue;
+    std::string name = key.As<Napi::String>().Utf8Value();
+    if (!object_.Get(name).IsUndefined()) names.push_back(std::move(name));
+  }
+  return names;
+}
+
 void Options::type_error(const std::string& expected, const std::string& name, Napi::Value value) {
   throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected + " for " + name +
                                        " but received " + describe(value));

@@ -131,6 +131,8 @@ class Options {
 
   // Whether the field is present (not undefined).
   bool has(const char* name);
+  // The names of the options object's enumerable fields that are not undefined.
+  std::vector<std::string> present_names();
 
   // For an op with a CUDA kernel (called by define_op before parse): every array may then
   // be a DeviceArray instead of a typed array, all of the call's arrays on one device (all in

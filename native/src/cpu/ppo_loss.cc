@@ -274,7 +274,7 @@ tirl_status check_options(const tirl_ppo_options& o) {
       (s = check_option(o.aggregation >= TIRL_AGG_TOKEN_MEAN &&
                             o.aggregation <= TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM,
                         "aggregation", "aggregation", "a tirl_aggregation", o.aggregation)) ||
-      (s = check_option(o.kl_estimator >= TIRL_KL_K1 && o.kl_estimator <= TIRL_KL_ABS,
+      (s = check_option(o.kl_estimator >= TIRL_KL_K1 && o.kl_estimator <= TIRL_KL_ABS_PLUS,
                         "klEstimator", "kl_estimator", "a tirl_kl_estimator", o.kl_estimator)) ||
       (s = check_option(o.ratio_level == TIRL_RATIO_TOKEN || o.ratio_level == TIRL_RATIO_SEQUENCE,
                         "ratioLevel", "ratio_level", "a tirl_ratio_level", o.ratio_level))) {

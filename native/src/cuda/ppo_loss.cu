@@ -236,6 +236,9 @@ PpoKernel pick_kernel(bool kl, tirl_kl_estimator estimator, bool weights, bool s
     case TIRL_KL_K1: return pick_kernel<true, TIRL_KL_K1>(weights, sequence_ratio);
     case TIRL_KL_K2: return pick_kernel<true, TIRL_KL_K2>(weights, sequence_ratio);
     case TIRL_KL_ABS: return pick_kernel<true, TIRL_KL_ABS>(weights, sequence_ratio);
+    case TIRL_KL_K1_PLUS: return pick_kernel<true, TIRL_KL_K1_PLUS>(weights, sequence_ratio);
+    case TIRL_KL_K3_PLUS: return pick_kernel<true, TIRL_KL_K3_PLUS>(weights, sequence_ratio);
+    case TIRL_KL_ABS_PLUS: return pick_kernel<true, TIRL_KL_ABS_PLUS>(weights, sequence_ratio);
     case TIRL_KL_K3: break;
   }
   return pick_kernel<true, TIRL_KL_K3>(weights, sequence_ratio);
