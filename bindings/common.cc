@@ -266,7 +266,11 @@ Options::Options(const Napi::CallbackInfo& info, const char* op) : env_(info.Env
   object_ = first.As<Napi::Object>();
 }
 
-Napi::Value Options::field(const char* name) { return object_.Get(name); }
+Napi::Value Options::field(const char* name) {
+  Napi::Value value = object_.Get(name);
+  if (track_reads_) read_.emplace_back(name, !value.IsUndefined());
+  return value;
+}
 
 bool Options::has(const char* name) { return !field(name).IsUndefined(); }
 
@@ -277,7 +281,11 @@ std::vector<std::string> Options::present_names() {
     Napi::Value key = keys.Get(i);
     if (!key.IsString()) continue;
     std::string name = key.As<Napi::String>().Utf8Value();
-    if (!object_.Get(name).IsUndefined()) names.push_back(std::move(name));
+    // The latest read of the field.
+    const auto seen = std::find_if(read_.rbegin(), read_.rend(),
+                                   [&](const auto& r) { return r.first == name; });
+    const bool present = seen != read_.rend() ? seen->second : !object_.Get(name).IsUndefined();
+    if (present) names.push_back(std::move(name));
   }
   return names;
 }

@@ -131,8 +131,14 @@ class Options {
 
   // Whether the field is present (not undefined).
   bool has(const char* name);
-  // The names of the options object's enumerable fields that are not undefined.
+  // The names of the options object's enumerable fields that are not undefined. A field
+  // already read counts as it was read (its getter, if any, is not run again); others are
+  // read now, once.
   std::vector<std::string> present_names();
+  // Remember which fields were read and whether they were present (for present_names).
+  void track_reads() { track_reads_ = true; }
+  // A field's value as given, unchecked (for error messages).
+  Napi::Value raw(const std::string& name) { return object_.Get(name); }
 
   // For an op with a CUDA kernel (called by define_op before parse): every array may then
   // be a DeviceArray instead of a typed array, all of the call's arrays on one device (all in
@@ -212,6 +218,8 @@ class Options {
   Napi::Env env_;
   const char* op_;
   Napi::Object object_;
+  bool track_reads_ = false;
+  std::vector<std::pair<std::string, bool>> read_;  // (field, present) as field() read them
   std::vector<Napi::Value> inputs_;
   // Each array as it was read (same order as inputs_), for verify_not_detached.
   struct ReadArray {

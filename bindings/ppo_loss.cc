@@ -66,7 +66,8 @@ std::string loss_label(tirl_policy_loss_kind loss, bool bypass_reinforce) {
   return label;
 }
 
-// TypeError for a misspelt option, or one the chosen loss does not read.
+// TypeError for a misspelt option, or one the chosen loss does not read: a typo must not
+// change an experiment without a word.
 void check_option_names(Options& o, tirl_policy_loss_kind loss, bool bypass_reinforce) {
   const std::vector<std::string> own = own_options(loss, bypass_reinforce);
   for (const std::string& name : o.present_names()) {
@@ -77,11 +78,15 @@ void check_option_names(Options& o, tirl_policy_loss_kind loss, bool bypass_rein
         std::find(all_options().begin(), all_options().end(), name) != all_options().end();
     std::string reads;
     for (const std::string& n : own) reads += (reads.empty() ? "" : ", ") + n;
+    if (reads.empty()) reads = "none";
+    const std::string label = loss_label(loss, bypass_reinforce);
     throw Napi::TypeError::New(
-        o.env(), std::string(o.op()) + ": " +
-                     (known ? "Option " + name + " is not read by " + loss_label(loss, bypass_reinforce)
-                            : "Unknown option " + name + " (with " + loss_label(loss, bypass_reinforce) + ")") +
-                     "; its own options are: " + (reads.empty() ? "none" : reads));
+        o.env(), std::string(o.op()) + ": Expected no " + name + " with " + label + " (" +
+                     (known ? "it does not read it" : "not an option of " + std::string(o.op())) +
+                     "; its own options: " + reads +
+                     "; shared: logp, oldLogp, advantages, mask, seqOffsets, aggregation, "
+                     "tokenNormalizer, seqNormalizer, horizon, dpSize, refLogp, klCoef, "
+                     "klEstimator, out) but received " + describe(o.raw(name)));
   }
 }
 
@@ -95,6 +100,7 @@ struct PpoLossCall {
   Napi::ObjectReference grad_ref;
 
   static PpoLossCall parse(Options& o) {
+    o.track_reads();
     PpoLossCall c;
     c.stats.struct_size = sizeof c.stats;
     tirl_policy_loss_options& q = c.options;
@@ -105,7 +111,6 @@ struct PpoLossCall {
           o.choice("lossType", {"ppo_clip", "reinforce"}, q.loss_type));
     }
     const bool bypass_reinforce = loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE;
-    check_option_names(o, loss, bypass_reinforce);
 
     c.logp = o.array<float>("logp", true);
     const int64_t n = c.logp.length;
@@ -210,6 +215,8 @@ struct PpoLossCall {
                     ": Expected seqOffsets to have at least 1 element (B + 1) but received length 0");
     }
     c.grad = o.output<float>("grad", n, c.grad_ref);
+    // Last, when every option has been read once (getters run once, in reading order).
+    check_option_names(o, loss, bypass_reinforce);
     return c;
   }
 

@@ -214,7 +214,8 @@ function tokenLoss(o: PpoLossOptions, lp: number, lpd: number, olp: number, a: n
       const r = Math.exp(lp - olp);
       const l1 = -a * r;
       const l2 = -a * clamp(r, 1 - clipLow, 1 + clipHigh);
-      return { loss: selected ? 0 : Math.max(l1, l2), clipped: selected, lower: false, klStat: -(lpd - olp) };
+      // verl multiplies by corr: a NaN stays NaN on a picked token.
+      return { loss: Math.max(l1, l2) * (selected ? 0 : 1), clipped: selected, lower: false, klStat: -(lpd - olp) };
     }
     case 'kl_cov': {
       const r = Math.exp(lp - olp);
@@ -236,8 +237,26 @@ export function policyReference(o: PpoLossOptions, live: ArrayLike<number> = o.l
       ratioLevel: loss === 'gspo' ? 'sequence' : o.ratioLevel,
       aggregation: o.aggregation ?? (loss === 'gspo' ? 'seq-mean-token-mean' : undefined),
     };
-    const r = ppoReference(ppo, live, o.logp);
-    return { ...r, selectedTokens: 0, rolloutIsBatchNormFactor: 1 };
+    const estimator = o.klEstimator ?? 'k3';
+    if (!o.refLogp || !estimator.endsWith('+')) {
+      return { ...ppoReference(ppo, live, o.logp), selectedTokens: 0, rolloutIsBatchNormFactor: 1 };
+    }
+    // Straight-through: k2 as a function of the live log-probs, shifted by a constant to the
+    // base estimator's value at the detached ones.
+    const base = estimator.replace('+', '') as KlEstimator;
+    const k2Live = ppoReference({ ...ppo, klEstimator: 'k2' }, live, o.logp);
+    const k2Frozen = ppoReference({ ...ppo, klEstimator: 'k2' }, o.logp, o.logp);
+    const baseFrozen = ppoReference({ ...ppo, klEstimator: base }, o.logp, o.logp);
+    const shift = baseFrozen.klLoss - k2Frozen.klLoss;
+    const klCoef = o.klCoef ?? 0;
+    return {
+      ...k2Live,
+      loss: k2Live.loss + klCoef * shift,
+      klLoss: k2Live.klLoss + shift,
+      magnitude: k2Live.magnitude + baseFrozen.magnitude,
+      selectedTokens: 0,
+      rolloutIsBatchNormFactor: 1,
+    };
   }
   const n = o.logp.length;
   const offsets = o.seqOffsets ?? Int32Array.from([0, n]);

@@ -88,9 +88,12 @@ TIRL_HD inline PolicyTerm sapo_term(float logp, float old_logp, float advantage,
                                     const PolicyConstants& c) {
   const Ratio r = token_ratio(logp, old_logp);
   const float tau = select(advantage > 0.0f, c.tau_pos, c.tau_neg);
-  const float s = 1.0f / (1.0f + ::expf(-(tau * (r.ratio - 1.0f))));
+  const float e = ::expf(-(tau * (r.ratio - 1.0f)));
+  const float s = 1.0f / (1.0f + e);
+  // 1 - s without cancellation where s is near 1 (e small).
+  const float one_minus_s = select(s < 0.5f, 1.0f - s, e / (1.0f + e));
   const float gate = s * (4.0f / tau);
-  const float dgate_dratio = (4.0f / tau) * (s * (1.0f - s)) * tau;
+  const float dgate_dratio = (4.0f / tau) * (s * one_minus_s) * tau;
   return {-gate * advantage, -advantage * dgate_dratio * r.dratio_dlogp, 0, 0,
           -clamped_log_ratio(logp, old_logp)};
 }

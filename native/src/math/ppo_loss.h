@@ -163,7 +163,10 @@ TIRL_HD inline KlTerm kl_term(float logp, float ref_logp) {
     constexpr tirl_kl_estimator kBase = Estimator == TIRL_KL_K1_PLUS   ? TIRL_KL_K1
                                         : Estimator == TIRL_KL_K3_PLUS ? TIRL_KL_K3
                                                                        : TIRL_KL_ABS;
-    return {kl_term<kBase>(logp, ref_logp).value, x};
+    // verl's k2 - sg(k2) + sg(base): the k2 - k2 is 0, but NaN where k2 overflows (as in
+    // PyTorch).
+    const float k2 = 0.5f * x * x;
+    return {kl_term<kBase>(logp, ref_logp).value + (k2 - k2), x};
   } else if constexpr (Estimator == TIRL_KL_K1) {
     return {x, 1.0f};
   } else if constexpr (Estimator == TIRL_KL_K2) {
