@@ -236,8 +236,10 @@ declare module '../native.js' {
 }
 
 /**
- * The PPO clipped surrogate over the masked tokens of a ragged batch, with its exact
- * gradient, in one pass (verl's `compute_policy_loss` and `agg_loss`): ratio
+ * A policy loss over the masked tokens of a ragged batch, with its exact gradient: by
+ * default the PPO clipped surrogate, else any of verl's policy losses by `policyLoss` (see
+ * {@link PolicyLoss} and docs/math.md, "Policy losses"). The default, in one pass (verl's
+ * `compute_policy_loss_vanilla` and `agg_loss`): ratio
  * r = exp(clamp(logp - oldLogp, -20, 20)), loss max(-A·r, -A·clamp(r, 1 - clipLow,
  * 1 + clipHigh)), optional dual clip, KL to a reference, per-token weights, GSPO's sequence
  * ratio, and the five aggregations. Where a clamp is active the gradient is 0; where the
@@ -245,9 +247,10 @@ declare module '../native.js' {
  * torch.maximum gives). A zero default normaliser (nothing masked in) gives loss 0 and
  * gradient 0. Statistics are means over all masked-in tokens.
  *
- * @throws TypeError for a wrong argument type or a missing required array (`seqOffsets`
- *   for the `seq-*` aggregations and GSPO, `refLogp` with `klCoef > 0`); RangeError for a
- *   length or value out of range.
+ * @throws TypeError for a wrong argument type, a missing required array (`seqOffsets`
+ *   for the `seq-*` aggregations, GSPO, geo_mean and sequence-level IS weights, `refLogp`
+ *   with `klCoef > 0`) or option (`droBeta` for `'dro'`), an option the chosen loss does not
+ *   read or a misspelt one; RangeError for a length or value out of range.
  */
 export function ppoLoss(options: OnDevice<PpoLossOptions>): OnDevice<PpoLossResult>;
 export function ppoLoss(options: PpoLossOptions): PpoLossResult;
