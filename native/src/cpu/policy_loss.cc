@@ -1,6 +1,6 @@
-// ppoLoss's policy losses beyond the clipped surrogate on the CPU (math/policy_loss.h), and
-// tirl_policy_loss, the C entry that selects any of them ('vanilla' and 'gspo' run
-// tirl_ppo_loss's kernel).
+// ppoLoss's CPU backend entry: every policy loss (math/policy_loss.h); 'vanilla' (and GSPO,
+// through its sequence ratio) is cpu/ppo_loss.cc's clipped surrogate. The front door
+// (api/ppo_loss.cc) has validated everything.
 //
 // Passes: (1) where the math needs them: per-sequence masked counts (seq-* aggregations,
 // geo_mean, sequence-level IS weights), the batch means and the token pick of clip_cov and
@@ -17,16 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "common/cuda.h"
+#include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
-#include "common/validate.h"
+#include "cpu/ops.h"
 #include "math/policy_loss.h"
 
-namespace tirl {
+namespace tirl::cpu {
 namespace {
-
-constexpr const char* kOp = "ppoLoss";
 
 constexpr int64_t kTokensPerChunk = 16384;
 constexpr int64_t kTokensPerBlock = 256;
@@ -524,219 +522,28 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   return ok();
 }
 
-// ---------------------------------------------------------------- validation
-
-tirl_status check_option(bool valid, const char* js_name, const char* c_name,
-                         const char* expected, double value) {
-  if (valid) return TIRL_OK;
-  return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) + ": Expected " + expected + " for " +
-                                               js_name + " (" + c_name + ") but received " +
-                                               format_double(value));
-}
-
-bool finite(double x) { return x > -1e300 && x < 1e300; }
-
-tirl_status check_policy_options(const tirl_policy_loss_options& o) {
-  tirl_status s;
-  const tirl_policy_loss_kind loss = o.policy_loss;
-  if ((s = check_option(loss >= TIRL_POLICY_VANILLA && loss <= TIRL_POLICY_BYPASS_MODE,
-                        "policyLoss", "policy_loss", "a tirl_policy_loss_kind", loss))) {
-    return s;
-  }
-  const bool token_ratio_only = loss != TIRL_POLICY_VANILLA && loss != TIRL_POLICY_GSPO;
-  if (token_ratio_only &&
-      (s = check_option(o.ppo.ratio_level == TIRL_RATIO_TOKEN, "ratioLevel", "ppo.ratio_level",
-                        "TIRL_RATIO_TOKEN (ratioLevel 'sequence' is policyLoss 'gspo')",
-                        o.ppo.ratio_level))) {
-    return s;
-  }
-  switch (loss) {
-    case TIRL_POLICY_DPPO_TV:
-    case TIRL_POLICY_DPPO_KL:
-      return check_option(o.clip_ratio_c > 0 && finite(o.clip_ratio_c), "clipRatioC",
-                          "clip_ratio_c", "a finite number > 0", o.clip_ratio_c);
-    case TIRL_POLICY_SAPO:
-      if ((s = check_option(o.tau_pos > 0 && finite(o.tau_pos), "tauPos", "tau_pos",
-                            "a finite number > 0", o.tau_pos))) {
-        return s;
-      }
-      return check_option(o.tau_neg > 0 && finite(o.tau_neg), "tauNeg", "tau_neg",
-                          "a finite number > 0", o.tau_neg);
-    case TIRL_POLICY_CLIP_COV:
-      if ((s = check_option(o.clip_cov_ratio > 0 && o.clip_cov_ratio <= 1, "clipCovRatio",
-                            "clip_cov_ratio", "a number in (0, 1]", o.clip_cov_ratio)) ||
-          (s = check_option(!std::isnan(o.clip_cov_lb), "clipCovLb", "clip_cov_lb", "a number",
-                            o.clip_cov_lb))) {
-        return s;
-      }
-      return check_option(o.clip_cov_ub > o.clip_cov_lb, "clipCovUb", "clip_cov_ub",
-                          "a number > clipCovLb", o.clip_cov_ub);
-    case TIRL_POLICY_KL_COV:
-      if ((s = check_option(o.kl_cov_ratio > 0 && o.kl_cov_ratio <= 1, "klCovRatio",
-                            "kl_cov_ratio", "a number in (0, 1]", o.kl_cov_ratio))) {
-        return s;
-      }
-      return check_option(o.ppo_kl_coef >= 0 && finite(o.ppo_kl_coef), "ppoKlCoef",
-                          "ppo_kl_coef", "a finite number >= 0", o.ppo_kl_coef);
-    case TIRL_POLICY_DRO:
-      return check_option(o.dro_beta > 0 && finite(o.dro_beta), "droBeta", "dro_beta",
-                          "a finite number > 0 (DRO needs it)", o.dro_beta);
-    case TIRL_POLICY_BYPASS_MODE:
-      if ((s = check_option(o.loss_type == TIRL_BYPASS_PPO_CLIP ||
-                                o.loss_type == TIRL_BYPASS_REINFORCE,
-                            "lossType", "loss_type", "a tirl_bypass_loss_type", o.loss_type)) ||
-          (s = check_option(o.rollout_is >= TIRL_ROLLOUT_IS_NONE &&
-                                o.rollout_is <= TIRL_ROLLOUT_IS_SEQUENCE,
-                            "rolloutIs", "rollout_is", "a tirl_rollout_is_level", o.rollout_is)) ||
-          (s = check_option(o.rollout_is_threshold > 0 && finite(o.rollout_is_threshold),
-                            "rolloutIsThreshold", "rollout_is_threshold", "a finite number > 0",
-                            o.rollout_is_threshold)) ||
-          (s = check_option(o.rollout_is_threshold_lower >= 0 &&
-                                o.rollout_is_threshold_lower <= o.rollout_is_threshold,
-                            "rolloutIsThresholdLower", "rollout_is_threshold_lower",
-                            "a number in [0, rolloutIsThreshold] (0 = truncate)",
-                            o.rollout_is_threshold_lower))) {
-        return s;
-      }
-      return check_option(o.rollout_is_batch_normalize == 0 || o.rollout_is_batch_normalize == 1,
-                          "rolloutIsBatchNormalize", "rollout_is_batch_normalize", "0 or 1",
-                          o.rollout_is_batch_normalize);
-    default: return TIRL_OK;
-  }
-}
-
 }  // namespace
-}  // namespace tirl
 
-extern "C" tirl_policy_loss_options tirl_policy_loss_options_default(void) {
-  tirl_policy_loss_options o;
-  std::memset(&o, 0, sizeof o);
-  o.struct_size = sizeof o;
-  o.policy_loss = TIRL_POLICY_VANILLA;
-  o.ppo = tirl_ppo_options_default();
-  o.clip_ratio_c = 3.0;
-  o.tau_pos = 1.0;
-  o.tau_neg = 1.05;
-  o.clip_cov_ratio = 0.0002;
-  o.clip_cov_lb = 1.0;
-  o.clip_cov_ub = 5.0;
-  o.kl_cov_ratio = 0.0002;
-  o.ppo_kl_coef = 0.1;
-  o.dro_beta = 0;
-  o.seed = 0;
-  o.loss_type = TIRL_BYPASS_PPO_CLIP;
-  o.rollout_is = TIRL_ROLLOUT_IS_NONE;
-  o.rollout_is_threshold = 2.0;
-  o.rollout_is_threshold_lower = 0;
-  o.rollout_is_batch_normalize = 0;
-  return o;
-}
-
-extern "C" tirl_status tirl_policy_loss(const float* logp, const float* old_logp,
-                                        const float* advantages, const uint8_t* mask,
-                                        int64_t num_tokens, const int32_t* seq_offsets,
-                                        int64_t num_seqs, const float* ref_logp,
-                                        const float* weights,
-                                        const tirl_policy_loss_options* options, float* grad,
-                                        tirl_policy_loss_result* result, tirl_device device) {
-  using namespace tirl;
+tirl_status policy_loss(const float* logp, const float* old_logp, const float* advantages,
+                        const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
+                        int64_t num_seqs, const float* ref_logp, const float* weights,
+                        const tirl_policy_loss_options* options, float* grad,
+                        tirl_policy_loss_result* result, tirl_device device) {
   return guarded([&]() -> tirl_status {
-    tirl_status s;
-    if ((s = check_pointer(options, 1, kOp, "options")) ||
-        (s = check_pointer(result, 1, kOp, "result"))) {
-      return s;
-    }
-    if (options->struct_size != sizeof(tirl_policy_loss_options)) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": Expected options->struct_size " +
-                      std::to_string(sizeof(tirl_policy_loss_options)) +
-                      " (start from tirl_policy_loss_options_default()) but received " +
-                      std::to_string(options->struct_size));
-    }
-    if (result->struct_size != sizeof(tirl_policy_loss_result)) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": Expected result->struct_size " +
-                      std::to_string(sizeof(tirl_policy_loss_result)) + " but received " +
-                      std::to_string(result->struct_size));
-    }
     const tirl_policy_loss_options& o = *options;
-    if ((s = check_policy_options(o))) return s;
     result->selected_tokens = 0;
     result->rollout_is_batch_norm_factor = 1.0;
-
-    tirl_policy_loss_kind loss = o.policy_loss;
-    tirl_ppo_options ppo = o.ppo;
-    if (loss == TIRL_POLICY_GSPO) ppo.ratio_level = TIRL_RATIO_SEQUENCE;
-    const bool bypass = loss == TIRL_POLICY_BYPASS_MODE;
-    if (bypass && weights != nullptr) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) +
-                      ": Expected no weights (weights) with policyLoss 'bypass_mode', which "
-                      "computes its own, but received an array");
-    }
-    // Vanilla, GSPO and bypass_mode's PPO clip are tirl_ppo_loss (which validates the rest).
-    if (loss == TIRL_POLICY_VANILLA || loss == TIRL_POLICY_GSPO ||
-        (bypass && o.loss_type == TIRL_BYPASS_PPO_CLIP)) {
-      return tirl_ppo_loss(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs,
-                           ref_logp, weights, &ppo, grad, &result->ppo, device);
-    }
-    // Validate the shared part as tirl_ppo_loss would: a dry call on no tokens.
-    if ((s = check_count(num_tokens, kOp, "num_tokens")) ||
-        (s = check_count(num_seqs, kOp, "num_seqs")) ||
-        (s = check_pointer(logp, num_tokens, kOp, "logp")) ||
-        (s = check_pointer(old_logp, num_tokens, kOp, "old_logp")) ||
-        (s = check_pointer(advantages, num_tokens, kOp, "advantages")) ||
-        (s = check_pointer(mask, num_tokens, kOp, "mask")) || (s = check_device(device, kOp))) {
-      return s;
-    }
-    {
-      tirl_ppo_result dry{};
-      tirl_ppo_options shared = ppo;
-      shared.dual_clip = 0;
-      const int32_t zero_offsets[1] = {0};
-      if ((s = tirl_ppo_loss(nullptr, nullptr, nullptr, nullptr, 0, zero_offsets, 0, nullptr,
-                             nullptr, &shared, nullptr, &dry, tirl_cpu()))) {
-        return s;
-      }
-    }
-    if (ppo.dual_clip != 0) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": Expected dual_clip 0 (dualClip is read by 'vanilla' only) "
-                                     "but received " + format_double(ppo.dual_clip));
-    }
-    const bool needs_sequences =
-        per_sequence_aggregation(ppo.aggregation) || loss == TIRL_POLICY_GEO_MEAN ||
-        (bypass && o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE);
-    std::vector<int32_t> private_offsets;
-    if (seq_offsets != nullptr) {
-      if (device.type == TIRL_DEVICE_CPU) {
-        use_private_copy(seq_offsets, num_seqs + 1, private_offsets);
-        if ((s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) return s;
-      }
-    } else if (num_seqs != 0 || needs_sequences) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": Expected seqOffsets (seq_offsets) with " +
-                      (num_seqs != 0 ? std::string("num_seqs > 0")
-                                     : loss == TIRL_POLICY_GEO_MEAN ? std::string("policyLoss 'geo_mean'")
-                                     : per_sequence_aggregation(ppo.aggregation)
-                                         ? std::string("a seq-* aggregation")
-                                         : std::string("rolloutIs 'sequence'")) +
-                      " but received NULL");
-    }
-    if (ppo.kl_coef > 0 && ref_logp == nullptr && num_tokens > 0) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": Expected refLogp (ref_logp) with klCoef > 0 but received NULL");
-    }
-    if (device.type == TIRL_DEVICE_CUDA) {
-      return fail(TIRL_ERROR_UNSUPPORTED,
-                  std::string(kOp) + ": policyLoss " + std::to_string(loss) +
-                      " has no CUDA kernel yet; run it on the CPU");
+    // The front door has turned 'gspo' and bypass_mode's 'ppo_clip' into 'vanilla'.
+    if (o.policy_loss == TIRL_POLICY_VANILLA) {
+      return clipped_surrogate(logp, old_logp, advantages, mask, num_tokens, seq_offsets,
+                               num_seqs, ref_logp, weights, &o.ppo, grad, &result->ppo, device);
     }
     Inputs in{logp,    old_logp, advantages, mask,        ref_logp, weights,
               nullptr, grad,     num_tokens, seq_offsets, seq_offsets ? num_seqs : 0, true};
-    if (loss == TIRL_POLICY_GEO_MEAN) return geo_mean_cpu(in, o, result);
+    if (o.policy_loss == TIRL_POLICY_GEO_MEAN) return geo_mean_cpu(in, o, result);
+    tirl_policy_loss_kind loss = o.policy_loss;
     std::vector<float> is_weights;
-    if (bypass) {
+    if (loss == TIRL_POLICY_BYPASS_MODE) {
       loss = TIRL_POLICY_REINFORCE;
       if (o.rollout_is != TIRL_ROLLOUT_IS_NONE) {
         is_weights = bypass_weights(in, o, &result->rollout_is_batch_norm_factor);
@@ -747,3 +554,5 @@ extern "C" tirl_status tirl_policy_loss(const float* logp, const float* old_logp
     return token_loss_cpu(in, o, loss, result);
   });
 }
+
+}  // namespace tirl::cpu
