@@ -86,6 +86,6 @@ const tirl_cuda_backend kBackend = {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const tirl_cuda_backend* tirl_cuda_backend_v2(void) {
+extern "C" __attribute__((visibility("default"))) const tirl_cuda_backend* tirl_cuda_backend_v1(void) {
   return &kBackend;
 }

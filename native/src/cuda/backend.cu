@@ -179,6 +179,6 @@ const tirl_cuda_backend kBackend = {
 }  // namespace
 }  // namespace tirl::cuda
 
-extern "C" __attribute__((visibility("default"))) const tirl_cuda_backend* tirl_cuda_backend_v2(void) {
+extern "C" __attribute__((visibility("default"))) const tirl_cuda_backend* tirl_cuda_backend_v1(void) {
   return &tirl::cuda::kBackend;
 }
