@@ -239,8 +239,8 @@ def test_registries_and_register():
         tirl_verl.get_policy_loss_fn("clip_cov")
     fake = types.SimpleNamespace(POLICY_LOSS_REGISTRY={}, ADV_ESTIMATOR_REGISTRY={})
     assert tirl_verl.register(fake) is True
-    assert fake.POLICY_LOSS_REGISTRY == {"tirl_vanilla": tirl_verl.compute_policy_loss_vanilla,
-                                         "tirl_gspo": tirl_verl.compute_policy_loss_gspo}
+    assert fake.POLICY_LOSS_REGISTRY == {f"tirl_{mode}": fn for mode, fn in tirl_verl.POLICY_LOSSES.items()}
+    assert fake.POLICY_LOSS_REGISTRY["tirl_vanilla"] is tirl_verl.compute_policy_loss_vanilla
     assert fake.ADV_ESTIMATOR_REGISTRY == {"tirl_grpo": tirl_verl.compute_grpo_outcome_advantage}
     try:
         import verl  # noqa: F401
@@ -258,6 +258,7 @@ def rollout_batch(seed=11):
     return old, rollout, mask
 
 
+@pytest.mark.skipif(not hasattr(tirl_verl._abi.lib, "tirl_rollout_correction"), reason="no tirl_rollout_correction")
 def test_rollout_correction_drop_in_matches_the_op_and_verl_names():
     import tirl
     old, rollout, mask = rollout_batch()
@@ -277,6 +278,7 @@ def test_rollout_correction_drop_in_matches_the_op_and_verl_names():
     assert "rollout_corr/rollout_is_oob_ratio" in metrics
 
 
+@pytest.mark.skipif(not hasattr(tirl_verl._abi.lib, "tirl_rollout_correction"), reason="no tirl_rollout_correction")
 def test_rollout_correction_drop_in_defaults_and_errors():
     old, rollout, mask = rollout_batch(12)
     proto, new_mask, metrics = tirl_verl.compute_rollout_correction_and_rejection_mask(old, rollout, mask)
@@ -292,3 +294,55 @@ def test_rollout_correction_drop_in_defaults_and_errors():
     with pytest.raises(ValueError, match="single upper bound"):
         tirl_verl.compute_rollout_correction_and_rejection_mask(old, rollout, mask, rollout_rs="token_k2",
                                                                 rollout_rs_threshold="0.5_2")
+
+
+def verl_other_losses(kind, old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, config,
+                      rollout_is_weights=None):
+    """compute_policy_loss_gpg / _sapo / _cispo / _dro, transcribed (same commit)."""
+    negative_approx_kl = log_prob - old_log_prob
+    clamped = torch.clamp(negative_approx_kl, min=-20.0, max=20.0)
+    ratio = torch.exp(clamped)
+    metrics = {}
+    if kind == "gpg":
+        pg_losses = -log_prob * advantages
+    elif kind == "sapo":
+        taus = torch.where(advantages > 0, torch.full_like(advantages, config.tau_pos),
+                           torch.full_like(advantages, config.tau_neg))
+        pg_losses = -torch.sigmoid(taus * (ratio - 1.0)) * (4.0 / taus) * advantages
+        loss_agg_mode = "seq-mean-token-mean"
+        metrics = {"actor/pg_clipfrac": 0.0, "actor/ppo_kl": masked_mean(-clamped, response_mask).item(),
+                   "actor/pg_clipfrac_lower": 0.0}
+    elif kind == "cispo":
+        clipped = torch.clamp(ratio, 1 - config.clip_ratio_low, 1 + config.clip_ratio_high)
+        pg_losses = -clipped.detach() * advantages * log_prob
+        metrics = {"actor/pg_clipfrac": masked_mean((ratio != clipped).double(), response_mask).item(),
+                   "actor/ppo_kl": masked_mean(-clamped, response_mask).item(), "actor/pg_clipfrac_lower": 0.0}
+    else:
+        beta = config.policy_loss["dro_beta"]
+        pg_losses = -(log_prob * advantages - 0.5 * beta * negative_approx_kl.square())
+        metrics = {"actor/ppo_kl": masked_mean(-negative_approx_kl, response_mask).item()}
+    if rollout_is_weights is not None:
+        pg_losses = pg_losses * rollout_is_weights
+    return agg_loss(pg_losses, response_mask, loss_agg_mode, **config.global_batch_info), metrics
+
+
+@dataclass
+class FullActorConfig(ActorConfig):
+    tau_pos: float = 1.0
+    tau_neg: float = 1.05
+    policy_loss: dict = field(default_factory=lambda: {"dro_beta": 0.25})
+
+
+@pytest.mark.skipif(not hasattr(tirl_verl._abi.lib, "tirl_policy_loss"),
+                    reason="the library has no tirl_policy_loss")
+@pytest.mark.parametrize("kind", ["gpg", "sapo", "cispo", "dro"])
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum"])
+def test_other_policy_losses(kind, mode):
+    old, logp, adv, mask, weights = batch(7)
+    config = FullActorConfig(global_batch_info={"dp_size": 2, "batch_num_tokens": 50, "global_batch_size": 9})
+    ours_logp = logp.float().requires_grad_()
+    ref_logp = logp.clone().requires_grad_()
+    ours = tirl_verl.get_policy_loss_fn(f"tirl_{kind}")(old.float(), ours_logp, adv.float(), mask, mode, config,
+                                                        weights.float())
+    theirs = verl_other_losses(kind, old, ref_logp, adv, mask, mode, config, weights)
+    compare(ours, theirs, ours_logp, ref_logp)
