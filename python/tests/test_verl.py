@@ -346,3 +346,80 @@ def test_other_policy_losses(kind, mode):
                                                         weights.float())
     theirs = verl_other_losses(kind, old, ref_logp, adv, mask, mode, config, weights)
     compare(ours, theirs, ours_logp, ref_logp)
+
+
+def masked_whiten(values, mask):
+    mean = masked_mean(values, mask)
+    centered = values - mean
+    variance = masked_mean(centered**2, mask)
+    mask_sum = mask.sum()
+    variance = variance * mask_sum / (mask_sum - 1)
+    return (values - mean) * torch.rsqrt(variance + 1e-8)
+
+
+def verl_rloo(token_level_rewards, response_mask, index):
+    scores = token_level_rewards.sum(dim=-1)
+    groups = {}
+    for i in range(scores.shape[0]):
+        groups.setdefault(index[i], []).append(scores[i])
+    means = {k: torch.tensor(0.0, dtype=scores.dtype) if len(v) == 1 else torch.stack(v).mean()
+             for k, v in groups.items()}
+    out = scores.clone()
+    for i in range(scores.shape[0]):
+        n = len(groups[index[i]])
+        if n > 1:
+            out[i] = scores[i] * n / (n - 1) - means[index[i]] * n / (n - 1)
+    out = out.unsqueeze(-1) * response_mask
+    return out, out
+
+
+def verl_reinforce_plus_plus(token_level_rewards, response_mask, gamma):
+    returns = torch.zeros_like(token_level_rewards)
+    running_return = 0
+    for t in reversed(range(token_level_rewards.shape[1])):
+        new_running_return = token_level_rewards[:, t] + gamma * running_return
+        returns[:, t] = new_running_return * response_mask[:, t]
+        running_return = new_running_return * response_mask[:, t] + running_return * (1 - response_mask[:, t])
+    return masked_whiten(returns, response_mask) * response_mask, returns
+
+
+def verl_gae(token_level_rewards, values, response_mask, gamma, lam):
+    nextvalues, lastgaelam, reversed_advantages = 0, 0, []
+    for t in reversed(range(token_level_rewards.shape[-1])):
+        delta = token_level_rewards[:, t] + gamma * nextvalues - values[:, t]
+        lastgaelam_ = delta + gamma * lam * lastgaelam
+        nextvalues = values[:, t] * response_mask[:, t] + (1 - response_mask[:, t]) * nextvalues
+        lastgaelam = lastgaelam_ * response_mask[:, t] + (1 - response_mask[:, t]) * lastgaelam
+        reversed_advantages.append(lastgaelam)
+    advantages = torch.stack(reversed_advantages[::-1], dim=1)
+    returns = advantages + values
+    return masked_whiten(advantages, response_mask), returns
+
+
+@pytest.mark.skipif(not hasattr(tirl_verl._abi.lib, "tirl_advantages"), reason="the library has no tirl_advantages")
+def test_other_advantage_estimators():
+    g = torch.Generator().manual_seed(8)
+    b, t = 6, 7
+    mask = (torch.rand(b, t, generator=g) > 0.2).double()
+    mask[:, 0] = 1
+    rewards = torch.zeros(b, t, dtype=torch.float64)
+    rewards[torch.arange(b), torch.randint(0, t, (b,), generator=g)] = torch.rand(b, generator=g,
+                                                                                  dtype=torch.float64)
+    values = torch.randn(b, t, generator=g, dtype=torch.float64)
+    index = ["p", "q", "p", "q", "r", "p"]
+    close = dict(rtol=1e-5, atol=1e-5)
+
+    ours, _ = tirl_verl.get_adv_estimator_fn("tirl_rloo")(rewards.float(), mask, index)
+    torch.testing.assert_close(ours.double(), verl_rloo(rewards, mask, index)[0], **close)
+
+    ours, ours_returns = tirl_verl.get_adv_estimator_fn("reinforce_plus_plus")(rewards.float(), mask,
+                                                                                config={"gamma": 0.9})
+    theirs, returns = verl_reinforce_plus_plus(rewards, mask, 0.9)
+    torch.testing.assert_close(ours.double(), theirs, **close)
+    torch.testing.assert_close(ours_returns.double(), returns, **close)
+
+    ours, ours_returns = tirl_verl.compute_gae_advantage_return(rewards.float(), values.float(), mask, 0.95, 0.9)
+    theirs, returns = verl_gae(rewards, values, mask, 0.95, 0.9)
+    on = mask > 0
+    torch.testing.assert_close(ours.double()[on], theirs[on], **close)
+    torch.testing.assert_close(ours_returns.double()[on], returns[on], **close)

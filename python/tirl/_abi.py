@@ -46,6 +46,10 @@ POLICY_LOSSES: Dict[str, int] = {
     "vanilla": 0, "gspo": 1, "dppo_tv": 2, "dppo_kl": 3, "sapo": 4, "gpg": 5, "clip_cov": 6, "kl_cov": 7,
     "geo_mean": 8, "dro": 9, "cispo": 10, "reinforce": 11, "bypass_mode": 12,
 }
+ADVANTAGE_ESTIMATORS: Dict[str, int] = {
+    "grpo": 0, "grpo_passk": 1, "gdpo": 2, "rloo": 3, "reinforce_plus_plus": 4, "reinforce_plus_plus_baseline": 5,
+    "remax": 6, "opo": 7, "gpg": 8, "gae": 9, "optimal_token_baseline": 10, "tir_optimal_token_baseline": 11,
+}
 BYPASS_LOSS_TYPES: Dict[str, int] = {"ppo_clip": 0, "reinforce": 1}
 
 # ------------------------------------------------------------------ structs (tirl.h)
@@ -126,6 +130,26 @@ class GroupAdvantagesOptions(ctypes.Structure):
     _fields_ = [("scale_by_std", _i32), ("epsilon", _f64)]
 
 
+class AdvantagesOptions(ctypes.Structure):
+    _fields_ = [
+        ("estimator", _c_int),
+        ("norm_adv_by_std", _i32),
+        ("epsilon", _f64),
+        ("gamma", _f64),
+        ("lam", _f64),
+        ("f_norm", _f64),
+        ("handle_zero_tail", _i32),
+        ("num_reward_keys", _i64),
+        ("group_size", _i64),
+    ]
+
+
+class AdvantagesInputs(ctypes.Structure):
+    _fields_ = [(name, _ptr) for name in (
+        "rewards", "token_rewards", "mask", "seq_offsets", "group_ids", "values", "reward_baselines", "old_logp",
+        "sum_pi_squared", "rollout_is_weights", "reward_weights")]
+
+
 class DpoOptions(ctypes.Structure):
     _fields_ = [("beta", _f64), ("label_smoothing", _f64), ("variant", _c_int)]
 
@@ -201,6 +225,9 @@ _SIGNATURES: Dict[str, Tuple[object, Sequence[object]]] = {
     "tirl_group_advantages_options_default": (GroupAdvantagesOptions, []),
     "tirl_group_advantages": (_c_int, [_P, _i64, _P, _i64, ctypes.POINTER(GroupAdvantagesOptions),
                                        _P, Device]),
+    "tirl_advantages_options_default": (AdvantagesOptions, []),
+    "tirl_advantages": (_c_int, [ctypes.POINTER(AdvantagesInputs), _i64, _i64, ctypes.POINTER(AdvantagesOptions),
+                                 _P, _P, Device]),
     "tirl_dpo_options_default": (DpoOptions, []),
     "tirl_dpo_loss": (_c_int, [_P, _P, _P, _P, _i64, ctypes.POINTER(DpoOptions), _P, _P, _P, _P,
                                ctypes.POINTER(DpoResult), Device]),

@@ -7,11 +7,13 @@ Conventions read from verl-project/verl at commit 1dda039b9c6311889a9c9a26040677
 ``_sapo`` (seq-mean-token-mean, ``tau_pos``/``tau_neg``), ``_cispo``, ``_dro``
 (``policy_loss.dro_beta``) where the library has ``tirl_policy_loss``, ``agg_loss``'s
 five modes and ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``,
-``global_batch_size``, ``loss_scale_factor``), ``compute_grpo_outcome_advantage``, the two registries, and from
-``verl/trainer/ppo/rollout_corr_helper.py`` ``compute_rollout_correction_and_rejection_mask``
-(verl's threshold strings: "lower_upper" for IcePop and k1 bounds) and
-``compute_offpolicy_metrics``. The config is read by ``.get`` or attribute (verl's dataclass configs, an
-OmegaConf node or a plain dict), never by type.
+``global_batch_size``, ``loss_scale_factor``), ``compute_grpo_outcome_advantage``,
+``compute_rloo_outcome_advantage``, ``compute_reinforce_plus_plus_outcome_advantage`` and
+``compute_gae_advantage_return`` (where the library has ``tirl_advantages``), the two
+registries, and from ``verl/trainer/ppo/rollout_corr_helper.py``
+``compute_rollout_correction_and_rejection_mask`` (verl's threshold strings: "lower_upper"
+for IcePop and k1 bounds) and ``compute_offpolicy_metrics``. The config is read by ``.get``
+or attribute (verl's dataclass configs, an OmegaConf node or a plain dict), never by type.
 
     from tirl.integrations import verl as tirl_verl
     tirl_verl.register()            # adds tirl_<mode> names to verl's registries
@@ -33,6 +35,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 import torch
 
 from .. import _abi
+from ..ops.advantages import advantages as tirl_advantages
 from ..ops.group_advantages import group_advantages
 from ..ops.ppo_loss import ppo_loss
 from ..ops.rollout_correction import rollout_correction
@@ -286,9 +289,47 @@ POLICY_LOSSES: Dict[str, Callable[..., Tuple[torch.Tensor, Dict[str, float]]]] =
 if hasattr(_abi.lib, "tirl_policy_loss"):  # offered only where the loaded library has the kernels
     POLICY_LOSSES.update(gpg=compute_policy_loss_gpg, sapo=compute_policy_loss_sapo,
                          cispo=compute_policy_loss_cispo, dro=compute_policy_loss_dro)
+def _dense_groups(index: Any, device: torch.device) -> torch.Tensor:
+    dense: Dict[Any, int] = {}
+    ids = [dense.setdefault(key.item() if hasattr(key, "item") else key, len(dense)) for key in list(index)]
+    return torch.tensor(ids, dtype=torch.int32, device=device)
+
+
+def compute_rloo_outcome_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any,
+                                   epsilon: float = 1e-6, config: Any = None,
+                                   **kwargs: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    """verl's RLOO: n/(n-1) (score - group mean) per group of ``index`` (a group of one keeps its score)."""
+    advantages, returns = tirl_advantages(response_mask, estimator="rloo",
+                                          token_rewards=token_level_rewards.to(torch.float32),
+                                          group_ids=_dense_groups(index, token_level_rewards.device))
+    return advantages, returns
+
+
+def compute_reinforce_plus_plus_outcome_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor,
+                                                  config: Any = None,
+                                                  **kwargs: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    """verl's REINFORCE++: discounted returns over the response tokens (``config.gamma``),
+    whitened over the batch's masked tokens; returns ``(advantages, returns)``."""
+    return tirl_advantages(response_mask, estimator="reinforce_plus_plus",
+                           token_rewards=token_level_rewards.to(torch.float32),
+                           gamma=float(read(config, "gamma", 1.0)))
+
+
+def compute_gae_advantage_return(token_level_rewards: torch.Tensor, values: torch.Tensor,
+                                 response_mask: torch.Tensor, gamma: Any, lam: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    """verl's GAE, whitened advantages and returns (advantages + values before whitening).
+    Unlike verl, masked-out tokens get advantage 0."""
+    return tirl_advantages(response_mask, estimator="gae", token_rewards=token_level_rewards.to(torch.float32),
+                           values=values.to(torch.float32), gamma=float(gamma), lam=float(lam))
+
+
 ADV_ESTIMATORS: Dict[str, Callable[..., Tuple[torch.Tensor, torch.Tensor]]] = {
     "grpo": compute_grpo_outcome_advantage,
 }
+if hasattr(_abi.lib, "tirl_advantages"):  # offered only where the loaded library has the kernel
+    ADV_ESTIMATORS.update(rloo=compute_rloo_outcome_advantage,
+                          reinforce_plus_plus=compute_reinforce_plus_plus_outcome_advantage,
+                          gae=compute_gae_advantage_return)
 
 
 def _strip(name: Any) -> str:
