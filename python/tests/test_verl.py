@@ -241,7 +241,8 @@ def test_registries_and_register():
     assert tirl_verl.register(fake) is True
     assert fake.POLICY_LOSS_REGISTRY == {f"tirl_{mode}": fn for mode, fn in tirl_verl.POLICY_LOSSES.items()}
     assert fake.POLICY_LOSS_REGISTRY["tirl_vanilla"] is tirl_verl.compute_policy_loss_vanilla
-    assert fake.ADV_ESTIMATOR_REGISTRY == {"tirl_grpo": tirl_verl.compute_grpo_outcome_advantage}
+    assert fake.ADV_ESTIMATOR_REGISTRY == {f"tirl_{name}": fn for name, fn in tirl_verl.ADV_ESTIMATORS.items()}
+    assert fake.ADV_ESTIMATOR_REGISTRY["tirl_grpo"] is tirl_verl.compute_grpo_outcome_advantage
     try:
         import verl  # noqa: F401
     except ImportError:

@@ -117,6 +117,12 @@ class PolicyLossOptions(ctypes.Structure):
     ]
 
 
+class _PolicyLossOptionsReturn(ctypes.Structure):
+    """PolicyLossOptions with room to spare, as the restype of its default(): a library whose
+    struct grew cannot write past the buffer, and its struct_size then shows the mismatch."""
+    _fields_ = [("options", PolicyLossOptions), ("spare", ctypes.c_uint8 * 256)]
+
+
 class PolicyLossResult(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -142,6 +148,11 @@ class AdvantagesOptions(ctypes.Structure):
         ("num_reward_keys", _i64),
         ("group_size", _i64),
     ]
+
+
+class _AdvantagesOptionsReturn(ctypes.Structure):
+    """AdvantagesOptions with room to spare, as the restype of its default() (see _PolicyLossOptionsReturn)."""
+    _fields_ = [("options", AdvantagesOptions), ("spare", ctypes.c_uint8 * 256)]
 
 
 class AdvantagesInputs(ctypes.Structure):
@@ -219,13 +230,13 @@ _SIGNATURES: Dict[str, Tuple[object, Sequence[object]]] = {
     "tirl_ppo_options_default": (PpoOptions, []),
     "tirl_ppo_loss": (_c_int, [_P, _P, _P, _P, _i64, _P, _i64, _P, _P, _PpoOptionsP, _P,
                                ctypes.POINTER(PpoResult), Device]),
-    "tirl_policy_loss_options_default": (PolicyLossOptions, []),
+    "tirl_policy_loss_options_default": (_PolicyLossOptionsReturn, []),
     "tirl_policy_loss": (_c_int, [_P, _P, _P, _P, _i64, _P, _i64, _P, _P, ctypes.POINTER(PolicyLossOptions), _P,
                                   ctypes.POINTER(PolicyLossResult), Device]),
     "tirl_group_advantages_options_default": (GroupAdvantagesOptions, []),
     "tirl_group_advantages": (_c_int, [_P, _i64, _P, _i64, ctypes.POINTER(GroupAdvantagesOptions),
                                        _P, Device]),
-    "tirl_advantages_options_default": (AdvantagesOptions, []),
+    "tirl_advantages_options_default": (_AdvantagesOptionsReturn, []),
     "tirl_advantages": (_c_int, [ctypes.POINTER(AdvantagesInputs), _i64, _i64, ctypes.POINTER(AdvantagesOptions),
                                  _P, _P, Device]),
     "tirl_dpo_options_default": (DpoOptions, []),
@@ -286,6 +297,18 @@ def _load() -> ctypes.CDLL:
 
 lib = _load()
 library_path: str = lib._name
+
+
+def policy_loss_options_default() -> PolicyLossOptions:
+    """tirl_policy_loss_options_default(), refused when the library's struct is not the one
+    declared here (a library built from another tirl.h)."""
+    require("tirl_policy_loss")
+    options = lib.tirl_policy_loss_options_default().options
+    if options.struct_size != ctypes.sizeof(PolicyLossOptions):
+        raise RuntimeError(f"tirl: {library_path} has a tirl_policy_loss_options of {options.struct_size} bytes, "
+                           f"this package declares {ctypes.sizeof(PolicyLossOptions)}: use the libtirl.so of the "
+                           "same checkout, or update tirl/_abi.py from tirl.h")
+    return options
 
 
 def require(name: str) -> None:

@@ -78,7 +78,7 @@ def advantages(
             kept.append(value)
             setattr(inputs, name, value.data_ptr())
 
-    options = _abi.lib.tirl_advantages_options_default()
+    options = _abi.lib.tirl_advantages_options_default().options
     options.estimator = _abi.choice("estimator", estimator, _abi.ADVANTAGE_ESTIMATORS)
     if rewards is not None:
         scores = _abi.tensor("rewards", rewards, (torch.float32,), device)

@@ -177,8 +177,7 @@ def ppo_loss(
             clip_fraction=result.clip_fraction, clip_fraction_lower=result.clip_fraction_lower,
             approx_kl=result.approx_kl, non_finite=result.non_finite, masked_tokens=result.masked_tokens)
 
-    _abi.require("tirl_policy_loss")
-    extended = _abi.lib.tirl_policy_loss_options_default()
+    extended = _abi.policy_loss_options_default()
     extended.ppo = options
     extended.policy_loss = _abi.choice("policy_loss", policy_loss, _abi.POLICY_LOSSES)
     for name, value in policy_options.items():
