@@ -207,14 +207,6 @@ bool per_sequence_aggregation(tirl_aggregation a) {
   return a != TIRL_AGG_TOKEN_MEAN && a != TIRL_AGG_TOKEN_SUM;
 }
 
-PolicyConstants policy_constants(const tirl_policy_loss_options& o) {
-  return {static_cast<float>(o.ppo.clip_low),     static_cast<float>(o.ppo.clip_high),
-          static_cast<float>(1.0 - o.ppo.clip_low), static_cast<float>(1.0 + o.ppo.clip_high),
-          static_cast<float>(o.clip_ratio_c),     static_cast<float>(o.tau_pos),
-          static_cast<float>(o.tau_neg),          static_cast<float>(o.ppo_kl_coef),
-          static_cast<float>(o.dro_beta)};
-}
-
 void fill_result(const Totals& t, bool kl, double kl_coef, tirl_policy_loss_result* result) {
   fill_ppo_result(t.pg_loss, t.kl_loss, kl, kl_coef, static_cast<double>(t.clipped),
                   static_cast<double>(t.clipped_lower), t.kl_stat, t.non_finite, t.masked,

@@ -16,6 +16,7 @@
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
 #include "cuda/reduce.cuh"
+#include "math/policy_loss.h"
 #include "math/ppo_loss.h"
 
 namespace tirl::cuda {
@@ -160,6 +161,11 @@ struct MainArgs {
   double dp_size;
   float scale;
   PpoConstants constants;
+  // The other token-local policy losses (policy_kernel).
+  PolicyConstants policy;
+  tirl_kl_estimator kl_estimator;
+  bool bypass_weights;         // bypass_mode's token IS weights (computed here, not an input)
+  float is_lower, is_upper;    // their band (rollout_is_weight)
 };
 
 template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRatio>
@@ -208,6 +214,84 @@ __global__ void __launch_bounds__(kThreads) ppo_kernel(MainArgs a, Workspace w) 
   grid_reduce(block, zero, AddTotals{}, w.partials, w.ticket, w.total);
 }
 
+// The KL term of one token, the estimator picked at run time (uniform across the grid).
+__device__ inline KlTerm kl_any(tirl_kl_estimator e, float logp, float ref_logp) {
+  switch (e) {
+    case TIRL_KL_K1: return kl_term<TIRL_KL_K1>(logp, ref_logp);
+    case TIRL_KL_K2: return kl_term<TIRL_KL_K2>(logp, ref_logp);
+    case TIRL_KL_ABS: return kl_term<TIRL_KL_ABS>(logp, ref_logp);
+    case TIRL_KL_K1_PLUS: return kl_term<TIRL_KL_K1_PLUS>(logp, ref_logp);
+    case TIRL_KL_K3_PLUS: return kl_term<TIRL_KL_K3_PLUS>(logp, ref_logp);
+    case TIRL_KL_ABS_PLUS: return kl_term<TIRL_KL_ABS_PLUS>(logp, ref_logp);
+    case TIRL_KL_K3: break;
+  }
+  return kl_term<TIRL_KL_K3>(logp, ref_logp);
+}
+
+// The token-local policy losses (policy_term, math/policy_loss.h), token for token as the
+// CPU's run_block (cpu/policy_loss_kernels.inc): the same products in the same order.
+// Totals: clipped = clipFraction's count, dual_clipped = clipFractionLower's,
+// neg_log_ratio = the approxKl statistic.
+template <tirl_policy_loss_kind Loss, bool kWeights>
+__global__ void __launch_bounds__(kThreads) policy_kernel(MainArgs a, Workspace w) {
+  if (a.seq_offsets != nullptr && !a.per_sequence) check_offsets(a.seq_offsets, a.num_seqs, w.offsets);
+  const int64_t tile_begin = static_cast<int64_t>(blockIdx.x) * kTokensPerTile;
+  const int64_t tile_end = min(tile_begin + kTokensPerTile, a.num_tokens);
+  __shared__ int64_t first_seq, last_seq;
+  if (a.per_sequence && threadIdx.x == 0) {
+    first_seq = find_sequence(a.seq_offsets, 0, a.num_seqs - 1, tile_begin);
+    last_seq = find_sequence(a.seq_offsets, first_seq, a.num_seqs - 1, tile_end - 1);
+  }
+  __syncthreads();
+  const float shared_scale =
+      a.count_normaliser ? static_cast<float>(aggregation_factor(a.dp_size, static_cast<double>(w.summary->masked)))
+                         : a.scale;
+  const bool kl = a.ref_logp != nullptr;
+  PpoTotals mine{0.0, 0.0, 0.0, 0, 0, 0, 0};
+  for (int k = 0; k < kTokensPerThread; ++k) {
+    const int64_t t = tile_begin + k * kThreads + threadIdx.x;
+    if (t >= tile_end) break;
+    const float scale =
+        a.per_sequence ? w.constants[find_sequence(a.seq_offsets, first_seq, last_seq, t)].scale : shared_scale;
+    const float logp = a.logp[t], old_logp = a.old_logp[t], advantage = a.advantages[t];
+    const bool token_in = a.mask[t] != 0;
+    const PolicyTerm term = policy_term<Loss>(logp, old_logp, advantage, 0.0f, a.policy);
+    float pg = term.loss;
+    float dpg = term.dloss_dlogp;
+    float probe = finite_probe(logp) + finite_probe(old_logp) + finite_probe(advantage);
+    if (kWeights) {
+      float weight;
+      if (a.bypass_weights) {
+        weight = token_in ? rollout_is_weight(logp - old_logp, a.is_lower, a.is_upper) : 0.0f;
+      } else {
+        weight = a.weights[t];
+        probe += finite_probe(weight);
+      }
+      pg *= weight;
+      dpg *= weight;
+    }
+    float grad = token_in ? scale * dpg : 0.0f;
+    bool bad = token_in & !(probe == 0.0f);
+    if (kl) {
+      const float ref_logp = a.ref_logp[t];
+      const KlTerm k2 = kl_any(a.kl_estimator, logp, ref_logp);
+      grad += token_in ? scale * (a.constants.kl_coef * k2.dvalue_dlogp) : 0.0f;
+      mine.kl_loss += token_in ? scale * k2.value : 0.0f;
+      bad |= token_in & !(finite_probe(ref_logp) == 0.0f);
+    }
+    if (a.grad != nullptr) a.grad[t] = grad;
+    mine.pg_loss += token_in ? scale * pg : 0.0f;
+    mine.neg_log_ratio += token_in ? term.kl_stat : 0.0f;
+    mine.clipped += static_cast<unsigned long long>(term.clipped & static_cast<int32_t>(token_in));
+    mine.dual_clipped += static_cast<unsigned long long>(term.clipped_lower & static_cast<int32_t>(token_in));
+    mine.non_finite += bad;
+    mine.masked += token_in;
+  }
+  const PpoTotals zero{0.0, 0.0, 0.0, 0, 0, 0, 0};
+  const PpoTotals block = block_reduce(mine, zero, AddTotals{});
+  grid_reduce(block, zero, AddTotals{}, w.partials, w.ticket, w.total);
+}
+
 using PpoKernel = void (*)(MainArgs, Workspace);
 
 template <bool kKl, tirl_kl_estimator Estimator>
@@ -232,18 +316,39 @@ PpoKernel pick_kernel(bool kl, tirl_kl_estimator estimator, bool weights, bool s
   return pick_kernel<true, TIRL_KL_K3>(weights, sequence_ratio);
 }
 
+template <tirl_policy_loss_kind Loss>
+PpoKernel pick_policy(bool weights) {
+  return weights ? policy_kernel<Loss, true> : policy_kernel<Loss, false>;
+}
+
+// The kernel of a token-local loss, or null for one without a CUDA kernel.
+PpoKernel pick_policy_kernel(tirl_policy_loss_kind loss, bool weights) {
+  switch (loss) {
+    case TIRL_POLICY_DPPO_TV: return pick_policy<TIRL_POLICY_DPPO_TV>(weights);
+    case TIRL_POLICY_DPPO_KL: return pick_policy<TIRL_POLICY_DPPO_KL>(weights);
+    case TIRL_POLICY_SAPO: return pick_policy<TIRL_POLICY_SAPO>(weights);
+    case TIRL_POLICY_CISPO: return pick_policy<TIRL_POLICY_CISPO>(weights);
+    case TIRL_POLICY_DRO: return pick_policy<TIRL_POLICY_DRO>(weights);
+    case TIRL_POLICY_GPG: return pick_policy<TIRL_POLICY_GPG>(weights);
+    case TIRL_POLICY_REINFORCE: return pick_policy<TIRL_POLICY_REINFORCE>(weights);
+    default: return nullptr;
+  }
+}
+
 // Bytes of `count` items of T, rounded up to keep the next carve 16-byte aligned.
 template <class T>
 size_t carve_bytes(int64_t count) {
   return (static_cast<size_t>(count) * sizeof(T) + 15) / 16 * 16;
 }
 
-// The clipped surrogate (vanilla, GSPO through ratio_level).
-tirl_status clipped_surrogate(const float* logp, const float* old_logp, const float* advantages,
+// The token-local losses: the clipped surrogate (vanilla, GSPO through ratio_level) and
+// those of pick_policy_kernel (`policy` non-null; `loss` already bypass_mode's REINFORCE).
+tirl_status token_losses(const float* logp, const float* old_logp, const float* advantages,
                      const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
                      int64_t num_seqs, const float* ref_logp, const float* weights,
-                     const tirl_ppo_options* options, float* grad, tirl_ppo_result* result,
-                     tirl_device device) {
+                     const tirl_ppo_options* options, const tirl_policy_loss_options* policy,
+                     tirl_policy_loss_kind loss, bool bypass_weights, float* grad,
+                     tirl_ppo_result* result, tirl_device device) {
   return guarded([&]() -> tirl_status {
     DeviceScope scope(device);
     TIRL_CUDA_TRY(kOp, scope.enter());
@@ -283,7 +388,13 @@ tirl_status clipped_surrogate(const float* logp, const float* old_logp, const fl
                                                        reinterpret_cast<char*>(w.total), stream));
 
     MainArgs a{logp, old_logp, advantages, mask, ref_logp, weights, grad, num_tokens, seq_offsets,
-               seqs, per_sequence, false, o.dp_size, 0.0f, ppo_constants(o)};
+               seqs, per_sequence, false, o.dp_size, 0.0f, ppo_constants(o), PolicyConstants{},
+               o.kl_estimator, bypass_weights, 0.0f, 0.0f};
+    if (policy != nullptr) {
+      a.policy = policy_constants(*policy);
+      a.is_lower = static_cast<float>(policy->rollout_is_threshold_lower);
+      a.is_upper = static_cast<float>(policy->rollout_is_threshold);
+    }
     if (per_sequence) {
       if (block_per_sequence(num_tokens, seqs)) {
         sequence_pass_kernel<kThreads><<<blocks_for(seqs, 1), kThreads, 0, stream>>>(
@@ -311,7 +422,8 @@ tirl_status clipped_surrogate(const float* logp, const float* old_logp, const fl
     // for any token) has anything to do.
     if (tiles > 0 && !(per_sequence && seqs == 0)) {
       if (tiles > INT_MAX) return fail(TIRL_ERROR_UNSUPPORTED, std::string(kOp) + ": too many tokens for one call on CUDA");
-      pick_kernel(kl, o.kl_estimator, weights != nullptr, sequence_ratio)
+      (policy == nullptr ? pick_kernel(kl, o.kl_estimator, weights != nullptr, sequence_ratio)
+                         : pick_policy_kernel(loss, weights != nullptr || bypass_weights))
           <<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(a, w);
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
     } else if (seq_offsets != nullptr && !per_sequence) {
@@ -338,20 +450,49 @@ tirl_status clipped_surrogate(const float* logp, const float* old_logp, const fl
 }  // namespace
 
 // ppoLoss's table entry. The front door has turned 'gspo' and bypass_mode's 'ppo_clip' into
-// 'vanilla' (with the sequence ratio for GSPO); the other policy losses have no CUDA kernel
-// yet.
+// 'vanilla' (with the sequence ratio for GSPO). Batch-global picks and per-sequence losses
+// ('geo_mean', 'clip_cov', 'kl_cov', bypass_mode with sequence-level or batch-normalised IS
+// weights) have no CUDA kernel yet.
 tirl_status policy_loss(const float* logp, const float* old_logp, const float* advantages,
                         const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
                         int64_t num_seqs, const float* ref_logp, const float* weights,
                         const tirl_policy_loss_options* options, float* grad,
                         tirl_policy_loss_result* result, tirl_device device) {
-  if (options->policy_loss != TIRL_POLICY_VANILLA) {
-    return fail(TIRL_ERROR_UNSUPPORTED,
-                std::string(kOp) + ": policy_loss " + std::to_string(options->policy_loss) +
-                    " has no CUDA kernel yet (vanilla and gspo do): run it on the CPU");
+  const tirl_policy_loss_options& o = *options;
+  result->selected_tokens = 0;
+  result->rollout_is_batch_norm_factor = 1.0;
+  if (o.policy_loss == TIRL_POLICY_VANILLA) {
+    return token_losses(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs,
+                        ref_logp, weights, &o.ppo, nullptr, TIRL_POLICY_VANILLA, false, grad,
+                        &result->ppo, device);
   }
-  return clipped_surrogate(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs,
-                           ref_logp, weights, &options->ppo, grad, &result->ppo, device);
+  tirl_policy_loss_kind loss = o.policy_loss;
+  bool bypass_weights = false;
+  if (loss == TIRL_POLICY_BYPASS_MODE) {
+    if (o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE || (o.rollout_is != TIRL_ROLLOUT_IS_NONE &&
+                                                     o.rollout_is_batch_normalize != 0)) {
+      return fail(TIRL_ERROR_UNSUPPORTED,
+                  std::string(kOp) + ": policy_loss bypass_mode with " +
+                      (o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE ? "sequence-level" : "batch-normalised") +
+                      " IS weights has no CUDA kernel yet (token-level, unnormalised weights do): "
+                      "run it on the CPU");
+    }
+    loss = TIRL_POLICY_REINFORCE;
+    bypass_weights = o.rollout_is != TIRL_ROLLOUT_IS_NONE;
+  }
+  if (pick_policy_kernel(loss, false) == nullptr) {
+    const char* name = loss == TIRL_POLICY_GEO_MEAN   ? "geo_mean"
+                       : loss == TIRL_POLICY_CLIP_COV ? "clip_cov"
+                       : loss == TIRL_POLICY_KL_COV   ? "kl_cov"
+                                                      : "?";
+    return fail(TIRL_ERROR_UNSUPPORTED,
+                std::string(kOp) + ": policy_loss " + name +
+                    " has no CUDA kernel yet (vanilla, gspo, dppo_tv, dppo_kl, sapo, gpg, "
+                    "reinforce, cispo, dro and token-level bypass_mode do): run it on the CPU");
+  }
+  return token_losses(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs,
+                      ref_logp, weights, &o.ppo, &o, loss, bypass_weights, grad, &result->ppo,
+                      device);
 }
 
 }  // namespace tirl::cuda

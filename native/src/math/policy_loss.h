@@ -41,6 +41,15 @@ struct PolicyConstants {
   float dro_beta;      // DRO
 };
 
+// The constants from the options (shared by the CPU and CUDA kernels).
+inline PolicyConstants policy_constants(const tirl_policy_loss_options& o) {
+  return {static_cast<float>(o.ppo.clip_low),     static_cast<float>(o.ppo.clip_high),
+          static_cast<float>(1.0 - o.ppo.clip_low), static_cast<float>(1.0 + o.ppo.clip_high),
+          static_cast<float>(o.clip_ratio_c),     static_cast<float>(o.tau_pos),
+          static_cast<float>(o.tau_neg),          static_cast<float>(o.ppo_kl_coef),
+          static_cast<float>(o.dro_beta)};
+}
+
 // torch.minimum / torch.maximum: NaN wins.
 TIRL_HD inline float nan_min(float a, float b) { return select((a < b) | (a != a), a, b); }
 
@@ -234,6 +243,33 @@ TIRL_HD inline float rollout_is_weight(float log_ratio, float lower, float upper
   const float w = exp_any(clamp_keep_nan(log_ratio, -kRolloutLogRatioBound, kRolloutLogRatioBound));
   if (lower > 0.0f) return select((w >= lower) & (w <= upper), w, 0.0f);
   return select(w > upper, upper, w);
+}
+
+// ---------------------------------------------------------------- one token, by loss
+
+// The token term of each token-local loss (every policy loss but 'vanilla', 'gspo' and
+// 'geo_mean'); `selected` is clip_cov's / kl_cov's pick (0 for the others).
+template <tirl_policy_loss_kind Loss>
+TIRL_HD inline PolicyTerm policy_term(float logp, float old_logp, float advantage, float selected,
+                                      const PolicyConstants& c) {
+  if constexpr (Loss == TIRL_POLICY_DPPO_TV) {
+    return dppo_term<false>(logp, old_logp, advantage, c);
+  } else if constexpr (Loss == TIRL_POLICY_DPPO_KL) {
+    return dppo_term<true>(logp, old_logp, advantage, c);
+  } else if constexpr (Loss == TIRL_POLICY_SAPO) {
+    return sapo_term(logp, old_logp, advantage, c);
+  } else if constexpr (Loss == TIRL_POLICY_CISPO) {
+    return cispo_term(logp, old_logp, advantage, c);
+  } else if constexpr (Loss == TIRL_POLICY_DRO) {
+    return dro_term(logp, old_logp, advantage, c);
+  } else if constexpr (Loss == TIRL_POLICY_CLIP_COV) {
+    return clip_cov_term(logp, old_logp, advantage, selected != 0.0f, c);
+  } else if constexpr (Loss == TIRL_POLICY_KL_COV) {
+    return kl_cov_term(logp, old_logp, advantage, selected != 0.0f, c);
+  } else {
+    static_assert(Loss == TIRL_POLICY_GPG || Loss == TIRL_POLICY_REINFORCE, "not a token loss");
+    return log_prob_term(logp, old_logp, advantage);
+  }
 }
 
 }  // namespace tirl

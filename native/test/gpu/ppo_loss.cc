@@ -35,7 +35,111 @@ struct PpoCase {
   bool weights, offsets;
 };
 
+struct PolicyCase {
+  const char* name;
+  tirl_policy_loss_kind loss;
+  tirl_aggregation aggregation;
+  double kl_coef;
+  bool weights;
+  tirl_rollout_is_level rollout_is;  // bypass_mode only
+  double is_lower;
+};
+
+// The token-local policy losses (tirl_policy_loss) against the CPU, bypass_mode with its
+// token-level IS weights included.
+void check_policy_losses(Random& rng) {
+  const char* op = "ppoLoss policy_loss";
+  const PolicyCase cases[] = {
+      {"dppo_tv", TIRL_POLICY_DPPO_TV, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0},
+      {"dppo_kl k3 w", TIRL_POLICY_DPPO_KL, TIRL_AGG_SEQ_MEAN_TOKEN_MEAN, 0.1, true, TIRL_ROLLOUT_IS_NONE, 0},
+      {"sapo", TIRL_POLICY_SAPO, TIRL_AGG_TOKEN_SUM, 0, false, TIRL_ROLLOUT_IS_NONE, 0},
+      {"gpg seq-mean-token-sum", TIRL_POLICY_GPG, TIRL_AGG_SEQ_MEAN_TOKEN_SUM, 0, false, TIRL_ROLLOUT_IS_NONE, 0},
+      {"reinforce w", TIRL_POLICY_REINFORCE, TIRL_AGG_TOKEN_MEAN, 0, true, TIRL_ROLLOUT_IS_NONE, 0},
+      {"cispo abs", TIRL_POLICY_CISPO, TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM, 0.2, false, TIRL_ROLLOUT_IS_NONE, 0},
+      {"dro", TIRL_POLICY_DRO, TIRL_AGG_TOKEN_MEAN, 0, true, TIRL_ROLLOUT_IS_NONE, 0},
+      {"bypass tis", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_TOKEN, 0},
+      {"bypass icepop", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_SEQ_MEAN_TOKEN_MEAN, 0.05, false, TIRL_ROLLOUT_IS_TOKEN, 0.5},
+      {"bypass none", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0},
+  };
+  const std::vector<std::vector<int32_t>> layouts = {rng.offsets(1, 0, 0), rng.offsets(9, 0, 50),
+                                                     rng.offsets(600, 0, 2000), rng.offsets(3, 100000, 300000)};
+  for (const PolicyCase& k : cases) {
+    for (const auto& layout : layouts) {
+      PpoInputs in = ppo_inputs(rng, layout);
+      if (in.n > 10) {
+        in.logp[3] = NAN;
+        in.mask[3] = 1;
+        in.advantages[7] = INFINITY;
+        in.mask[7] = 0;
+        in.logp[9] = in.old_logp[9] + 30;  // clamped log-ratio
+      }
+      tirl_policy_loss_options o = tirl_policy_loss_options_default();
+      o.policy_loss = k.loss;
+      o.ppo.aggregation = k.aggregation;
+      o.ppo.kl_coef = k.kl_coef;
+      o.ppo.kl_estimator = k.kl_coef == 0.2 ? TIRL_KL_ABS : TIRL_KL_K3;
+      if (k.loss == TIRL_POLICY_DRO) o.dro_beta = 0.3;
+      if (k.loss == TIRL_POLICY_BYPASS_MODE) {
+        o.loss_type = TIRL_BYPASS_REINFORCE;
+        o.rollout_is = k.rollout_is;
+        o.rollout_is_threshold_lower = k.is_lower;
+      }
+      const float* ref = k.kl_coef > 0 ? in.ref_logp.data() : nullptr;
+      const float* w = k.weights ? in.weights.data() : nullptr;
+      std::vector<float> grad(in.n);
+      tirl_policy_loss_result cpu{}, gpu{}, again{};
+      cpu.struct_size = gpu.struct_size = again.struct_size = sizeof(tirl_policy_loss_result);
+      expect_ok(tirl_policy_loss(in.logp.data(), in.old_logp.data(), in.advantages.data(), in.mask.data(),
+                                 in.n, in.offsets.data(), in.b, ref, w, &o, grad.data(), &cpu, kCpu),
+                "cpu policy_loss");
+      Device<float> d_logp(in.logp), d_old(in.old_logp), d_adv(in.advantages), d_ref(in.ref_logp),
+          d_w(in.weights), d_grad(in.n);
+      Device<uint8_t> d_mask(in.mask);
+      Device<int32_t> d_offsets(in.offsets);
+      Comparison c{op, std::string(k.name) + " N=" + std::to_string(in.n), 1e-5, 1e-6};
+      auto run = [&](tirl_policy_loss_result* r) {
+        return tirl_policy_loss(d_logp.get(), d_old.get(), d_adv.get(), d_mask.get(), in.n, d_offsets.get(),
+                                in.b, ref ? d_ref.get() : nullptr, w ? d_w.get() : nullptr, &o,
+                                d_grad.get(), r, kGpu);
+      };
+      tirl_status s = run(&gpu);
+      if (!supported(s, op)) return;
+      c.status(s, "gpu");
+      auto first = d_grad.download();
+      c.arrays("grad", first, grad);
+      c.scalar("loss", gpu.ppo.loss, cpu.ppo.loss);
+      c.scalar("pgLoss", gpu.ppo.pg_loss, cpu.ppo.pg_loss);
+      c.scalar("klLoss", gpu.ppo.kl_loss, cpu.ppo.kl_loss);
+      c.scalar("clipFraction", gpu.ppo.clip_fraction, cpu.ppo.clip_fraction);
+      c.scalar("clipFractionLower", gpu.ppo.clip_fraction_lower, cpu.ppo.clip_fraction_lower);
+      c.scalar("approxKl", gpu.ppo.approx_kl, cpu.ppo.approx_kl);
+      if (gpu.ppo.non_finite != cpu.ppo.non_finite) c.fail("nonFinite differs");
+      if (gpu.ppo.masked_tokens != cpu.ppo.masked_tokens) c.fail("maskedTokens differs");
+      c.status(run(&again), "again");
+      c.deterministic("grad", d_grad.download(), first);
+      if (std::memcmp(&gpu, &again, sizeof gpu) != 0) c.fail("result differs between two GPU runs");
+    }
+  }
+  // The losses still without a CUDA kernel say so.
+  for (tirl_policy_loss_kind loss : {TIRL_POLICY_GEO_MEAN, TIRL_POLICY_CLIP_COV, TIRL_POLICY_KL_COV}) {
+    PpoInputs in = ppo_inputs(rng, rng.offsets(9, 0, 50));
+    tirl_policy_loss_options o = tirl_policy_loss_options_default();
+    o.policy_loss = loss;
+    Device<float> d_logp(in.logp), d_old(in.old_logp), d_adv(in.advantages), d_grad(in.n);
+    Device<uint8_t> d_mask(in.mask);
+    Device<int32_t> d_offsets(in.offsets);
+    tirl_policy_loss_result r{};
+    r.struct_size = sizeof r;
+    Comparison c{op, "unsupported " + std::to_string(loss), 0, 0};
+    if (tirl_policy_loss(d_logp.get(), d_old.get(), d_adv.get(), d_mask.get(), in.n, d_offsets.get(), in.b,
+                         nullptr, nullptr, &o, d_grad.get(), &r, kGpu) != TIRL_ERROR_UNSUPPORTED) {
+      c.fail("expected TIRL_ERROR_UNSUPPORTED");
+    }
+  }
+}
+
 void check_ppo_loss(Random& rng) {
+  check_policy_losses(rng);
   const char* op = "ppoLoss";
   const PpoCase cases[] = {
       {"token-mean", TIRL_AGG_TOKEN_MEAN, TIRL_RATIO_TOKEN, 0, 0, TIRL_KL_K3, false, false},
