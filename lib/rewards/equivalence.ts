@@ -18,6 +18,8 @@ export interface EquivalenceOptions {
   percentAsFraction: boolean;
   /** `performance.now()` after which the comparison gives up. */
   deadline: number;
+  /** Set internally when either answer is written with a decimal point ("101.0"): the tolerances apply. */
+  approximate?: boolean;
 }
 
 /** Why an equivalence check ended. */
@@ -75,6 +77,8 @@ function clean(raw: string): Cleaned {
   // Approximations answer with their value: "\approx 3.14", "x ≈ 3.14".
   const approx = Math.max(text.lastIndexOf('\\approx'), text.lastIndexOf('≈'));
   if (approx >= 0) text = text.slice(approx + (text.startsWith('≈', approx) ? 1 : 7));
+  // "x < 1 or x > 3": a disjunction (spelled out before \text{} is unwrapped).
+  text = text.replace(/\\(?:text|mbox|textrm)\s*\{\s*(or|and)\s*\}|\s(or|and)\s/g, (_, a?: string, b?: string) => ((a ?? b) === 'or' ? ' \\lor ' : ' \\land '));
   for (let k = 0; k < 4 && TEXT_COMMANDS.test(text); k++) text = text.replace(TEXT_COMMANDS, ' $1 ');
   text = text.replace(/\s+/g, ' ').trim();
   text = trimTrailing(text);
@@ -92,7 +96,7 @@ function clean(raw: string): Cleaned {
 /** Sentence punctuation at the end. */
 function trimTrailing(text: string): string {
   let end = text.length;
-  while (end > 0 && '.。;!'.includes(text[end - 1]!)) end--;
+  while (end > 0 && '.。;'.includes(text[end - 1]!)) end--;
   return text.slice(0, end).trim();
 }
 
@@ -265,7 +269,7 @@ function matrixValue(expr: Expr, depth: number): Expr[][] | null {
 
 /** Normalised text of a word answer: case, spacing and final punctuation dropped. */
 function textKey(text: string): string {
-  return trimTrailing(text.toLowerCase().replace(/\\text\{([^{}]*)\}/g, '$1').replace(/[\s{}]+/g, ''));
+  return trimTrailing(text.toLowerCase().replace(/!+$/, '').replace(/\\text\{([^{}]*)\}/g, '$1').replace(/[\s{}]+/g, ''));
 }
 
 // ---------------------------------------------------------------- scalar comparison
@@ -319,7 +323,7 @@ function sampled(a: Expr, b: Expr, deadline: number): [number[], number[]] | nul
 function scalarsEqual(a: Expr, b: Expr, options: EquivalenceOptions, scale = 1): boolean | null {
   const values = sampled(a, b, options.deadline);
   if (values === null) return null;
-  const tolerance = hasDecimal(a) || hasDecimal(b) || scale !== 1 ? { absolute: options.absoluteTolerance, relative: options.relativeTolerance } : EXACT;
+  const tolerance = options.approximate === true || hasDecimal(a) || hasDecimal(b) || scale !== 1 ? { absolute: options.absoluteTolerance, relative: options.relativeTolerance } : EXACT;
   const [left, right] = values;
   let defined = 0;
   for (let p = 0; p < left.length; p++) {
@@ -443,8 +447,9 @@ function shapesEqual(gold: Shape, answer: Shape, options: EquivalenceOptions, de
   if (gold.kind === 'relation' && gold.op === 'Equal' && answer.kind !== 'relation' && isAssignee(gold.sides[0]!)) {
     return shapesEqual(toShape(gold.sides[gold.sides.length - 1]!), answer, options, depth + 1) === null ? null : 'assignment';
   }
-  // Relations against sets: -2 ≤ x ≤ 7 ≡ x ∈ [-2, 7] ≡ [-2, 7].
-  if (SET_KINDS.has(gold.kind) || SET_KINDS.has(answer.kind) || gold.kind === 'element' || answer.kind === 'element' || gold.kind === 'or' || answer.kind === 'or') {
+  // Relations against sets: -2 ≤ x ≤ 7 ≡ x ∈ [-2, 7] ≡ [-2, 7]; x > 3 ≡ (3, ∞).
+  const relational = (shape: Shape) => shape.kind === 'relation' || shape.kind === 'element' || shape.kind === 'or';
+  if (SET_KINDS.has(gold.kind) || SET_KINDS.has(answer.kind) || relational(gold) !== relational(answer) || gold.kind === 'element' || answer.kind === 'element') {
     const g = relationAsInterval(gold, options) ?? gold;
     const a = relationAsInterval(answer, options) ?? answer;
     if (g !== gold || a !== answer) return shapesEqual(g, a, options, depth + 1) === null ? null : 'interval';
@@ -564,6 +569,7 @@ export function compareAnswers(answer: string, gold: string, options: Equivalenc
       const equal = textKey(a.text) === textKey(g.text);
       return { equal, reason: equal ? 'text' : 'different' };
     }
+    options = { ...options, approximate: /\d?\.\d/.test(a.text) || /\d?\.\d/.test(g.text) };
     const shapeA = readShape(a);
     const shapeG = readShape(g);
     if (shapeA === null || shapeG === null) {

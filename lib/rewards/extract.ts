@@ -197,8 +197,8 @@ export interface FoundAnswer {
  * The final answer in a model response, for grading: `<answer>` tags, else the last box,
  * else a `final_answer(…)` call, else a plain-text conclusion ("Final answer: …", "the
  * answer is …", "**Answer:** …"), else the last math span, else the last number; the last
- * three are looked for in the last `lookback` characters only. A short response with none
- * of these is its own answer. Never throws.
+ * three are looked for in the last `lookback` characters only; a bare answer (at most 80
+ * characters and one word outside LaTeX commands) is its own answer (before the last-number rule). Never throws.
  */
 export function findAnswer(text: string, lookback = DEFAULT_LOOKBACK): FoundAnswer {
   if (typeof text !== 'string' || text.trim() === '') return { answer: null, boxes: [], source: null };
@@ -215,9 +215,12 @@ export function findAnswer(text: string, lookback = DEFAULT_LOOKBACK): FoundAnsw
   const tail = text.length > lookback ? text.slice(-lookback) : text;
   const phrase = lastAnswerPhrase(tail, lookback);
   if (phrase !== null && phrase.trim() !== '') return { answer: phrase.trim(), boxes, source: 'phrase' };
-  if (text.length <= 80 && !/[.!?]\s+\S/.test(text.trim())) return { answer: text.trim(), boxes, source: 'whole' };
   const math = lastMathSpan(tail);
   if (math !== null) return { answer: math, boxes, source: 'math' };
+  // A bare answer ("3/4", "\sin^2 x", "(C)") is its own answer; prose goes on to its last number.
+  const trimmed = text.trim();
+  const words = trimmed.match(/(?<![\\a-zA-Z])[a-zA-Z]{3,}/g)?.length ?? 0;
+  if (trimmed.length <= 80 && words <= 1) return { answer: trimmed, boxes, source: 'whole' };
   const number = lastNumber(tail);
   return number === null ? { answer: null, boxes, source: null } : { answer: number, boxes, source: 'last-number' };
 }

@@ -6,6 +6,7 @@
  */
 import { compareAnswers, type EquivalenceOptions, type EquivalenceReason } from './equivalence.js';
 import { findAnswer, DEFAULT_LOOKBACK, type AnswerSource } from './extract.js';
+import { loadLatexParser } from './mathjson.js';
 
 /** Options of `verifyAnswer`. */
 export interface VerifyOptions {
@@ -99,6 +100,7 @@ function goldAnswer(gold: string, lookback: number): string | null {
 
 /** `verifyAnswer` with options already resolved. @internal */
 export function verifyResolved(response: unknown, gold: unknown, options: ResolvedOptions): AnswerVerdict {
+  loadLatexParser();
   const deadline = performance.now() + options.timeLimitMs;
   if (typeof response !== 'string' || typeof gold !== 'string') return { correct: false, extracted: null, reason: 'not-a-string', source: null };
   try {

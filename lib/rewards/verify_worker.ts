@@ -5,6 +5,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { resolveVerifyOptions, verifyResolved, type AnswerVerdict, type VerifyOptions } from './math.js';
+import { loadLatexParser } from './mathjson.js';
 
 interface ChunkMessage {
   start: number;
@@ -14,6 +15,7 @@ interface ChunkMessage {
 
 const { options, watch } = workerData as { options: VerifyOptions; watch: SharedArrayBuffer };
 const resolved = resolveVerifyOptions(options);
+loadLatexParser();
 const index = new Int32Array(watch, 0, 1);
 const startedAt = new Float64Array(watch, 8, 1);
 
