@@ -535,6 +535,8 @@ function relationsEqual(gold: Extract<Shape, { kind: 'relation' }>, answer: Extr
 
 // ---------------------------------------------------------------- entry
 
+const PLAIN_NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?$/;
+
 /** Multiple-choice letters: `(B)`, `B)`, `B.`, `\text{(B)}`, `option B`. */
 function choiceLetter(text: string): string | null {
   const match = /^(?:option\s+|choice\s+)?\(?([A-Ea-e])\)?[.:]?$/i.exec(text.trim());
@@ -546,10 +548,19 @@ function isWordAnswer(text: string): boolean {
   return /^[A-Za-z][A-Za-z' -]*$/.test(text) && (/[A-Za-z]{4,}/.test(text) || /^(?:yes|no)$/i.test(text));
 }
 
+/** Parsed shapes by cleaned text: a gold is compared with many responses. Cleared when full. */
+const shapeCache = new Map<string, Shape | null>();
+const SHAPE_CACHE_SIZE = 4096;
+
 /** A cleaned answer read as a shape, or null when it is text the parser does not take. */
 function readShape(cleaned: Cleaned): Shape | null {
+  const cached = shapeCache.get(cleaned.text);
+  if (cached !== undefined) return cached;
   const expr = parseLatex(cleaned.text);
-  return expr === null ? null : toShape(expr);
+  const shape = expr === null ? null : toShape(expr);
+  if (shapeCache.size >= SHAPE_CACHE_SIZE) shapeCache.clear();
+  shapeCache.set(cleaned.text, shape);
+  return shape;
 }
 
 /**
@@ -568,6 +579,13 @@ export function compareAnswers(answer: string, gold: string, options: Equivalenc
     if (isWordAnswer(a.text) || isWordAnswer(g.text) || a.text.length > MAX_MATH_CHARS || g.text.length > MAX_MATH_CHARS) {
       const equal = textKey(a.text) === textKey(g.text);
       return { equal, reason: equal ? 'text' : 'different' };
+    }
+    if (PLAIN_NUMBER.test(a.text) && PLAIN_NUMBER.test(g.text) && a.percent === g.percent) {
+      // Fast path for the commonest case: two plain decimal numbers.
+      const approximate = a.text.includes('.') || g.text.includes('.');
+      const tolerance = approximate ? { absolute: options.absoluteTolerance, relative: options.relativeTolerance } : EXACT;
+      const equal = closeEnough(Number(a.text), Number(g.text), tolerance);
+      return { equal, reason: equal ? 'number' : 'different' };
     }
     options = { ...options, approximate: /\d?\.\d/.test(a.text) || /\d?\.\d/.test(g.text) };
     const shapeA = readShape(a);
