@@ -3,3 +3,4 @@ export { answersMatch, verifyAnswer, type AnswerVerdict, type VerifyOptions, typ
 export { verifyAnswers, type BatchOptions, type BatchItem } from './verify_batch.js';
 export { qaExactMatch, qaF1, normalizeQaAnswer } from './qa.js';
 export { checkFormat, type FormatOptions } from './format.js';
+export { mathReward, qaReward, type GoldAnswers } from './episode.js';
