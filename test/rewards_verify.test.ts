@@ -457,8 +457,10 @@ describe('verifyAnswers (worker threads)', () => {
     const rows = Object.values(categories).flat();
     const items = rows.map(([response, gold]) => ({ response, gold }));
     const progress: number[] = [];
-    const verdicts = await verifyAnswers(items, { threads: 2, chunkSize: 50, onProgress: (done, total) => { assert.equal(total, items.length); progress.push(done); } });
-    assert.deepEqual(verdicts.map((v) => v.correct), rows.map((row) => row[2]));
+    // A generous limit: this test is about order and equality, not about a loaded machine's timeouts.
+    const verdicts = await verifyAnswers(items, { threads: 2, chunkSize: 50, timeLimitMs: 10_000, onProgress: (done, total) => { assert.equal(total, items.length); progress.push(done); } });
+    const wrong = verdicts.flatMap((v, k) => (v.correct === rows[k]![2] ? [] : [`${JSON.stringify(rows[k])} -> ${JSON.stringify(v)}`]));
+    assert.deepEqual(wrong, []);
     assert.deepEqual(verdicts, items.map((item) => verifyAnswer(item.response, item.gold)));
     assert.equal(progress[progress.length - 1], items.length);
     assert.ok(progress.every((value, k) => k === 0 || value > progress[k - 1]!));
