@@ -179,6 +179,105 @@ def sequence_logprobs(torch, numSeqs, seqLen, backward):
     return lambda: (logp * mask).sum(dim=-1)
 
 
+def rollout_correction(torch, numSeqs, seqLen):
+    """verl's compute_rollout_correction_and_rejection_mask (rollout_corr_helper.py, commit
+    1dda039b) with the K3-RS-Token-TIS preset, as verl runs it on padded [B, T] tensors:
+    token-level weights truncated at 2 with compute_is_metrics, seq_mean_k3 rejection at
+    0.01 with compute_rs_metrics, and compute_offpolicy_metrics; .item() per metric."""
+    g = torch.Generator().manual_seed(1)
+    response_mask = (tool_use_roles(torch, numSeqs, seqLen, g) == 1).float()
+    old_log_prob = -5 * torch.rand(numSeqs, seqLen, generator=g)
+    rollout_log_prob = old_log_prob + 0.1 * torch.randn(numSeqs, seqLen, generator=g)
+    bound, upper, lower, rs_upper = 20.0, 2.0, 0.5, 0.01
+
+    def msum(values, mask, axis=None):
+        valid = torch.where(mask.bool(), values, 0.0)
+        return (valid * mask).sum() if axis is None else (valid * mask).sum(dim=axis)
+
+    def mmean(values, mask, axis=None):
+        return msum(values, mask, axis) / ((mask.sum() if axis is None else mask.sum(dim=axis)) + 1e-8)
+
+    def call():
+        metrics = {}
+        mask_bool = response_mask.bool()
+        log_ratio = old_log_prob - rollout_log_prob
+        # compute_rollout_correction_weights + compute_is_metrics (token level, TIS)
+        raw = torch.exp(torch.clamp(log_ratio, min=-bound, max=bound)) * response_mask
+        weights = raw.clamp(max=upper)
+        metrics["rollout_is_mean"] = mmean(weights, response_mask).item()
+        metrics["rollout_is_ratio_fraction_high"] = mmean((raw > upper).float(), response_mask).item()
+        metrics["rollout_is_ratio_fraction_low"] = mmean((raw < lower).float(), response_mask).item()
+        metrics["rollout_is_max"] = weights.masked_fill(~mask_bool, float("-inf")).max().item()
+        metrics["rollout_is_min"] = weights.masked_fill(~mask_bool, float("inf")).min().item()
+        clamped = weights.clamp(min=0.0, max=upper)
+        mean_clamped = mmean(clamped, response_mask)
+        var = mmean(clamped.square(), response_mask) - mean_clamped.square()
+        metrics["rollout_is_std"] = torch.sqrt(torch.clamp(var, min=0.0)).item()
+        normalized = clamped / (mean_clamped + 1e-8)
+        metrics["rollout_is_eff_sample_size"] = 1.0 / mmean(normalized.square(), response_mask).item()
+        seq_w = mmean(weights, response_mask, axis=-1)
+        metrics["rollout_is_seq_mean"] = seq_w.mean().item()
+        metrics["rollout_is_seq_std"] = seq_w.std().item()
+        metrics["rollout_is_seq_max"] = seq_w.max().item()
+        metrics["rollout_is_seq_min"] = seq_w.min().item()
+        metrics["rollout_is_seq_max_deviation"] = (seq_w - 1.0).abs().max().item()
+        raw_seq = mmean(raw, response_mask, axis=-1)
+        metrics["rollout_is_seq_fraction_high"] = (raw_seq > upper).float().mean().item()
+        metrics["rollout_is_seq_fraction_low"] = (raw_seq < lower).float().mean().item()
+        weights = weights.detach()
+        # compute_rollout_rejection_mask + compute_rs_metrics (seq_mean_k3)
+        safe = torch.clamp(log_ratio, min=-bound, max=bound)
+        token_k3 = torch.exp(safe) - 1.0 - safe
+        seq_valid = response_mask.sum(dim=-1) > 0
+        seq_stat = mmean(token_k3, response_mask, axis=-1)
+        keep = (seq_stat <= rs_upper).unsqueeze(-1).expand_as(mask_bool)
+        per_token = seq_stat.unsqueeze(-1).expand_as(response_mask)
+        p = "rollout_rs_seq_mean_k3"
+        valid_values = seq_stat[seq_valid]
+        metrics[f"{p}_mean"] = mmean(per_token, response_mask).item()
+        metrics[f"{p}_max"] = valid_values.max().item()
+        metrics[f"{p}_min"] = valid_values.min().item()
+        metrics[f"{p}_fraction_high"] = (valid_values > rs_upper).float().mean().item()
+        metrics[f"{p}_fraction_low"] = 0.0
+        stat_std = per_token.clamp(min=0.0, max=rs_upper)
+        m = mmean(stat_std, response_mask)
+        metrics[f"{p}_std"] = torch.sqrt(torch.clamp(mmean(stat_std.square(), response_mask) - m.square(), min=0.0)).item()
+        metrics[f"{p}_seq_mean"] = valid_values.mean().item()
+        metrics[f"{p}_seq_std"] = valid_values.std().item()
+        metrics[f"{p}_seq_max"] = valid_values.max().item()
+        metrics[f"{p}_seq_min"] = valid_values.min().item()
+        metrics[f"{p}_seq_max_deviation"] = valid_values.abs().max().item()
+        metrics[f"{p}_seq_fraction_high"] = (valid_values > rs_upper).float().mean().item()
+        keep_mask = keep.float()
+        metrics[f"{p}_masked_fraction"] = mmean(1 - keep_mask, response_mask).item()
+        seq_keep = (~((~keep) & mask_bool)).all(dim=-1).float()
+        metrics[f"{p}_seq_masked_fraction"] = (((1.0 - seq_keep) * seq_valid.float()).sum() / seq_valid.float().sum()).item()
+        metrics["rollout_rs_masked_fraction"] = mmean(1 - keep_mask, response_mask).item()
+        metrics["rollout_rs_seq_masked_fraction"] = ((~((keep_mask > 0.5) & mask_bool) & mask_bool).any(dim=-1)).float().mean().item()
+        modified_mask = response_mask * keep_mask
+        # compute_offpolicy_metrics
+        mean_train = mmean(old_log_prob, response_mask, axis=-1)
+        metrics["training_ppl"] = torch.exp(-mean_train).mean().item()
+        metrics["training_log_ppl"] = (-mean_train).mean().item()
+        metrics["kl"] = mmean(rollout_log_prob - old_log_prob, response_mask).item()
+        metrics["k3_kl"] = mmean(torch.exp(log_ratio) - log_ratio - 1, response_mask).item()
+        mean_rollout = mmean(rollout_log_prob, response_mask, axis=-1)
+        metrics["rollout_ppl"] = torch.exp(-mean_rollout).mean().item()
+        metrics["rollout_log_ppl"] = (-mean_rollout).mean().item()
+        diff = mean_rollout - mean_train
+        metrics["log_ppl_diff"] = diff.mean().item()
+        metrics["log_ppl_abs_diff"] = diff.abs().mean().item()
+        metrics["log_ppl_diff_max"] = diff.max().item()
+        metrics["log_ppl_diff_min"] = diff.min().item()
+        metrics["ppl_ratio"] = torch.exp(diff).mean().item()
+        metrics["chi2_token"] = (mmean(torch.exp(safe).square(), response_mask) - 1.0).item()
+        seq_sum = torch.clamp(msum(log_ratio, response_mask, axis=-1), min=-bound, max=bound)
+        metrics["chi2_seq"] = (torch.exp(2.0 * seq_sum).mean() - 1.0).item()
+        return weights, modified_mask, metrics
+
+    return call
+
+
 BUILDERS = {
     'ppoLoss': ppo_loss,
     'tokenLogprobs': token_logprobs,
@@ -186,6 +285,7 @@ BUILDERS = {
     'dpoLoss': dpo_loss,
     'feedbackMask': feedback_mask,
     'sequenceLogprobs': sequence_logprobs,
+    'rolloutCorrection': rollout_correction,
 }
 
 
