@@ -238,9 +238,11 @@ declare module '../native.js' {
  * ppoLoss({ logp, oldLogp, advantages, mask: rc.mask, weights: rc.weights });
  * ```
  *
- * @throws TypeError for a wrong argument type; RangeError for a length or value out of
- *   range (e.g. a threshold <= 0, an unknown or repeated criterion, seqOffsets not ending
- *   at `logp.length`).
+ * @throws TypeError for a wrong argument type, an unknown option, or an option the others
+ *   leave unread (a `rolloutIs*` bound with `rolloutIs: 'none'`, `rolloutRsThreshold*`
+ *   without `rolloutRs`, `rolloutRsThresholdLower` without a k1 criterion); RangeError for a
+ *   length or value out of range (e.g. a threshold <= 0, an unknown or repeated criterion,
+ *   seqOffsets not ending at `logp.length`).
  */
 export function rolloutCorrection(options: OnDevice<RolloutCorrectionOptions>): OnDevice<RolloutCorrectionResult>;
 export function rolloutCorrection(options: RolloutCorrectionOptions): RolloutCorrectionResult;
