@@ -11,6 +11,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   register_library(env, exports);
   register_cuda(env, exports);
   register_group_advantages(env, exports);
+  register_advantages(env, exports);
   register_dpo_loss(env, exports);
   register_ppo_loss(env, exports);
   register_feedback_mask(env, exports);

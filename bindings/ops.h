@@ -12,6 +12,7 @@ void register_cuda(Napi::Env env, Napi::Object exports);
 Napi::Object cuda_status_object(Napi::Env env);
 void register_ppo_loss(Napi::Env env, Napi::Object exports);
 void register_group_advantages(Napi::Env env, Napi::Object exports);
+void register_advantages(Napi::Env env, Napi::Object exports);
 void register_dpo_loss(Napi::Env env, Napi::Object exports);
 void register_feedback_mask(Napi::Env env, Napi::Object exports);
 void register_sequence_logprobs(Napi::Env env, Napi::Object exports);

@@ -131,6 +131,15 @@ tirl_status token_logprobs_backward(const void* logits, tirl_dtype dtype, int64_
                                             tirl_cpu()));
 }
 
+// The inputs struct holds "device" pointers, which are host pointers here.
+tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens, int64_t num_seqs,
+                       const tirl_advantages_options* options, float* advantages_out,
+                       float* returns, tirl_device device) {
+  if (tirl_status s = check_device(device, "advantages")) return s;
+  return carry(tirl_advantages(inputs, num_tokens, num_seqs, options, advantages_out, returns,
+                               tirl_cpu()));
+}
+
 const tirl_cuda_backend kBackend = {
     TIRL_CUDA_BACKEND_VERSION,
     sizeof(tirl_cuda_backend),
@@ -148,6 +157,7 @@ const tirl_cuda_backend kBackend = {
     &ppo_loss,
     &token_logprobs,
     &token_logprobs_backward,
+    &advantages,
 };
 
 }  // namespace

@@ -69,6 +69,9 @@ typedef struct tirl_cuda_backend {
                                          const int32_t* labels, double temperature,
                                          const float* grad_logp, const float* grad_entropy,
                                          float* grad_logits, tirl_device device);
+  tirl_status (*advantages)(const tirl_advantages_inputs* inputs, int64_t num_tokens,
+                            int64_t num_seqs, const tirl_advantages_options* options,
+                            float* advantages, float* returns, tirl_device device);
 } tirl_cuda_backend;
 
 typedef const tirl_cuda_backend* (*tirl_cuda_backend_entry)(void);

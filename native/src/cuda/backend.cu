@@ -177,6 +177,7 @@ const tirl_cuda_backend kBackend = {
     &ppo_loss,
     &token_logprobs,
     &token_logprobs_backward,
+    &advantages,
 };
 
 }  // namespace

@@ -44,4 +44,8 @@ tirl_status group_advantages(const float* rewards, int64_t num_rewards, const in
                              int64_t group_size, const tirl_group_advantages_options* options,
                              float* advantages, tirl_device device);
 
+tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens, int64_t num_seqs,
+                       const tirl_advantages_options* options, float* advantages, float* returns,
+                       tirl_device device);
+
 }  // namespace tirl::cuda
