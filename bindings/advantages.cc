@@ -74,8 +74,9 @@ struct AdvantagesCall {
     const char* name = kEstimators[p.estimator];
     for (const EstimatorOption& option : kEstimatorOptions) {
       if (!option.reads(p.estimator) && o.has(option.name)) {
-        throw Napi::TypeError::New(o.env(), std::string(o.op()) + ": estimator '" + name +
-                                                "' does not read " + option.name);
+        throw Napi::TypeError::New(o.env(), std::string(o.op()) + ": Expected no " + option.name +
+                                                " (estimator '" + name + "' does not read " +
+                                                option.name + ") but received one");
       }
     }
     c.mask = o.array<uint8_t>("mask", true);
@@ -112,6 +113,10 @@ struct AdvantagesCall {
       o.require_length(c.rewards, "rewards", b, "one per sequence: seqOffsets.length - 1");
     }
     c.reward_weights = o.array<float>("rewardWeights", false);
+    // With no sequences the rewards cannot tell K: the weights do.
+    if (p.estimator == TIRL_ADV_GDPO && b == 0 && c.reward_weights.length > 0) {
+      p.num_reward_keys = c.reward_weights.length;
+    }
     o.require_length(c.reward_weights, "rewardWeights", p.num_reward_keys,
                      "one per reward component: rewards.length / B");
 

@@ -33,6 +33,13 @@ export interface ReferenceInputs {
   handleZeroTail?: boolean;
 }
 
+/**
+ * What the kernel rounds to f32 before its last step, times how much that step amplifies
+ * it: a check allows about 1e-6 of it (16 f32 ulps). Whitening divides by the std;
+ * the optimal token baseline subtracts a baseline from the rounded reward-to-go.
+ */
+let magnitude = 0;
+
 /** verl's masked_whiten: (x - mean) / sqrt(unbiased var + 1e-8), stats over the mask. */
 function maskedWhiten(values: Float64Array, mask: Uint8Array): Float64Array {
   let n = 0;
@@ -42,10 +49,26 @@ function maskedWhiten(values: Float64Array, mask: Uint8Array): Float64Array {
   let squares = 0;
   for (let t = 0; t < values.length; t++) if (mask[t]) squares += (values[t]! - mean) ** 2;
   const variance = n > 1 ? squares / (n - 1) : 0;
+  let largest = 0;
+  for (let t = 0; t < values.length; t++) if (mask[t]) largest = Math.max(largest, Math.abs(values[t]!));
+  magnitude = largest / Math.sqrt(variance + 1e-8);
   return values.map((v) => (v - mean) / Math.sqrt(variance + 1e-8));
 }
 
-export function reference(o: ReferenceInputs): { advantages: Float64Array; returns: Float64Array } {
+export interface ReferenceResult {
+  advantages: Float64Array;
+  returns: Float64Array;
+  /** See `magnitude` above: 0 where the kernel rounds only its result. */
+  magnitude: number;
+}
+
+export function reference(o: ReferenceInputs): ReferenceResult {
+  magnitude = 0;
+  const result = compute(o);
+  return { ...result, magnitude: Number.isFinite(magnitude) ? magnitude : 0 };
+}
+
+function compute(o: ReferenceInputs): { advantages: Float64Array; returns: Float64Array } {
   const { mask, seqOffsets } = o;
   const B = seqOffsets.length - 1;
   const N = mask.length;
@@ -219,6 +242,7 @@ export function reference(o: ReferenceInputs): { advantages: Float64Array; retur
         }
         return list;
       });
+      for (let t = 0; t < N; t++) if (mask[t]) magnitude = Math.max(magnitude, Math.abs(returns[t]!));
       const advantages = new Float64Array(N);
       for (const all of groups.values()) {
         const members = tir ? all.filter((i) => lengths[i]! > 0) : all;

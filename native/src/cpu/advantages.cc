@@ -47,10 +47,14 @@ tirl_status invalid(const std::string& message) {
 }
 
 // An array the estimator reads (`needed`, then of `count` elements) or must not be given.
+// `name` is "jsName (c_name)".
 tirl_status check_input(const void* pointer, bool needed, int64_t count, const char* name,
                         const char* estimator) {
-  if (needed) return check_pointer(pointer, count, kOp, name);
-  if (pointer != nullptr) {
+  if (needed && pointer == nullptr && count > 0) {
+    return invalid(std::string("Expected ") + name + " (" + std::to_string(count) +
+                   " elements, read by estimator '" + estimator + "') but received NULL");
+  }
+  if (!needed && pointer != nullptr) {
     return invalid(std::string("Expected NULL for ") + name + " (estimator '" + estimator +
                    "' does not read it) but received a pointer");
   }
@@ -72,19 +76,19 @@ tirl_status check_options(const tirl_advantages_options& o, const char** name) {
   }
   if (!(o.gamma >= 0.0 && o.gamma <= 1.0)) return bad("gamma", "a number in [0, 1]", o.gamma);
   if (!(o.lam >= 0.0 && o.lam <= 1.0)) return bad("lam", "a number in [0, 1]", o.lam);
-  if (!(o.f_norm > 0.0 && std::isfinite(o.f_norm))) return bad("f_norm", "a finite number > 0", o.f_norm);
+  if (!(o.f_norm > 0.0 && std::isfinite(o.f_norm))) return bad("fNorm (f_norm)", "a finite number > 0", o.f_norm);
   if (o.norm_adv_by_std != 0 && o.norm_adv_by_std != 1) {
-    return bad("norm_adv_by_std", "0 or 1", o.norm_adv_by_std);
+    return bad("normAdvByStdInGrpo (norm_adv_by_std)", "0 or 1", o.norm_adv_by_std);
   }
   if (o.handle_zero_tail != 0 && o.handle_zero_tail != 1) {
-    return bad("handle_zero_tail", "0 or 1", o.handle_zero_tail);
+    return bad("handleZeroTail (handle_zero_tail)", "0 or 1", o.handle_zero_tail);
   }
   const bool gdpo = o.estimator == TIRL_ADV_GDPO;
   if (gdpo ? !(o.num_reward_keys >= 1 && o.num_reward_keys <= INT32_MAX) : o.num_reward_keys != 1) {
     return bad("num_reward_keys", gdpo ? "an integer in [1, 2^31 - 1]" : "1 (only gdpo reads several)",
                static_cast<double>(o.num_reward_keys));
   }
-  if (o.group_size < 0) return bad("group_size", "an integer >= 0", static_cast<double>(o.group_size));
+  if (o.group_size < 0) return bad("groupSize (group_size)", "an integer >= 0", static_cast<double>(o.group_size));
   return TIRL_OK;
 }
 
@@ -105,14 +109,14 @@ tirl_status check_call(const tirl_advantages_inputs& in, int64_t num_tokens, int
   }
   if ((s = check_offset_range(num_tokens, kOp))) return s;
   if (in.rewards != nullptr && in.token_rewards != nullptr) {
-    return invalid("Expected one of rewards and token_rewards but received both");
+    return invalid("Expected one of rewards and tokenRewards (token_rewards) but received both");
   }
   if (in.rewards == nullptr && in.token_rewards == nullptr && num_tokens > 0) {
-    return invalid("Expected rewards or token_rewards but received neither");
+    return invalid("Expected rewards or tokenRewards (token_rewards) but received neither");
   }
   if (o.num_reward_keys > 1 && in.rewards == nullptr && num_seqs > 0) {
     return invalid("Expected rewards (one per sequence and reward key) with num_reward_keys " +
-                   std::to_string(o.num_reward_keys) + " but received token_rewards");
+                   std::to_string(o.num_reward_keys) + " but received tokenRewards (token_rewards)");
   }
   if (in.rewards != nullptr && num_seqs > INT64_MAX / 4 / o.num_reward_keys) {
     return invalid("Expected num_seqs * num_reward_keys <= 2^61 - 1 but received " +
@@ -124,25 +128,33 @@ tirl_status check_call(const tirl_advantages_inputs& in, int64_t num_tokens, int
       (s = check_pointer(in.seq_offsets, num_seqs + 1, kOp, "seq_offsets")) ||
       (s = check_pointer(advantages, num_tokens, kOp, "advantages")) ||
       (s = check_input(in.values, e == TIRL_ADV_GAE, num_tokens, "values", name)) ||
-      (s = check_input(in.reward_baselines, e == TIRL_ADV_REMAX, num_seqs, "reward_baselines", name)) ||
-      (s = check_input(in.old_logp, token_baseline, num_tokens, "old_logp", name)) ||
-      (s = check_input(in.sum_pi_squared, token_baseline, num_tokens, "sum_pi_squared", name))) {
+      (s = check_input(in.reward_baselines, e == TIRL_ADV_REMAX, num_seqs,
+                       "rewardBaselines (reward_baselines)", name)) ||
+      (s = check_input(in.old_logp, token_baseline, num_tokens, "oldLogp (old_logp)", name)) ||
+      (s = check_input(in.sum_pi_squared, token_baseline, num_tokens,
+                       "sumPiSquared (sum_pi_squared)", name))) {
     return s;
   }
-  if (!token_baseline && (s = check_input(in.rollout_is_weights, false, 0, "rollout_is_weights", name))) return s;
-  if (e != TIRL_ADV_GDPO && (s = check_input(in.reward_weights, false, 0, "reward_weights", name))) return s;
+  if (!token_baseline &&
+      (s = check_input(in.rollout_is_weights, false, 0, "rolloutIsWeights (rollout_is_weights)", name))) {
+    return s;
+  }
+  if (e != TIRL_ADV_GDPO &&
+      (s = check_input(in.reward_weights, false, 0, "rewardWeights (reward_weights)", name))) {
+    return s;
+  }
   if (!grouped) {
-    if ((s = check_input(in.group_ids, false, 0, "group_ids", name))) return s;
+    if ((s = check_input(in.group_ids, false, 0, "groupIds (group_ids)", name))) return s;
     if (o.group_size != 0) {
-      return invalid(std::string("Expected group_size 0 (estimator '") + name +
+      return invalid(std::string("Expected groupSize (group_size) 0 (estimator '") + name +
                      "' has no groups) but received " + std::to_string(o.group_size));
     }
   } else if (num_seqs > 0) {
     if (in.group_ids != nullptr && o.group_size != 0) {
-      return invalid("Expected one of group_ids and group_size but received both");
+      return invalid("Expected one of groupIds (group_ids) and groupSize (group_size) but received both");
     }
     if (in.group_ids == nullptr && (o.group_size == 0 || num_seqs % o.group_size != 0)) {
-      return invalid(std::string("Expected group_ids, or a group_size that divides ") +
+      return invalid(std::string("Expected groupIds (group_ids), or a groupSize (group_size) that divides ") +
                      std::to_string(num_seqs) + " sequences (estimator '" + name +
                      "' needs groups), but received group_size " + std::to_string(o.group_size));
     }
