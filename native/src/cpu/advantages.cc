@@ -21,8 +21,8 @@ using advantages::Problem;
 using advantages::SequenceSummary;
 
 constexpr const char* kOp = "advantages";
-constexpr int64_t kSeqsPerChunk = 64;
-constexpr int64_t kGroupsPerChunk = 64;
+constexpr int64_t kSeqsPerChunk = 4;
+constexpr int64_t kGroupsPerChunk = 2;
 
 const char* estimator_name(tirl_advantage_estimator e) {
   switch (e) {

@@ -65,9 +65,15 @@ TIRL_HD inline bool is_whitened(tirl_advantage_estimator e) {
 struct SequenceSummary {
   int64_t begin, end;  // its tokens
   double score;        // its rewards entry, or the sum of its token rewards (all tokens)
+  // Left 0, -1, -1 where reads_mask_summary is false:
   int64_t length;      // masked-in tokens
   int64_t first, last; // first and last masked-in token; -1 when there are none
 };
+
+// The outcome estimators other than opo read no mask statistics: their pass skips the scan.
+TIRL_HD inline bool reads_mask_summary(tirl_advantage_estimator e) {
+  return !is_outcome(e) || e == TIRL_ADV_OPO;
+}
 
 TIRL_HD inline SequenceSummary summarize(const Problem& p, int64_t s, int64_t begin, int64_t end) {
   SequenceSummary q{begin, end, 0.0, 0, -1, -1};
@@ -76,6 +82,7 @@ TIRL_HD inline SequenceSummary summarize(const Problem& p, int64_t s, int64_t be
   } else if (p.rewards != nullptr) {
     q.score = p.rewards[s];
   }
+  if (!reads_mask_summary(p.estimator)) return q;
   for (int64_t t = begin; t < end; ++t) {
     if (p.mask[t] == 0) continue;
     if (q.first < 0) q.first = t;
