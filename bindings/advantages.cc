@@ -71,13 +71,9 @@ struct AdvantagesCall {
          kEstimators[5], kEstimators[6], kEstimators[7], kEstimators[8], kEstimators[9],
          kEstimators[10], kEstimators[11]},
         p.estimator));
-    const char* name = kEstimators[p.estimator];
+    const std::string unread = std::string("not read by estimator '") + kEstimators[p.estimator] + "'";
     for (const EstimatorOption& option : kEstimatorOptions) {
-      if (!option.reads(p.estimator) && o.has(option.name)) {
-        throw Napi::TypeError::New(o.env(), std::string(o.op()) + ": Expected no " + option.name +
-                                                " (estimator '" + name + "' does not read " +
-                                                option.name + ") but received one");
-      }
+      if (!option.reads(p.estimator)) o.refuse(option.name, unread);
     }
     c.mask = o.array<uint8_t>("mask", true);
     const int64_t n = c.mask.length;
@@ -142,7 +138,8 @@ struct AdvantagesCall {
 
     p.norm_adv_by_std = o.boolean("normAdvByStdInGrpo", p.norm_adv_by_std != 0) ? 1 : 0;
     p.handle_zero_tail = o.boolean("handleZeroTail", p.handle_zero_tail != 0) ? 1 : 0;
-    p.epsilon = o.number("epsilon", p.epsilon);
+    // epsilon's C default (-1) stands for "the estimator's"; JavaScript says it by leaving it out.
+    if (o.has("epsilon")) p.epsilon = o.number("epsilon", p.epsilon);
     p.gamma = o.number("gamma", p.gamma);
     p.lam = o.number("lam", p.lam);
     p.f_norm = o.number("fNorm", p.f_norm);
@@ -150,6 +147,11 @@ struct AdvantagesCall {
 
     c.advantages = o.output<float>("advantages", n, c.advantages_ref);
     if (o.boolean("withReturns", false)) c.returns = o.output<float>("returns", n, c.returns_ref);
+    o.name_as("norm_adv_by_std", "normAdvByStdInGrpo");
+    o.name_as("num_tokens", "mask.length");
+    o.name_as("num_seqs", "seqOffsets.length - 1");
+    o.name_as("num_reward_keys", "rewards.length / B");
+    // Not name_as the outputs: "advantages" is also the op's name, which starts every message.
     return c;
   }
 
@@ -183,8 +185,6 @@ struct AdvantagesCall {
 
 }  // namespace
 
-void register_advantages(Napi::Env env, Napi::Object exports) {
-  define_op<AdvantagesCall>(env, exports, "advantages");
-}
+TIRL_BINDING(advantages, AdvantagesCall)
 
 }  // namespace tirl::binding

@@ -79,8 +79,9 @@ function calls(): [string, () => unknown][] {
   const sequence = { logp, mask, seqOffsets, average: true };
   const sequenceBackward = { gradSeq: rng.normals(b), mask, seqOffsets, average: true };
   const labels = Int32Array.from({ length: 16 }, () => rng.int(0, v));
-  const token = { logits: rng.normals(16 * v, 2), vocabSize: v, labels, withEntropy: true };
-  const tokenBackward = { ...token, gradLogp: rng.normals(16), gradEntropy: rng.normals(16) };
+  const tokenInputs = { logits: rng.normals(16 * v, 2), vocabSize: v, labels };
+  const token = { ...tokenInputs, withEntropy: true };
+  const tokenBackward = { ...tokenInputs, gradLogp: rng.normals(16), gradEntropy: rng.normals(16) };
   // Errors raised by the C call after the outputs were allocated (a bad label, a bad role).
   const badLabels = Int32Array.from(labels).fill(v, 15);
   const badRoles = Uint8Array.from(roles).fill(9, n - 1);

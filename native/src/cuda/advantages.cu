@@ -147,27 +147,7 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
     const tirl_advantages_inputs& in = *inputs;
     const tirl_advantages_options& o = *options;
     const tirl_advantage_estimator e = o.estimator;
-    const Problem p{in.rewards,
-                    num_tokens > 0 ? in.token_rewards : nullptr,
-                    in.mask,
-                    in.values,
-                    in.reward_baselines,
-                    in.old_logp,
-                    in.sum_pi_squared,
-                    in.rollout_is_weights,
-                    in.reward_weights,
-                    num_tokens,
-                    num_seqs,
-                    o.num_reward_keys,
-                    e,
-                    o.norm_adv_by_std != 0,
-                    o.handle_zero_tail != 0,
-                    o.epsilon < 0 ? advantages::default_epsilon(e) : o.epsilon,
-                    o.gamma,
-                    o.lam,
-                    o.f_norm,
-                    advantages_out,
-                    returns};
+    const Problem p = advantages::make_problem(in, num_tokens, num_seqs, o, advantages_out, returns);
     const bool grouped = advantages::is_grouped(e) && num_seqs > 0;
     const bool sorted = grouped && in.group_ids != nullptr;
     const int n = static_cast<int>(num_seqs);  // the core caps num_seqs below 2^31 - 1

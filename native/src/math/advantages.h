@@ -365,6 +365,33 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
   }
 }
 
+// The problem of one call that passed the front door's checks (api/advantages.cc): host
+// code, which both backends share.
+inline Problem make_problem(const tirl_advantages_inputs& in, int64_t num_tokens, int64_t num_seqs,
+                            const tirl_advantages_options& o, float* advantages, float* returns) {
+  return Problem{in.rewards,
+                 num_tokens > 0 ? in.token_rewards : nullptr,
+                 in.mask,
+                 in.values,
+                 in.reward_baselines,
+                 in.old_logp,
+                 in.sum_pi_squared,
+                 in.rollout_is_weights,
+                 in.reward_weights,
+                 num_tokens,
+                 num_seqs,
+                 o.num_reward_keys,
+                 o.estimator,
+                 o.norm_adv_by_std != 0,
+                 o.handle_zero_tail != 0,
+                 o.epsilon < 0 ? default_epsilon(o.estimator) : o.epsilon,
+                 o.gamma,
+                 o.lam,
+                 o.f_norm,
+                 advantages,
+                 returns};
+}
+
 // Whitening statistics: partial sums over tokens [first, last), combined in chunk order.
 TIRL_HD inline void masked_sum(const Problem& p, int64_t first, int64_t last, double* sum,
                                int64_t* count) {
