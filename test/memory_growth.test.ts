@@ -18,6 +18,8 @@ import { fileURLToPath } from 'node:url';
 import { runInNewContext } from 'node:vm';
 
 import {
+  advantages,
+  advantagesAsync,
   dpoLoss,
   dpoLossAsync,
   feedbackMask,
@@ -82,6 +84,10 @@ function calls(): [string, () => unknown][] {
   const tokenInputs = { logits: rng.normals(16 * v, 2), vocabSize: v, labels };
   const token = { ...tokenInputs, withEntropy: true };
   const tokenBackward = { ...tokenInputs, gradLogp: rng.normals(16), gradEntropy: rng.normals(16) };
+  const advantageInputs = {
+    estimator: 'reinforce_plus_plus_baseline' as const, rewards: rng.normals(b), mask, seqOffsets,
+    groupIds: Int32Array.from({ length: b }, (_, i) => i % 3), withReturns: true,
+  };
   // Errors raised by the C call after the outputs were allocated (a bad label, a bad role).
   const badLabels = Int32Array.from(labels).fill(v, 15);
   const badRoles = Uint8Array.from(roles).fill(9, n - 1);
@@ -90,6 +96,8 @@ function calls(): [string, () => unknown][] {
     ['ppoLossAsync', () => ppoLossAsync(ppo)],
     ['groupAdvantages', () => groupAdvantages(group)],
     ['groupAdvantagesAsync', () => groupAdvantagesAsync(group)],
+    ['advantages', () => advantages(advantageInputs)],
+    ['advantagesAsync', () => advantagesAsync(advantageInputs)],
     ['dpoLoss', () => dpoLoss(pairs)],
     ['dpoLossAsync', () => dpoLossAsync(pairs)],
     ['feedbackMask', () => feedbackMask(feedback)],
