@@ -10,7 +10,7 @@ import {
   ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, parseSubquestions,
   resolveReferences, splitDocumentBudget, toolVerifier, type Generation, type StepAttempt, type Verifier,
 } from '../lib/agents/index.js';
-import { OpenAIChatClient, type ChatCompletion, type ChatPolicy, type ChatRequest } from '../lib/policies/index.js';
+import { OpenAIChatClient, type ChatCompletion, type ChatPolicy, type ChatRequest } from '../lib/chat_client/index.js';
 import { buildPreferencePairs } from '../lib/preferences/index.js';
 import { PythonSandbox } from '../lib/tools/sandbox.js';
 import { ToolRegistry, codeExecutionTool } from '../lib/tools/registry.js';

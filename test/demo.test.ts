@@ -6,13 +6,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 
-import { calculate, resolveReferences } from '../lib/demo/calculator.js';
-import { ArithmeticEnvironment, isVoidAction } from '../lib/demo/environment.js';
-import { DEFAULT_CONFIG, parseDemoArgs } from '../lib/demo/index.js';
-import { ProblemSplits, drawProblem } from '../lib/demo/problems.js';
+import { calculate, resolveReferences } from '../app/demo/calculator.js';
+import { ArithmeticEnvironment, isVoidAction } from '../app/demo/environment.js';
+import { DEFAULT_CONFIG, parseDemoArgs } from '../app/demo/index.js';
+import { ProblemSplits, drawProblem } from '../app/demo/problems.js';
 import { SeededRandom } from '../lib/training/random.js';
-import { propose, refine } from '../lib/demo/tirgen.js';
-import { decode, encode } from '../lib/demo/vocab.js';
+import { propose, refine } from '../app/demo/tirgen.js';
+import { decode, encode } from '../app/demo/vocab.js';
 import { Role } from '../lib/index.js';
 
 const run = promisify(execFile);
@@ -129,7 +129,7 @@ describe('tirl demo', () => {
   it('runs end to end (--quick --json) and writes its log, chart and summary', { timeout: 300_000 }, async () => {
     const out = mkdtempSync(join(tmpdir(), 'tirl-demo-'));
     try {
-      const entry = new URL('../lib/demo/index.js', import.meta.url).href;
+      const entry = new URL('../app/demo/index.js', import.meta.url).href;
       const script = `import { runDemo } from '${entry}'; await runDemo(process.argv.slice(2));`;
       const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script, '--', '--quick', '--json', '--out', out]);
       const summary = JSON.parse(stdout.trim().split('\n').pop()!);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
-import { OpenAIChatClient, PolicyRequestError, type ChatDelta } from '../lib/policies/index.js';
+import { OpenAIChatClient, PolicyRequestError, type ChatDelta } from '../lib/chat_client/index.js';
 import { ToolRegistry } from '../lib/tools/index.js';
 
 type Handler = (body: Record<string, any>, response: ServerResponse, request: IncomingMessage) => void;

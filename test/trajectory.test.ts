@@ -11,20 +11,8 @@ import {
   fromChatMessages, loadTiktokenTokenizer, packTrajectories, parseTrajectory, readTrajectories, renderTrajectory,
   toChatMessages, writeTrajectories, type TrajectoryChatMessage, type Tokenizer, type Trajectory,
 } from '../lib/sdk.js';
+import { charTokenizer } from './tokenizers.js';
 
-/** One token per UTF-16 unit (its code), specials at 1000+: roles can be counted by hand. */
-const charTokenizer: Tokenizer = {
-  name: 'chars',
-  vocabSize: 1002,
-  specialTokens: { '<|im_start|>': 1000, '<|im_end|>': 1001 },
-  encode: (text) => Array.from(text, (c) => c.charCodeAt(0) % 1000),
-  decode: (ids) => ids.map((id) => (id === 1000 ? '<|im_start|>' : id === 1001 ? '<|im_end|>' : String.fromCharCode(id))).join(''),
-  specialTokenId(text) {
-    const id = this.specialTokens[text];
-    if (id === undefined) throw new RangeError(text);
-    return id;
-  },
-};
 
 const chat: TrajectoryChatMessage[] = [
   { role: 'system', content: 'You are helpful.' },

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 
 import * as tf from '@tensorflow/tfjs';
 
-import { GRPOTrainer } from '../../lib/training/grpo.js';
+import { GRPOTrainer } from '../../lib/training/index.js';
 import { createBigramPolicy, ProductEnvironment, products } from './arithmetic.js';
 
 const { values } = parseArgs({

@@ -4,11 +4,11 @@
  * inline in the text, SimpleTIR/THOR style).
  */
 import { randomUUID } from 'node:crypto';
-import { answersMatch } from '../rewards/math.js';
 import { ToolRegistry } from '../tools/registry.js';
 import type { ToolResponse as ToolCallResult } from '../tools/types.js';
-import { checkFiniteNumber, checkObject, checkPositiveInteger, checkString, rangeError, typeError } from '../trajectory/check.js';
 import type { Action, ToolFeedback, Trajectory } from '../trajectory/model.js';
+import { checkFiniteNumber, checkObject, checkString, rangeError, stringOption, typeError } from '../check.js';
+import type { Generation } from './agent_policy.js';
 
 /** One problem for an agent. */
 export interface AgentTask {
@@ -29,13 +29,6 @@ export interface AgentTask {
  * Called only for tasks with a `gold`; must return a finite number.
  */
 export type RewardFunction = (answer: string | null, task: AgentTask, trajectory: Trajectory) => number;
-
-/** Math-style reward: 1 when the answer equals any gold answer (`answersMatch`), else 0. */
-export function mathReward(answer: string | null, task: AgentTask): number {
-  if (answer === null || task.gold === undefined) return 0;
-  const golds = typeof task.gold === 'string' ? [task.gold] : task.gold;
-  return golds.some((gold) => answersMatch(answer, gold)) ? 1 : 0;
-}
 
 /** Validates a task; returns it unchanged. */
 export function checkTask(task: unknown, name = 'task'): AgentTask {
@@ -71,31 +64,6 @@ export function finishTrajectory(trajectory: Trajectory, task: AgentTask, answer
     trajectory.reward = checkFiniteNumber('reward(answer, task, trajectory)', reward(answer, task, trajectory));
   }
   return trajectory;
-}
-
-/** Reads an optional positive-integer option, with its default. */
-export function positiveOption(name: string, value: unknown, fallback: number): number {
-  return value === undefined ? fallback : checkPositiveInteger(name, value);
-}
-
-/** Reads an optional non-negative-integer option, with its default. */
-export function nonNegativeOption(name: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value)) throw typeError(name, 'an integer', value);
-  if (value < 0) throw rangeError(name, 'a non-negative integer', value);
-  return value;
-}
-
-/** Reads an optional string option. */
-export function stringOption(name: string, value: unknown): string | undefined {
-  return value === undefined ? undefined : checkString(name, value);
-}
-
-/** Reads an optional function option. */
-export function functionOption<F>(name: string, value: unknown): F | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'function') throw typeError(name, 'a function', value);
-  return value as F;
 }
 
 /**
@@ -185,4 +153,48 @@ export async function executeAction(action: Action, use: ToolUse): Promise<ToolF
   if (code === null) return undefined;
   const result = await use.tools.call(use.codeTool, { code });
   return { toolName: use.codeTool, status: result.status, text: responseText(result) };
+}
+
+/**
+ * Splits a policy's generation into the action to record and why it stopped, and records the
+ * context ids the policy reported (`promptTokenIds`) in the trajectory's token record: the
+ * first context becomes `promptTokenIds`, a later one extends the record by the previous
+ * turn's `feedbackTokenIds`. Call it before pushing the new turn. When a context does not
+ * extend the record (the server re-rendered the conversation differently), the record is
+ * left without that span and `metadata.contextDrift` lists the turn and the first differing
+ * index, so the drift is visible rather than trained on.
+ */
+export function takeGeneration(trajectory: Trajectory, generation: Generation): { action: Action; finishReason?: string } {
+  const { finishReason, promptTokenIds, ...action } = generation;
+  if (promptTokenIds !== undefined) recordContext(trajectory, promptTokenIds);
+  return finishReason === undefined ? { action } : { action, finishReason };
+}
+
+function recordContext(trajectory: Trajectory, context: readonly number[]): void {
+  const turns = trajectory.turns;
+  if (turns.length === 0) {
+    trajectory.promptTokenIds = context.slice();
+    return;
+  }
+  if (trajectory.promptTokenIds === undefined) return;
+  const recorded = trajectory.promptTokenIds.slice();
+  for (let t = 0; t < turns.length; t++) {
+    const { action, feedbackTokenIds } = turns[t]!;
+    if (action.tokenIds === undefined || action.tokenSource === 'text') return;
+    recorded.push(...action.tokenIds);
+    if (t + 1 < turns.length) {
+      if (feedbackTokenIds === undefined) return;
+      recorded.push(...feedbackTokenIds);
+    }
+  }
+  let at = 0;
+  while (at < recorded.length && at < context.length && recorded[at] === context[at]) at++;
+  if (at === recorded.length) {
+    turns[turns.length - 1]!.feedbackTokenIds = context.slice(recorded.length);
+    return;
+  }
+  const metadata = (trajectory.metadata ??= {});
+  const drift = Array.isArray(metadata.contextDrift) ? metadata.contextDrift as unknown[] : [];
+  drift.push({ turn: turns.length, index: at });
+  metadata.contextDrift = drift;
 }

@@ -4,16 +4,14 @@
  * for it within a fixed budget, then answers the question from its intermediate answers.
  */
 import { extractAnswer } from '../rewards/extract.js';
-import { qaExactMatch } from '../rewards/qa.js';
+import { qaReward } from '../rewards/episode.js';
 import { toChatMessages, USER_FEEDBACK_TOOL } from '../trajectory/chat.js';
-import { checkArray, checkNonNegativeInteger, checkObject, checkPositiveInteger, checkString, rangeError, typeError } from '../trajectory/check.js';
 import type { Action, Trajectory, Turn } from '../trajectory/model.js';
 import type { Decomposition, PreferenceQuestion } from '../preferences/pairs.js';
-import {
-  checkTask, finishTrajectory, functionOption, positiveOption, startTrajectory, stringOption, type AgentTask, type RewardFunction,
-} from './common.js';
-import { checkPolicy, type AgentPolicy } from './policy.js';
+import { checkTask, finishTrajectory, startTrajectory, takeGeneration, type AgentTask, type RewardFunction } from './common.js';
+import { checkPolicy, type AgentPolicy } from './agent_policy.js';
 import type { RetrievedDocument, Retriever } from './retrieval.js';
+import { checkArray, checkNonNegativeInteger, checkObject, checkPositiveInteger, checkString, functionOption, positiveOption, rangeError, stringOption, typeError } from '../check.js';
 
 /**
  * The sub-questions of a decomposition: the text after each `###` marker (up to the next
@@ -82,11 +80,6 @@ export const DEFAULT_DECOMPOSER_PROMPTS: DecomposerPrompts = Object.freeze({
     return `Now answer the original question from the answers above.\nQuestion: ${question}\nGive the final answer as \\boxed{answer}.`;
   },
 });
-
-/** QA reward: SQuAD exact match of the answer with any gold answer (`qaExactMatch`). */
-export function qaReward(answer: string | null, task: AgentTask): number {
-  return answer === null || task.gold === undefined ? 0 : qaExactMatch(answer, task.gold);
-}
 
 /** Options of {@link DecomposerSolver}. */
 export interface DecomposerSolverOptions {
@@ -212,7 +205,7 @@ export class DecomposerSolver {
 
   /** Generates the next turn from the trajectory so far; undefined (and `truncated`) when it was cut off. */
   async #turn(trajectory: Trajectory): Promise<Turn | undefined> {
-    const { finishReason, ...action } = await this.#policy.generate(toChatMessages(trajectory));
+    const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(toChatMessages(trajectory)));
     const turn: Turn = { action };
     trajectory.turns.push(turn);
     if (finishReason !== 'length') return turn;

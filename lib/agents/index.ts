@@ -7,8 +7,8 @@
 export {
   ChatCompletionPolicy, ScriptedPolicy,
   type AgentPolicy, type ChatCompletionDefaults, type GenerateOptions, type Generation, type ScriptFunction, type ScriptedResponse,
-} from './policy.js';
-export { lastCodeBlock, mathReward, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
+} from './agent_policy.js';
+export { lastCodeBlock, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
 export { MultiTurnReasoner, REASONER_SYSTEM_PROMPT, type MultiTurnReasonerOptions } from './multi_turn_reasoner.js';
 export {
   SelfCorrectingAgent, SELF_CORRECTING_SYSTEM_PROMPT, defaultCorrectionPrompt,
@@ -20,7 +20,7 @@ export {
   type ToolVerifierOptions, type Verdict, type Verifier,
 } from './propose_judge_update.js';
 export {
-  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, decomposerPreferenceQuestion, parseSubquestions, qaReward, resolveReferences, splitDocumentBudget,
+  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, decomposerPreferenceQuestion, parseSubquestions, resolveReferences, splitDocumentBudget,
   type DecomposerPrompts, type DecomposerSolverOptions,
 } from './decomposer_solver.js';
 export {
@@ -32,3 +32,4 @@ export {
 } from './tirgen.js';
 export { BUILTIN_CORPUS } from './data/corpus.js';
 export { BUILTIN_QUESTIONS, type MultiHopQuestion, type ReferenceStep } from './data/questions.js';
+export { parseHermesToolCall, TokenAgentPolicy, type ParsedTurn, type TokenAgentPolicyOptions } from './token_policy.js';

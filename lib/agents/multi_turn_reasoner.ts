@@ -5,13 +5,11 @@
  */
 import { extractAnswer } from '../rewards/extract.js';
 import { toChatMessages } from '../trajectory/chat.js';
-import { checkObject, typeError } from '../trajectory/check.js';
 import type { Trajectory } from '../trajectory/model.js';
-import {
-  checkTask, executeAction, finishTrajectory, functionOption, mathReward, positiveOption, startTrajectory, stringOption, toolUse,
-  type AgentTask, type RewardFunction, type ToolUse, type ToolUseOptions,
-} from './common.js';
-import { checkPolicy, type AgentPolicy } from './policy.js';
+import { checkTask, executeAction, finishTrajectory, startTrajectory, takeGeneration, toolUse, type AgentTask, type RewardFunction, type ToolUse, type ToolUseOptions } from './common.js';
+import { mathReward } from '../rewards/episode.js';
+import { checkPolicy, type AgentPolicy } from './agent_policy.js';
+import { checkObject, functionOption, positiveOption, stringOption, typeError } from '../check.js';
 
 /** Default system prompt of {@link MultiTurnReasoner}. */
 export const REASONER_SYSTEM_PROMPT =
@@ -77,7 +75,7 @@ export class MultiTurnReasoner {
     let answer: string | null = null;
     let finished = false;
     while (!finished && trajectory.turns.length < this.#maxTurns) {
-      const { finishReason, ...action } = await this.#policy.generate(toChatMessages(trajectory), { tools });
+      const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(toChatMessages(trajectory), { tools }));
       const turn: Trajectory['turns'][number] = { action };
       trajectory.turns.push(turn);
       if (finishReason === 'length') break;

@@ -5,14 +5,12 @@
  */
 import { extractAnswer } from '../rewards/extract.js';
 import type { TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
-import { checkFiniteNumber, checkObject, checkString, rangeError, typeError } from '../trajectory/check.js';
 import type { ToolStatus } from '../tools/types.js';
 import type { Trajectory } from '../trajectory/model.js';
-import {
-  checkTask, finishTrajectory, functionOption, lastCodeBlock, mathReward, nonNegativeOption, positiveOption, responseText,
-  startTrajectory, stringOption, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions,
-} from './common.js';
-import { checkPolicy, type AgentPolicy } from './policy.js';
+import { checkTask, finishTrajectory, lastCodeBlock, responseText, startTrajectory, takeGeneration, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
+import { mathReward } from '../rewards/episode.js';
+import { checkPolicy, type AgentPolicy } from './agent_policy.js';
+import { checkFiniteNumber, checkObject, checkString, functionOption, nonNegativeOption, positiveOption, rangeError, stringOption, typeError } from '../check.js';
 
 /** A proposed solution, as a verifier sees it. */
 export interface Candidate {
@@ -248,7 +246,7 @@ export class ProposeJudgeUpdate {
     let best = -1;
     for (let round = 0; round < this.#maxRounds; round++) {
       const messages: ChatMessage[] = [{ role: 'system', content: this.#system }, { role: 'user', content: prompt }];
-      const { finishReason, ...action } = await this.#policy.generate(messages);
+      const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(messages));
       const candidate: Candidate = { text: action.text, answer: extractAnswer(action.text), round };
       const verdict = await this.#verifier.verify(candidate, task);
       checkObject('verdict', verdict);

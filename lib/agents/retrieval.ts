@@ -3,7 +3,7 @@
  * BM25+, an in-memory index with no network and no native code).
  */
 import MiniSearch from 'minisearch';
-import { checkArray, checkNonNegativeInteger, checkObject, checkString, rangeError, typeError } from '../trajectory/check.js';
+import { checkArray, checkNonNegativeInteger, checkObject, checkString, rangeError, typeError } from '../check.js';
 
 /** A passage of a corpus. */
 export interface CorpusDocument {

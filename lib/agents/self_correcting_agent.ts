@@ -4,13 +4,11 @@
  */
 import { extractAnswer } from '../rewards/extract.js';
 import { toChatMessages, type TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
-import { checkObject, checkString } from '../trajectory/check.js';
 import type { Action, ToolFeedback, Trajectory, Turn } from '../trajectory/model.js';
-import {
-  checkTask, executeAction, finishTrajectory, functionOption, mathReward, nonNegativeOption, positiveOption,
-  startTrajectory, stringOption, toolUse, type AgentTask, type RewardFunction, type ToolUse, type ToolUseOptions,
-} from './common.js';
-import { checkPolicy, type AgentPolicy } from './policy.js';
+import { checkTask, executeAction, finishTrajectory, startTrajectory, takeGeneration, toolUse, type AgentTask, type RewardFunction, type ToolUse, type ToolUseOptions } from './common.js';
+import { mathReward } from '../rewards/episode.js';
+import { checkPolicy, type AgentPolicy } from './agent_policy.js';
+import { checkObject, checkString, functionOption, nonNegativeOption, positiveOption, stringOption } from '../check.js';
 
 /** Default system prompt of {@link SelfCorrectingAgent}. */
 export const SELF_CORRECTING_SYSTEM_PROMPT =
@@ -107,7 +105,7 @@ export class SelfCorrectingAgent {
       let correction: string | undefined;
       for (let attempt = 0; ; attempt++) {
         const messages: ChatMessage[] = correction === undefined ? prefix : [...prefix, { role: 'user', content: correction }];
-        const { finishReason, ...action } = await this.#policy.generate(messages, { tools });
+        const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(messages, { tools }));
         const record: StepAttempt = { step, attempt, action, backtracked: false };
         if (correction !== undefined) record.correction = correction;
         attempts.push(record);

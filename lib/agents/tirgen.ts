@@ -7,14 +7,12 @@
 import type { Writable } from 'node:stream';
 import { extractAnswer } from '../rewards/extract.js';
 import { toChatMessages, type TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
-import { checkObject, checkString, rangeError, typeError } from '../trajectory/check.js';
 import { writeTrajectories } from '../trajectory/jsonl.js';
 import type { Trajectory } from '../trajectory/model.js';
-import {
-  checkTask, functionOption, lastCodeBlock, mathReward, positiveOption, responseText, startTrajectory, stringOption, toolUse,
-  type AgentTask, type ToolUse, type ToolUseOptions,
-} from './common.js';
-import { checkPolicy, type AgentPolicy } from './policy.js';
+import { checkTask, lastCodeBlock, responseText, startTrajectory, toolUse, type AgentTask, type ToolUse, type ToolUseOptions } from './common.js';
+import { mathReward } from '../rewards/episode.js';
+import { checkPolicy, type AgentPolicy } from './agent_policy.js';
+import { checkObject, checkString, functionOption, positiveOption, rangeError, stringOption, typeError } from '../check.js';
 
 /** Default system prompt of the generator. */
 export const TIRGEN_GENERATOR_SYSTEM_PROMPT =

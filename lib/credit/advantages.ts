@@ -1,8 +1,8 @@
 /** Outcome-level advantages of a batch: GRPO, RLOO and REINFORCE++-baseline, all from the kernels. */
 import { advantages, groupAdvantages } from '../kernels/index.js';
 import type { TokenBatch } from '../trajectory/batch.js';
-import { rangeError, typeError } from '../trajectory/check.js';
 import { broadcastToTokens } from './broadcast.js';
+import { rangeError, typeError } from '../check.js';
 
 function checkRewards(rewards: Float32Array, groupIds: Int32Array): void {
   if (!(rewards instanceof Float32Array)) throw typeError('rewards', 'a Float32Array', rewards);

@@ -1,6 +1,6 @@
 /** Broadcast of sequence- and turn-level values to the action tokens that earned them. */
 import type { TokenBatch } from '../trajectory/batch.js';
-import { typeError } from '../trajectory/check.js';
+import { typeError } from '../check.js';
 
 function checkMask(mask: Uint8Array, length: number): void {
   if (!(mask instanceof Uint8Array) || mask.length !== length) throw typeError('mask', `a Uint8Array of length ${length}`, mask);

@@ -3,8 +3,8 @@
  * from tool execution status (MATH.md).
  */
 import type { TokenBatch } from '../trajectory/batch.js';
-import { checkObject, rangeError, typeError } from '../trajectory/check.js';
 import type { Trajectory } from '../trajectory/model.js';
+import { checkObject, rangeError, typeError } from '../check.js';
 
 /** Options for `turnLevelCredit`. */
 export interface TurnCreditOptions {

@@ -3,10 +3,10 @@
  * `applyFilters` turns the flags into the per-sequence `keep` array that `feedbackMask`
  * consumes, and the report says what each filter removed. The batch keeps every trajectory.
  */
-import { checkArray, checkNonNegativeInteger, checkObject, rangeError, typeError } from '../trajectory/check.js';
 import type { TokenBatch } from '../trajectory/batch.js';
 import type { Trajectory } from '../trajectory/model.js';
 import { isVoidTurn, type VoidTurnOptions } from './void-turn.js';
+import { checkArray, checkNonNegativeInteger, checkObject, rangeError, typeError } from '../check.js';
 
 /** A rule that flags sequences to remove from the policy loss. */
 export interface TrajectoryFilter {

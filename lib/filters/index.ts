@@ -1,2 +1,3 @@
 export { isVoidTurn, type VoidTurnOptions } from './void-turn.js';
 export * from './filters.js';
+export * from './staleness.js';

@@ -1,5 +1,5 @@
+import { typeError } from '../check.js';
 /** SimpleTIR's void-turn rule (MATH.md): a turn with neither a complete code block nor a final answer. */
-import { typeError } from '../trajectory/check.js';
 
 /** Options for `isVoidTurn`. */
 export interface VoidTurnOptions {

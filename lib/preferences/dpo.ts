@@ -4,9 +4,9 @@
  */
 import { feedbackMask, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
 import { packTrajectories, type PackOptions, type TokenBatch } from '../trajectory/batch.js';
-import { checkArray, checkObject, typeError } from '../trajectory/check.js';
 import type { Trajectory } from '../trajectory/model.js';
 import type { PreferencePair } from './pairs.js';
+import { checkArray, checkObject, typeError } from '../check.js';
 
 /**
  * Packs pairs into a batch of 2P sequences: sequence 2k is pair k's prompt and chosen

@@ -1,9 +1,9 @@
+import { checkArray, checkFiniteNumber, checkObject, checkString, rangeError } from '../check.js';
 /**
  * AceSearcher preference pairs (MATH.md): for a question, m decompositions × m' solutions
  * each, rewarded (exact match with a format check). Pairs are best vs worst; equal rewards
  * give no pair.
  */
-import { checkArray, checkFiniteNumber, checkObject, checkString, rangeError } from '../trajectory/check.js';
 
 /** One solution of a decomposition: its text, its answers to the sub-questions, its reward. */
 export interface Solution {

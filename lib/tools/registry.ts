@@ -1,6 +1,6 @@
-import { checkNonEmptyString, checkObject, checkString, expectedMessage } from './check.js';
 import { JavaScriptSandbox, type CodeSandbox } from './sandbox.js';
 import type { JsonSchema, Tool, ToolOutcome, ToolResponse } from './types.js';
+import { checkNonEmptyString, checkObject, checkString, typeError } from '../check.js';
 
 /** A tool as listed in an OpenAI chat-completions request's `tools` array. */
 export interface OpenAIToolSpec {
@@ -65,12 +65,12 @@ export class ToolRegistry {
    * tool of that name is already registered. Returns this registry, for chaining.
    */
   register<Args>(tool: Tool<Args>): this {
-    checkObject(tool, 'tool');
-    const name = checkNonEmptyString(tool.name, 'tool.name');
-    if (!TOOL_NAME.test(name)) throw new TypeError(expectedMessage('1 to 64 of [A-Za-z0-9_-]', 'tool.name', name));
-    checkString(tool.description, 'tool.description');
-    checkObject(tool.parameters, 'tool.parameters');
-    if (typeof tool.call !== 'function') throw new TypeError(expectedMessage('a function', 'tool.call', tool.call));
+    checkObject('tool', tool);
+    const name = checkNonEmptyString('tool.name', tool.name);
+    if (!TOOL_NAME.test(name)) throw typeError('tool.name', '1 to 64 of [A-Za-z0-9_-]', name);
+    checkString('tool.description', tool.description);
+    checkObject('tool.parameters', tool.parameters);
+    if (typeof tool.call !== 'function') throw typeError('tool.call', 'a function', tool.call);
     if (this.#tools.has(name)) throw new Error(`A tool named "${name}" is already registered`);
     this.#tools.set(name, tool as Tool<never>);
     return this;
@@ -100,7 +100,7 @@ export class ToolRegistry {
    * arguments, a tool that throws) resolve with status 'error' and a message for the model.
    */
   async call(name: string, args: unknown): Promise<ToolResponse> {
-    checkString(name, 'name');
+    checkString('name', name);
     const tool = this.#tools.get(name);
     if (tool === undefined) {
       return { tool: name, status: 'error', error: `Unknown tool "${name}"; available tools: ${this.names.join(', ') || 'none'}` };
@@ -129,9 +129,9 @@ export class ToolRegistry {
 
   /** Calls the tool named in a model's tool call (OpenAI wire format). */
   callToolCall(toolCall: ToolCallRequest): Promise<ToolResponse> {
-    checkObject(toolCall, 'toolCall');
-    checkObject(toolCall.function, 'toolCall.function');
-    return this.call(checkString(toolCall.function.name, 'toolCall.function.name'), toolCall.function.arguments);
+    checkObject('toolCall', toolCall);
+    checkObject('toolCall.function', toolCall.function);
+    return this.call(checkString('toolCall.function.name', toolCall.function.name), toolCall.function.arguments);
   }
 }
 
@@ -143,15 +143,15 @@ export function codeExecutionTool(
   sandbox: CodeSandbox,
   options: { name?: string; description?: string } = {},
 ): Tool<{ code: string }> {
-  checkObject(options, 'options');
+  checkObject('options', options);
   const language = sandbox instanceof JavaScriptSandbox
     ? `JavaScript (Node.js, ${sandbox.moduleType === 'module' ? 'ES module' : 'CommonJS'})`
     : 'Python 3';
-  const name = options.name === undefined ? sandbox.language : checkNonEmptyString(options.name, 'options.name');
+  const name = options.name === undefined ? sandbox.language : checkNonEmptyString('options.name', options.name);
   const description = options.description === undefined
     ? `Runs a ${language} program in a sandbox without network access and returns what it prints. ` +
       'Print the values you need; only /tmp is writable and nothing persists between calls.'
-    : checkString(options.description, 'options.description');
+    : checkString('options.description', options.description);
   return {
     name,
     description,

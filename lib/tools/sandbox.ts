@@ -4,10 +4,10 @@ import { availableParallelism } from 'node:os';
 import { delimiter, join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { MemoryCgroup, OWN_CGROUP_PREFIX } from './cgroup.js';
-import { checkInteger, checkNonEmptyString, checkOptions, checkString, checkStringArray, expectedMessage } from './check.js';
 import { seccompFilter } from './seccomp.js';
 import { SUPERVISOR_SOURCE } from './supervisor_source.js';
 import type { ToolResponse } from './types.js';
+import { checkInteger, checkNonEmptyString, checkOptions, checkString, checkStringArray, rangeError, typeError } from '../check.js';
 
 /**
  * Options shared by {@link PythonSandbox} and {@link JavaScriptSandbox}. Every limit
@@ -293,7 +293,7 @@ export class CodeSandbox {
    * after {@link close}.
    */
   run(code: string): Promise<SandboxResponse> {
-    checkString(code, 'code');
+    checkString('code', code);
     if (this.#closed) return Promise.reject(new Error('This sandbox is closed'));
     const codeBytes = Buffer.byteLength(code, 'utf8');
     if (codeBytes > MAX_CODE_BYTES) {
@@ -314,7 +314,7 @@ export class CodeSandbox {
    * cannot be started.
    */
   async warmUp(count: number = this.#options.concurrency): Promise<void> {
-    checkInteger(count, 'count', this.#options.concurrency, 0, this.#options.concurrency);
+    checkInteger('count', count, this.#options.concurrency, 0, this.#options.concurrency);
     const starts: Array<Promise<SandboxWorker>> = [];
     for (let index = this.#all.size + this.#starting.size; index < count; index += 1) starts.push(this.#startWorker());
     const workers = await Promise.all(starts);
@@ -456,27 +456,27 @@ export class CodeSandbox {
     language: SandboxLanguage,
     interpreter: { pythonPath: string; nodePath?: string; moduleType?: 'commonjs' | 'module'; preloadModules: string[] },
   ): ResolvedOptions {
-    const options = checkOptions(raw, 'options');
-    const timeoutMs = checkInteger(options.timeoutMs, 'options.timeoutMs', 10_000, 1, 3_600_000);
-    const memoryMb = checkInteger(options.memoryMb, 'options.memoryMb', 512, 16, 1 << 20);
-    const maxOutputBytes = checkInteger(options.maxOutputBytes, 'options.maxOutputBytes', 65_536, 1, 1 << 30);
-    const concurrency = checkInteger(options.concurrency, 'options.concurrency', availableParallelism(), 1, 1024);
-    const diskMb = checkInteger(options.diskMb, 'options.diskMb', 64, 1, 1 << 20);
-    const runMemoryMb = checkInteger(options.runMemoryMb, 'options.runMemoryMb', memoryMb + diskMb + 144, 16, 1 << 20);
-    const maxProcesses = checkInteger(options.maxProcesses, 'options.maxProcesses', language === 'python' ? 16 : 32, 2, 4096);
-    const maxOpenFiles = checkInteger(options.maxOpenFiles, 'options.maxOpenFiles', 256, 16, 65_536);
-    const startTimeoutMs = checkInteger(options.startTimeoutMs, 'options.startTimeoutMs', 20_000, 1, 600_000);
-    const readOnlyPaths = checkStringArray(options.readOnlyPaths, 'options.readOnlyPaths', []);
+    const options = checkOptions('options', raw);
+    const timeoutMs = checkInteger('options.timeoutMs', options.timeoutMs, 10_000, 1, 3_600_000);
+    const memoryMb = checkInteger('options.memoryMb', options.memoryMb, 512, 16, 1 << 20);
+    const maxOutputBytes = checkInteger('options.maxOutputBytes', options.maxOutputBytes, 65_536, 1, 1 << 30);
+    const concurrency = checkInteger('options.concurrency', options.concurrency, availableParallelism(), 1, 1024);
+    const diskMb = checkInteger('options.diskMb', options.diskMb, 64, 1, 1 << 20);
+    const runMemoryMb = checkInteger('options.runMemoryMb', options.runMemoryMb, memoryMb + diskMb + 144, 16, 1 << 20);
+    const maxProcesses = checkInteger('options.maxProcesses', options.maxProcesses, language === 'python' ? 16 : 32, 2, 4096);
+    const maxOpenFiles = checkInteger('options.maxOpenFiles', options.maxOpenFiles, 256, 16, 65_536);
+    const startTimeoutMs = checkInteger('options.startTimeoutMs', options.startTimeoutMs, 20_000, 1, 600_000);
+    const readOnlyPaths = checkStringArray('options.readOnlyPaths', options.readOnlyPaths, []);
     for (const [index, path] of readOnlyPaths.entries()) {
-      if (!path.startsWith('/')) throw new TypeError(expectedMessage('an absolute path', `options.readOnlyPaths[${index}]`, path));
+      if (!path.startsWith('/')) throw typeError(`options.readOnlyPaths[${index}]`, 'an absolute path', path);
       // The sandbox mounts its own file systems there, which would hide or break the bind.
       if (path === '/' || SANDBOX_MOUNTS.some((mount) => isUnder(path, mount))) {
-        throw new RangeError(expectedMessage(`a path outside / itself and ${SANDBOX_MOUNTS.join(', ')}`, `options.readOnlyPaths[${index}]`, path));
+        throw rangeError(`options.readOnlyPaths[${index}]`, `a path outside / itself and ${SANDBOX_MOUNTS.join(', ')}`, path);
       }
     }
     const bwrapPath = options.bwrapPath === undefined
       ? findOnPath('bwrap')
-      : checkNonEmptyString(options.bwrapPath, 'options.bwrapPath');
+      : checkNonEmptyString('options.bwrapPath', options.bwrapPath);
     if (bwrapPath === undefined) {
       throw new SandboxUnavailableError('bubblewrap (bwrap) was not found on PATH; install it, e.g. `apt-get install bubblewrap`');
     }
@@ -574,9 +574,9 @@ export class PythonSandbox extends CodeSandbox {
    * {@link CodeSandbox.warmUp}).
    */
   constructor(options?: PythonSandboxOptions) {
-    const checked = checkOptions(options, 'options');
-    const pythonPath = checked.pythonPath === undefined ? '/usr/bin/python3' : checkNonEmptyString(checked.pythonPath, 'options.pythonPath');
-    const preloadModules = checkStringArray(checked.preloadModules, 'options.preloadModules', []);
+    const checked = checkOptions('options', options);
+    const pythonPath = checked.pythonPath === undefined ? '/usr/bin/python3' : checkNonEmptyString('options.pythonPath', checked.pythonPath);
+    const preloadModules = checkStringArray('options.preloadModules', checked.preloadModules, []);
     super('python', 'python', CodeSandbox.resolveOptions(options, 'python', { pythonPath, preloadModules }));
   }
 }
@@ -590,12 +590,12 @@ export class JavaScriptSandbox extends CodeSandbox {
    * {@link PythonSandbox}'s constructor.
    */
   constructor(options?: JavaScriptSandboxOptions) {
-    const checked = checkOptions(options, 'options');
-    const pythonPath = checked.pythonPath === undefined ? '/usr/bin/python3' : checkNonEmptyString(checked.pythonPath, 'options.pythonPath');
-    const nodePath = checked.nodePath === undefined ? process.execPath : checkNonEmptyString(checked.nodePath, 'options.nodePath');
+    const checked = checkOptions('options', options);
+    const pythonPath = checked.pythonPath === undefined ? '/usr/bin/python3' : checkNonEmptyString('options.pythonPath', checked.pythonPath);
+    const nodePath = checked.nodePath === undefined ? process.execPath : checkNonEmptyString('options.nodePath', checked.nodePath);
     const moduleType = checked.moduleType ?? 'commonjs';
     if (moduleType !== 'commonjs' && moduleType !== 'module') {
-      throw new TypeError(expectedMessage("'commonjs' or 'module'", 'options.moduleType', moduleType));
+      throw typeError('options.moduleType', "'commonjs' or 'module'", moduleType);
     }
     super('javascript', 'javascript', CodeSandbox.resolveOptions(options, 'javascript', { pythonPath, nodePath, moduleType, preloadModules: [] }));
     this.moduleType = moduleType;

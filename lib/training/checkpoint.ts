@@ -7,6 +7,8 @@
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
+import type { Policy } from './trainable_policy.js';
+
 const LATEST = 'latest';
 const PREFIX = 'step-';
 /** Checkpoints kept besides the latest: one older, in case the latest is damaged by hand. */
@@ -38,6 +40,32 @@ export async function latestCheckpoint(root: string): Promise<string | undefined
     throw error;
   }
   return join(root, name);
+}
+
+/** Saves `policy`'s state into the folder `name` of the checkpoint `dir`. */
+export async function savePolicy(dir: string, name: 'policy' | 'reference', policy: Policy): Promise<void> {
+  await mkdir(join(dir, name), { recursive: true });
+  await policy.saveState(join(dir, name));
+}
+
+/** Restores `policy`'s state from the folder `name` of the checkpoint `dir`. */
+export function loadPolicy(dir: string, name: 'policy' | 'reference', policy: Policy): Promise<void> {
+  return policy.loadState(join(dir, name));
+}
+
+/** Writes a trainer's own state (step, generator, metrics, …) as the checkpoint's `trainer.json`. */
+export async function writeTrainerState(dir: string, state: { format: string }): Promise<void> {
+  await writeFile(join(dir, 'trainer.json'), JSON.stringify(state));
+}
+
+/**
+ * Reads the checkpoint's `trainer.json`; throws "<trainer>: <dir> is not a <kind> checkpoint"
+ * unless its format is `format`.
+ */
+export async function readTrainerState<State>(dir: string, format: string, trainer: string, kind: string): Promise<State> {
+  const state = JSON.parse(await readFile(join(dir, 'trainer.json'), 'utf8')) as { format?: unknown };
+  if (state.format !== format) throw new Error(`${trainer}: ${dir} is not a ${kind} checkpoint`);
+  return state as State;
 }
 
 async function prune(root: string, latest: string): Promise<void> {

@@ -3,18 +3,16 @@
  * pairs with the current policy and trains against a reference that is the policy as the
  * round began.
  */
-import { appendFile, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-
-import { dpoLoss, feedbackMask, Role, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
+import { feedbackMask, Role, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
 import type { TokenBatch } from '../trajectory/index.js';
-import { checkInteger, checkNumber, checkObject, expectedMessage } from '../tools/check.js';
-import { latestCheckpoint, writeCheckpoint } from './checkpoint.js';
-import type { Policy, PolicyBatch } from './policy.js';
+import { chunk, mean, range } from './batching.js';
+import { latestCheckpoint, loadPolicy, readTrainerState, savePolicy, writeCheckpoint, writeTrainerState } from './checkpoint.js';
+import { appendJsonLine, writeJsonLines } from './jsonl_log.js';
+import { averagesLogprobs, checkPreferenceLossOptions, preferenceLoss, type PreferenceLossOptions } from './losses.js';
+import type { Policy, PolicyBatch } from './trainable_policy.js';
 import { SeededRandom } from './random.js';
 import { packSequences } from './rollout.js';
-
-type DpoOptions = Parameters<typeof dpoLoss>[0];
+import { checkInteger, checkObject, rangeError, typeError } from '../check.js';
 
 /**
  * A preferred and a dispreferred completion of one prompt, as token ids (the trajectory
@@ -44,7 +42,7 @@ interface SequencePair {
 }
 
 /** Options of {@link DPOTrainer}. */
-export interface DPOTrainerOptions {
+export interface DPOTrainerOptions extends PreferenceLossOptions {
   /** The policy to train. */
   policy: Policy;
   /**
@@ -62,10 +60,6 @@ export interface DPOTrainerOptions {
   pairsPerStep?: number;
   /** Pairs per forward/backward pass; gradients accumulate up to `pairsPerStep`. Default: `pairsPerStep`. */
   microBatchSize?: number;
-  /** dpoLoss settings: beta 0.1, labelSmoothing 0, variant 'sigmoid' ('ipo' scores per-token averages). */
-  beta?: number;
-  labelSmoothing?: number;
-  variant?: NonNullable<DpoOptions['variant']>;
   /** Clip the gradient's global L2 norm to this. Default 1; Infinity turns clipping off. */
   maxGradNorm?: number;
   /** Seed of the trainer's generator (pair shuffles, and handed to `pairs`). Default 0. */
@@ -113,6 +107,16 @@ interface DPOProgress {
   stepInEpoch: number;
   /** Shuffled pair order of the current epoch. */
   order: number[];
+}
+
+/** The trainer's own state in a checkpoint (`trainer.json`). */
+interface DPOTrainerState {
+  step: number;
+  randomState: number;
+  progress: DPOProgress;
+  /** The round's pairs, as number arrays; absent between rounds. */
+  pairs?: Record<keyof SequencePair, number[]>[];
+  metrics: DPOStepMetrics[];
 }
 
 /** The DPO trainer; `await trainer.train()` runs all rounds, resuming from `checkpointDir`. */
@@ -171,12 +175,8 @@ export class DPOTrainer {
 
   /** Writes the trainer's state (policy, reference, pairs, progress, generator, metrics) into `dir`. */
   async save(dir: string): Promise<void> {
-    await mkdir(join(dir, 'policy'), { recursive: true });
-    await this.options.policy.saveState(join(dir, 'policy'));
-    if (this.reference) {
-      await mkdir(join(dir, 'reference'), { recursive: true });
-      await this.reference.saveState(join(dir, 'reference'));
-    }
+    await savePolicy(dir, 'policy', this.options.policy);
+    if (this.reference) await savePolicy(dir, 'reference', this.reference);
     const state = {
       format: CHECKPOINT_FORMAT,
       step: this.stepCount,
@@ -190,21 +190,20 @@ export class DPOTrainer {
       })),
       metrics: this.metrics,
     };
-    await writeFile(join(dir, 'trainer.json'), JSON.stringify(state));
+    await writeTrainerState(dir, state);
   }
 
   /** Restores what {@link DPOTrainer.save} wrote; the JSONL log is rewritten to the restored steps. */
   async load(dir: string): Promise<void> {
-    const state = JSON.parse(await readFile(join(dir, 'trainer.json'), 'utf8'));
-    if (state.format !== CHECKPOINT_FORMAT) throw new Error(`DPOTrainer: ${dir} is not a DPO checkpoint`);
-    await this.options.policy.loadState(join(dir, 'policy'));
+    const state = await readTrainerState<DPOTrainerState>(dir, CHECKPOINT_FORMAT, 'DPOTrainer', 'DPO');
+    await loadPolicy(dir, 'policy', this.options.policy);
     this.reference?.dispose?.();
     this.reference = undefined;
     this.pairs = undefined;
     if (state.pairs) {
       this.reference = await this.options.policy.frozenCopy();
-      await this.reference.loadState(join(dir, 'reference'));
-      this.pairs = (state.pairs as Record<keyof SequencePair, number[]>[]).map((pair) => ({
+      await loadPolicy(dir, 'reference', this.reference);
+      this.pairs = state.pairs.map((pair) => ({
         chosen: Int32Array.from(pair.chosen),
         chosenRoles: Uint8Array.from(pair.chosenRoles),
         rejected: Int32Array.from(pair.rejected),
@@ -216,10 +215,7 @@ export class DPOTrainer {
     this.random.state = state.randomState;
     this.progress = state.progress;
     this.metrics.splice(0, this.metrics.length, ...state.metrics);
-    if (this.options.logFile) {
-      await mkdir(dirname(this.options.logFile), { recursive: true });
-      await writeFile(this.options.logFile, this.metrics.map((m) => JSON.stringify(m) + '\n').join(''));
-    }
+    if (this.options.logFile) await writeJsonLines(this.options.logFile, this.metrics);
   }
 
   /** Freezes the current policy as the reference and generates the round's pairs with it. */
@@ -239,18 +235,15 @@ export class DPOTrainer {
     const sums = { loss: 0, rewardAccuracy: 0, chosenReward: 0, rejectedReward: 0 };
     for (const micro of chunk(indices, o.microBatchSize ?? o.pairsPerStep ?? total)) {
       const { batch, mask } = pairBatch(micro.map((i) => pairs[i]));
-      const average = o.variant === 'ipo';
+      const average = averagesLogprobs(o);
       const share = micro.length / total;
       await o.policy.accumulateGradients(batch, ({ logp }) => {
         const perSequence = sequenceLogprobs({ logp, mask, seqOffsets: batch.seqOffsets, average });
-        const result = dpoLoss({
+        const result = preferenceLoss(o, {
           policyChosen: evens(perSequence),
           policyRejected: odds(perSequence),
           refChosen: Float32Array.from(micro, (i) => reference.chosen[i]),
           refRejected: Float32Array.from(micro, (i) => reference.rejected[i]),
-          ...(o.beta !== undefined ? { beta: o.beta } : {}),
-          ...(o.labelSmoothing !== undefined ? { labelSmoothing: o.labelSmoothing } : {}),
-          ...(o.variant !== undefined ? { variant: o.variant } : {}),
         });
         sums.loss += result.loss * share;
         sums.rewardAccuracy += result.rewardAccuracy * share;
@@ -279,10 +272,7 @@ export class DPOTrainer {
       seconds: (performance.now() - started) / 1000,
     };
     this.metrics.push(metrics);
-    if (o.logFile) {
-      await mkdir(dirname(o.logFile), { recursive: true });
-      await appendFile(o.logFile, JSON.stringify(metrics) + '\n');
-    }
+    if (o.logFile) await appendJsonLine(o.logFile, metrics);
     await o.onStep?.(metrics);
     return metrics;
   }
@@ -295,7 +285,7 @@ export class DPOTrainer {
     for (const micro of chunk(range(pairs.length), size)) {
       const { batch, mask } = pairBatch(micro.map((i) => pairs[i]));
       const { logp } = await policy.logprobs(batch);
-      const perSequence = sequenceLogprobs({ logp, mask, seqOffsets: batch.seqOffsets, average: this.options.variant === 'ipo' });
+      const perSequence = sequenceLogprobs({ logp, mask, seqOffsets: batch.seqOffsets, average: averagesLogprobs(this.options) });
       micro.forEach((i, k) => {
         chosen[i] = perSequence[2 * k];
         rejected[i] = perSequence[2 * k + 1];
@@ -306,19 +296,16 @@ export class DPOTrainer {
 }
 
 function checkOptions(options: DPOTrainerOptions): void {
-  checkObject(options, 'options');
-  if (typeof options.pairs !== 'function') throw new TypeError(expectedMessage('a function', 'options.pairs', options.pairs));
+  checkObject('options', options);
+  if (typeof options.pairs !== 'function') throw typeError('options.pairs', 'a function', options.pairs);
   for (const name of ['rounds', 'epochsPerRound', 'pairsPerStep', 'microBatchSize'] as const) {
-    checkInteger(options[name], `options.${name}`, 1, 1, Number.MAX_SAFE_INTEGER);
+    checkInteger(`options.${name}`, options[name], 1, 1, Number.MAX_SAFE_INTEGER);
   }
-  checkInteger(options.seed, 'options.seed', 0, 0, 2 ** 32 - 1);
-  const beta = checkNumber(options.beta, 'options.beta', 0.1, 0, Infinity);
-  if (beta === 0) throw new RangeError(expectedMessage('a number > 0', 'options.beta', beta));
-  const labelSmoothing = checkNumber(options.labelSmoothing, 'options.labelSmoothing', 0, 0, 0.5);
-  if (labelSmoothing === 0.5) throw new RangeError(expectedMessage('a number in [0, 0.5)', 'options.labelSmoothing', labelSmoothing));
+  checkInteger('options.seed', options.seed, 0, 0, 2 ** 32 - 1);
+  checkPreferenceLossOptions(options);
   const maxGradNorm = options.maxGradNorm ?? 1;
   if (typeof maxGradNorm !== 'number' || !(maxGradNorm > 0)) {
-    throw new RangeError(expectedMessage('a number > 0 (Infinity: no clipping)', 'options.maxGradNorm', maxGradNorm));
+    throw rangeError('options.maxGradNorm', 'a number > 0 (Infinity: no clipping)', maxGradNorm);
   }
 }
 
@@ -373,21 +360,4 @@ function evens(values: Float32Array): Float32Array {
 
 function odds(values: Float32Array): Float32Array {
   return Float32Array.from({ length: values.length / 2 }, (_, i) => values[2 * i + 1]);
-}
-
-function range(n: number): number[] {
-  return Array.from({ length: n }, (_, i) => i);
-}
-
-function chunk<T>(items: readonly T[], size: number): T[][] {
-  const step = Math.max(1, size);
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += step) out.push(items.slice(i, i + step));
-  return out;
-}
-
-function mean(values: Float32Array): number {
-  let total = 0;
-  for (const v of values) total += v;
-  return values.length ? total / values.length : 0;
 }

@@ -11,7 +11,7 @@ export {
   type GRPOStepMetrics,
   type GRPOTrainerOptions,
   type StepLevelOptions,
-} from './grpo.js';
+} from './grpo/index.js';
 export type {
   ObservationRole,
   Policy,
@@ -20,6 +20,6 @@ export type {
   PolicyOutputGradient,
   SampledTurn,
   SampleOptions,
-} from './policy.js';
+} from './trainable_policy.js';
 export { SeededRandom } from './random.js';
-export { type Episode, type EpisodeTurn, rollout, type RolloutLimits, toTokenBatch } from './rollout.js';
+export { type Episode, type EpisodeTurn, packSequences, rollout, type RolloutLimits, toTokenBatch } from './rollout.js';

@@ -6,7 +6,7 @@ import { Role } from '../kernels/index.js';
 import { type TokenBatch, type Trajectory, type Turn, USER_FEEDBACK_TOOL } from '../trajectory/index.js';
 import type { ToolStatus } from '../tools/types.js';
 import type { Environment } from './environment.js';
-import type { Policy, PolicyBatch } from './policy.js';
+import type { Policy, PolicyBatch } from './trainable_policy.js';
 import type { SeededRandom } from './random.js';
 
 /** One action of an episode and what followed it. */
@@ -181,7 +181,10 @@ export async function replayStep<Problem>(
   return environment.step(next);
 }
 
-/** Ragged batch of token sequences. */
+/**
+ * Packs token sequences back to back into one ragged batch: `tokens` holds them all and
+ * `seqOffsets` (length `sequences.length + 1`) marks where each starts and ends.
+ */
 export function packSequences(sequences: readonly Int32Array[]): PolicyBatch {
   const seqOffsets = new Int32Array(sequences.length + 1);
   sequences.forEach((s, i) => (seqOffsets[i + 1] = seqOffsets[i] + s.length));
@@ -241,6 +244,9 @@ export function toTokenBatch(episodes: readonly Episode<unknown>[], idPrefix: st
     rewards: Float32Array.from(episodes, (e) => e.reward),
     groupIds: Int32Array.from(episodes, (e) => groups.indexOf(e.group)),
     groupKeys,
+    // The policy samples with the weights it trains (no version counter) and keeps every token.
+    policyVersions: new Int32Array(size).fill(-1),
+    exact: new Uint8Array(size).fill(1),
     trajectories: episodes.map((e, i) => toTrajectory(e, `${idPrefix}/${i}`, `${idPrefix}/g${e.group}`)),
     paddedLength: null,
   };
@@ -248,17 +254,20 @@ export function toTokenBatch(episodes: readonly Episode<unknown>[], idPrefix: st
 
 /** An episode in the SDK's trajectory model; environment text without a tool answers as the user. */
 function toTrajectory(episode: Episode<unknown>, id: string, groupId: string): Trajectory {
-  const turns = episode.turns.map((turn): Turn => {
+  const turns = episode.turns.map((turn, k): Turn => {
+    const feedbackEnd = episode.turns[k + 1]?.actionStart ?? episode.tokens.length;
     const result: Turn = {
       action: {
         text: turn.action,
         tokenIds: Array.from(episode.tokens.subarray(turn.actionStart, turn.actionEnd)),
         logprobs: Array.from(episode.behaviourLogp.subarray(turn.actionStart, turn.actionEnd)),
       },
+      feedbackTokenIds: Array.from(episode.tokens.subarray(turn.actionEnd, feedbackEnd)),
     };
     if (turn.tool) result.response = { toolName: turn.tool.name, status: turn.tool.status, text: turn.feedback };
     else if (turn.feedback !== '') result.response = { toolName: USER_FEEDBACK_TOOL, status: 'success', text: turn.feedback };
     return result;
   });
-  return { id, prompt: episode.prompt, turns, reward: episode.reward, groupId, truncated: episode.truncated };
+  const promptTokenIds = Array.from(episode.tokens.subarray(0, episode.turns[0]?.actionStart ?? episode.tokens.length));
+  return { id, prompt: episode.prompt, promptTokenIds, turns, reward: episode.reward, groupId, truncated: episode.truncated };
 }

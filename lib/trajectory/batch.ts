@@ -2,11 +2,11 @@
  * Packing: trajectories → a `TokenBatch`, the flat (ragged) or padded layout the kernels
  * read. Truncation to a maximum length is flagged per sequence, never silent.
  */
-import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from './check.js';
 import type { Trajectory } from './model.js';
 import { Role } from '../kernels/index.js';
 import { chatmlTemplate, renderTrajectory, type ChatTemplate } from './template.js';
 import type { Tokenizer } from './tokenizer.js';
+import { checkArray, checkObject, checkPositiveInteger, rangeError, typeError } from '../check.js';
 
 /**
  * A batch of B token sequences. Token-level arrays have length N = seqOffsets[B]; sequence i
@@ -46,6 +46,13 @@ export interface TokenBatch {
   groupIds: Int32Array;
   /** The groupId string of each dense group index. */
   groupKeys: string[];
+  /**
+   * Policy version of each sequence: the oldest `policyVersion` of its actions, else the
+   * trajectory's; -1 where neither is recorded. Staleness is the trainer's version minus this.
+   */
+  policyVersions: Int32Array;
+  /** 1 where the sequence came whole from the token record, 0 where the template re-tokenised some span (see `RenderedTrajectory.exact`). */
+  exact: Uint8Array;
   /** The trajectories, in batch order, kept whole so filtered episodes remain in reports and logs. */
   trajectories: Trajectory[];
   /** Padded length T when the batch is padded, else null (ragged). */
@@ -66,6 +73,17 @@ export interface PackOptions {
   padding?: 'ragged' | 'longest' | number;
   /** Token id written at padding positions. Default: the tokenizer's `<|endoftext|>`, else 0. */
   padTokenId?: number;
+}
+
+/** The oldest policy version that sampled any action of `trajectory`; -1 when none is recorded. */
+export function sequencePolicyVersion(trajectory: Trajectory): number {
+  let oldest = Infinity;
+  for (const turn of trajectory.turns) {
+    const version = turn.action.policyVersion ?? trajectory.policyVersion;
+    if (version !== undefined && version < oldest) oldest = version;
+  }
+  if (oldest === Infinity) oldest = trajectory.policyVersion ?? -1;
+  return oldest;
 }
 
 /**
@@ -145,6 +163,13 @@ export function packTrajectories(trajectories: readonly Trajectory[], options: P
     }
   }
 
+  const policyVersions = new Int32Array(size);
+  const exact = new Uint8Array(size);
+  for (let i = 0; i < size; i++) {
+    policyVersions[i] = sequencePolicyVersion(trajectories[i]!);
+    exact[i] = rendered[i]!.exact ? 1 : 0;
+  }
+
   const groupIndex = new Map<string, number>();
   const groupKeys: string[] = [];
   const groupIds = new Int32Array(size);
@@ -167,7 +192,7 @@ export function packTrajectories(trajectories: readonly Trajectory[], options: P
 
   return {
     size, tokens, roles, behaviourLogprobs, seqOffsets, lengths, fullLengths, truncated, actionTokenCounts,
-    turnOffsets, turnStarts, turnActionEnds, turnEnds, rewards, groupIds, groupKeys,
+    turnOffsets, turnStarts, turnActionEnds, turnEnds, rewards, groupIds, groupKeys, policyVersions, exact,
     trajectories: trajectories.slice(), paddedLength,
   };
 }

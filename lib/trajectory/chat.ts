@@ -2,13 +2,13 @@
  * Import and export of OpenAI-style chat messages with tool calls, the format agent
  * frameworks and vLLM/TRL datasets use.
  */
-import type { ChatMessage } from '../policies/types.js';
+import type { ChatMessage } from '../chat_client/types.js';
 import type { ToolStatus } from '../tools/types.js';
-import { checkArray, checkObject, checkString, rangeError, typeError } from './check.js';
 import { parseTrajectory, type Trajectory, type Turn } from './model.js';
+import { checkArray, checkObject, checkString, rangeError, typeError } from '../check.js';
 
 /**
- * An OpenAI-style chat message (the policies' `ChatMessage`) with one tirl extension:
+ * An OpenAI-style chat message (the chat client's `ChatMessage`) with one tirl extension:
  * `status` on tool (and feedback user) messages carries the tool's execution status;
  * readers that do not know it ignore it.
  */

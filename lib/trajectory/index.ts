@@ -4,3 +4,6 @@ export * from './jsonl.js';
 export * from './tokenizer.js';
 export * from './template.js';
 export * from './batch.js';
+export * from './hf_tokenizer.js';
+export * from './jinja.js';
+export * from './drift.js';

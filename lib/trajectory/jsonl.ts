@@ -7,8 +7,8 @@ import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import { createInterface } from 'node:readline';
 import type { Readable, Writable } from 'node:stream';
-import { typeError } from './check.js';
 import { parseTrajectory, type Trajectory } from './model.js';
+import { typeError } from '../check.js';
 
 /** A line that could not be read as a trajectory. */
 export interface InvalidLine {

@@ -5,8 +5,8 @@
  */
 import type { ToolStatus } from '../tools/types.js';
 import {
-  checkArray, checkFiniteNumber, checkObject, checkString, rangeError, typeError,
-} from './check.js';
+  checkArray, checkFiniteNumber, checkNonNegativeInteger, checkObject, checkString, rangeError, typeError,
+} from '../check.js';
 
 /** A structured tool call made by an action, as OpenAI-style chat messages carry it. */
 export interface ActionToolCall {
@@ -18,6 +18,13 @@ export interface ActionToolCall {
   arguments: string;
 }
 
+/**
+ * Where an action's token ids come from: 'tokens' when the rollout engine returned the ids it
+ * sampled (token in, token out); 'text' when it returned text only and the ids were made by
+ * tokenising that text afterwards, so they may differ from what was sampled.
+ */
+export type TokenSource = 'tokens' | 'text';
+
 /** What the model produced in one turn. */
 export interface Action {
   /** Visible text of the turn: reasoning, and inline code or a final answer when the model writes them as text. */
@@ -26,8 +33,12 @@ export interface Action {
   toolCall?: ActionToolCall;
   /** Token ids the policy sampled for this turn, including its end-of-turn token; when given they are used verbatim. */
   tokenIds?: number[];
-  /** Behaviour-policy log-probabilities (natural log) of `tokenIds`, one per id. */
+  /** Behaviour-policy log-probabilities (natural log) of `tokenIds`, one per id, as the rollout engine computed them. */
   logprobs?: number[];
+  /** How `tokenIds` were obtained; absent means 'tokens' when `tokenIds` is given. */
+  tokenSource?: TokenSource;
+  /** Version of the policy weights that sampled this action (an integer the trainer counts up); overrides the trajectory's. */
+  policyVersion?: number;
 }
 
 /** What the tool or environment answered to a turn's action: the text the model reads next. */
@@ -46,6 +57,12 @@ export interface ToolFeedback {
 export interface Turn {
   action: Action;
   response?: ToolFeedback;
+  /**
+   * The token ids that followed the action in the context, tokenised once when they were
+   * appended: the response, and the next turn's generation prompt when a turn follows.
+   * When given they are used verbatim (role feedback); else the template renders them.
+   */
+  feedbackTokenIds?: number[];
 }
 
 /** One episode of a tool-using agent. */
@@ -56,7 +73,15 @@ export interface Trajectory {
   system?: string;
   /** The task as the user stated it. */
   prompt: string;
+  /**
+   * The token ids of the context before the first action (system message, tools, prompt and
+   * the generation prompt), exactly as sent to the policy. When given they are used verbatim
+   * (role prompt); else the template renders them.
+   */
+  promptTokenIds?: number[];
   turns: Turn[];
+  /** Version of the policy weights that sampled the episode (actions may override it per turn). */
+  policyVersion?: number;
   /** Scalar outcome reward of the episode. */
   reward?: number;
   /** Rollout group (episodes sampled for the same prompt), for group-relative advantages. */
@@ -97,6 +122,11 @@ function parseAction(name: string, value: unknown): Action {
     if (id !== undefined) action.toolCall.id = id;
   }
   if (raw.tokenIds !== undefined) action.tokenIds = numberArray(`${name}.tokenIds`, raw.tokenIds, true).slice();
+  if (raw.tokenSource !== undefined) {
+    if (raw.tokenSource !== 'tokens' && raw.tokenSource !== 'text') throw typeError(`${name}.tokenSource`, "'tokens' or 'text'", raw.tokenSource);
+    action.tokenSource = raw.tokenSource;
+  }
+  if (raw.policyVersion !== undefined) action.policyVersion = checkNonNegativeInteger(`${name}.policyVersion`, raw.policyVersion);
   if (raw.logprobs !== undefined) {
     action.logprobs = numberArray(`${name}.logprobs`, raw.logprobs, false).slice();
     if (action.tokenIds === undefined) {
@@ -137,6 +167,9 @@ export function parseTrajectory(value: unknown, name = 'trajectory'): Trajectory
     const turnRaw = checkObject(turnName, turnValue);
     const turn: Turn = { action: parseAction(`${turnName}.action`, turnRaw.action) };
     if (turnRaw.response !== undefined) turn.response = parseResponse(`${turnName}.response`, turnRaw.response);
+    if (turnRaw.feedbackTokenIds !== undefined) {
+      turn.feedbackTokenIds = numberArray(`${turnName}.feedbackTokenIds`, turnRaw.feedbackTokenIds, true).slice();
+    }
     return turn;
   });
   const trajectory: Trajectory = {
@@ -146,6 +179,8 @@ export function parseTrajectory(value: unknown, name = 'trajectory'): Trajectory
   };
   const system = optionalString(`${name}.system`, raw.system);
   if (system !== undefined) trajectory.system = system;
+  if (raw.promptTokenIds !== undefined) trajectory.promptTokenIds = numberArray(`${name}.promptTokenIds`, raw.promptTokenIds, true).slice();
+  if (raw.policyVersion !== undefined) trajectory.policyVersion = checkNonNegativeInteger(`${name}.policyVersion`, raw.policyVersion);
   if (raw.reward !== undefined) trajectory.reward = checkFiniteNumber(`${name}.reward`, raw.reward);
   const groupId = optionalString(`${name}.groupId`, raw.groupId);
   if (groupId !== undefined) trajectory.groupId = groupId;

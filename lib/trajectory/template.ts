@@ -4,9 +4,9 @@
  * 2 feedback, 3 padding.
  */
 import { Role } from '../kernels/index.js';
-import { checkObject, rangeError, typeError } from './check.js';
 import type { Action, ToolFeedback, Trajectory } from './model.js';
 import type { Tokenizer } from './tokenizer.js';
+import { checkObject, rangeError, typeError } from '../check.js';
 
 /** A token role code (see `Role`). */
 export type RoleCode = (typeof Role)[keyof typeof Role];
@@ -77,9 +77,17 @@ export interface RenderedTrajectory {
   turnActionEnds: number[];
   /** Where each turn ends (its feedback and the next generation prompt included). */
   turnEnds: number[];
+  /**
+   * True when every span came from the trajectory's token record (`promptTokenIds`, each
+   * action's `tokenIds` with `tokenSource` other than 'text', the `feedbackTokenIds` of every
+   * turn that another follows), so nothing was re-tokenised; false when the template rendered
+   * such a span from text. The last turn's response, which no action read, may be rendered.
+   */
+  exact: boolean;
 }
 
-function encodeParts(parts: TemplatePart[], tokenizer: Tokenizer): number[] {
+/** Token ids of template parts: special parts by their id, text parts through `encode`. */
+export function encodeParts(parts: readonly TemplatePart[], tokenizer: Tokenizer): number[] {
   const ids: number[] = [];
   for (const part of parts) {
     if ('special' in part) ids.push(tokenizer.specialTokenId(part.special));
@@ -90,8 +98,10 @@ function encodeParts(parts: TemplatePart[], tokenizer: Tokenizer): number[] {
 
 /**
  * Renders a trajectory with a template: prompt tokens (role 0), then per turn the action
- * (role 1; the sampled `tokenIds` verbatim when known, else the template's rendering) and
- * the response plus the next generation prompt (role 2).
+ * (role 1) and the response plus the next generation prompt (role 2). Each span recorded in
+ * the trajectory (`promptTokenIds`, `action.tokenIds`, `feedbackTokenIds`) is used verbatim,
+ * so roles come from the record and nothing recorded is re-tokenised; only spans without a
+ * record are rendered by the template from their text (`exact` says whether any was).
  * @param template default `chatmlTemplate`.
  */
 export function renderTrajectory(trajectory: Trajectory, tokenizer: Tokenizer, template: ChatTemplate = chatmlTemplate): RenderedTrajectory {
@@ -99,7 +109,7 @@ export function renderTrajectory(trajectory: Trajectory, tokenizer: Tokenizer, t
   if (tokenizer === null || typeof tokenizer !== 'object' || typeof tokenizer.encode !== 'function') {
     throw typeError('tokenizer', 'a Tokenizer', tokenizer);
   }
-  const rendered: RenderedTrajectory = { tokens: [], roles: [], logprobs: [], turnStarts: [], turnActionEnds: [], turnEnds: [] };
+  const rendered: RenderedTrajectory = { tokens: [], roles: [], logprobs: [], turnStarts: [], turnActionEnds: [], turnEnds: [], exact: true };
   const append = (ids: readonly number[], role: RoleCode, logprobs?: readonly number[]) => {
     for (let i = 0; i < ids.length; i++) {
       rendered.tokens.push(ids[i]!);
@@ -107,22 +117,35 @@ export function renderTrajectory(trajectory: Trajectory, tokenizer: Tokenizer, t
       rendered.logprobs.push(logprobs === undefined ? 0 : logprobs[i]!);
     }
   };
-  append(encodeParts(template.prompt(trajectory.system, trajectory.prompt), tokenizer), Role.prompt);
+  if (trajectory.promptTokenIds !== undefined) {
+    append(trajectory.promptTokenIds, Role.prompt);
+  } else {
+    append(encodeParts(template.prompt(trajectory.system, trajectory.prompt), tokenizer), Role.prompt);
+    rendered.exact = false;
+  }
   const turns = trajectory.turns;
   for (let t = 0; t < turns.length; t++) {
-    const { action, response } = turns[t]!;
+    const { action, response, feedbackTokenIds } = turns[t]!;
     rendered.turnStarts.push(rendered.tokens.length);
     if (action.tokenIds !== undefined) {
       if (action.logprobs !== undefined && action.logprobs.length !== action.tokenIds.length) {
         throw rangeError(`trajectory.turns[${t}].action.logprobs`, `${action.tokenIds.length} log-probs`, action.logprobs);
       }
       append(action.tokenIds, Role.action, action.logprobs);
+      if (action.tokenSource === 'text') rendered.exact = false;
     } else {
       append(encodeParts(template.action(action), tokenizer), Role.action);
+      rendered.exact = false;
     }
     rendered.turnActionEnds.push(rendered.tokens.length);
-    if (response !== undefined) append(encodeParts(template.response(response), tokenizer), Role.feedback);
-    if (t + 1 < turns.length) append(encodeParts(template.nextTurn(), tokenizer), Role.feedback);
+    if (feedbackTokenIds !== undefined) {
+      append(feedbackTokenIds, Role.feedback);
+    } else {
+      if (response !== undefined) append(encodeParts(template.response(response), tokenizer), Role.feedback);
+      if (t + 1 < turns.length) append(encodeParts(template.nextTurn(), tokenizer), Role.feedback);
+      // A last response that no action follows cannot shift a trained token; it leaves `exact` as it is.
+      if (t + 1 < turns.length) rendered.exact = false;
+    }
     rendered.turnEnds.push(rendered.tokens.length);
   }
   return rendered;

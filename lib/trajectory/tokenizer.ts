@@ -3,7 +3,7 @@
  * (js-tiktoken ships its vocabularies inside the package).
  */
 import { Tiktoken } from 'js-tiktoken/lite';
-import { rangeError, typeError } from './check.js';
+import { rangeError, typeError } from '../check.js';
 
 /** What packing and templates need from a tokenizer. */
 export interface Tokenizer {

@@ -1,0 +1,315 @@
+/**
+ * `tirl demo`: trains a small tool-using policy end to end on this machine.
+ *
+ * 1. TIRGen warm-start data: a generator proposes tool-integrated solutions to arithmetic
+ *    word problems, a refiner runs them through the calculator and keeps verified ones.
+ * 2. Warm start: supervised fine-tuning of a GRU policy on those traces.
+ * 3. GRPO (tirl's GRPOTrainer): groups of episodes per problem with a real calculator
+ *    tool each turn, group-normalised advantages, SimpleTIR's void-turn filter, feedback
+ *    masking, PPO updates; log-probs, losses and gradients computed by tirl's kernels.
+ * 4. Held-out evaluation of the warm start and of the RL policy on problems never seen.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+import * as tf from '@tensorflow/tfjs';
+
+import { renderPng, renderSvg, type Panel } from '../charts/line_chart.js';
+import { GRPOTrainer, SeededRandom, rollout, type Episode, type EpisodeFilter, type GRPOStepMetrics } from '../../lib/index.js';
+import { ArithmeticEnvironment, MAX_TURNS, MAX_TURN_TOKENS, isVoidAction } from './environment.js';
+import { DemoPolicy } from './policy.js';
+import { ProblemSplits, type Problem } from './problems.js';
+import { buildWarmStartData } from './tirgen.js';
+import { warmStart } from './warm_start.js';
+
+/** The demo's settings; `--quick` shrinks them for smoke tests. */
+export interface DemoConfig {
+  seed: number;
+  rlSteps: number;
+  warmStartSteps: number;
+  warmStartTraces: number;
+  batchSize: number;
+  promptsPerStep: number;
+  groupSize: number;
+  hidden: number;
+  learningRate: number;
+  testProblems: number;
+  voidFilter: boolean;
+  out: string;
+  json: boolean;
+}
+
+export const DEFAULT_CONFIG: DemoConfig = {
+  seed: 1,
+  rlSteps: 160,
+  warmStartSteps: 150,
+  warmStartTraces: 3000,
+  batchSize: 32,
+  promptsPerStep: 8,
+  groupSize: 8,
+  hidden: 64,
+  learningRate: 3e-3,
+  testProblems: 200,
+  voidFilter: true,
+  out: 'demo-output',
+  json: false,
+};
+
+const QUICK: Partial<DemoConfig> = { rlSteps: 4, warmStartSteps: 20, warmStartTraces: 300, testProblems: 40, promptsPerStep: 4 };
+
+/** The summary a run ends with (the last line of `--json`). */
+export interface DemoSummary {
+  warmStartSuccess: number;
+  rlSuccess: number;
+  seconds: number;
+  voidFilteredFraction: number;
+  voidTurnFraction: number;
+  meanGradNorm: number;
+  maxGradNorm: number;
+  rlSteps: number;
+  voidFilter: boolean;
+  seed: number;
+  backend: string;
+  warmStart: { proposed: number; kept: number; steps: number; finalLoss: number };
+  out: string;
+}
+
+const USAGE = `usage: tirl demo [--seed N] [--steps N] [--out DIR] [--no-void-filter] [--quick] [--json]
+
+Trains a small tool-using policy with GRPO on arithmetic word problems that need a
+calculator tool, from a TIRGen-style warm start, and compares both on held-out problems.
+  --seed N           random seed (default ${DEFAULT_CONFIG.seed})
+  --steps N          GRPO steps (default ${DEFAULT_CONFIG.rlSteps})
+  --out DIR          where the log, chart and summary go (default ${DEFAULT_CONFIG.out}/)
+  --no-void-filter   keep trajectories with void turns in the loss (SimpleTIR's ablation)
+  --quick            a short run (smoke test)
+  --json             print the summary as one JSON object on the last line`;
+
+/** Parses `tirl demo` arguments; throws a RangeError with the usage on bad input. */
+export function parseDemoArgs(argv: string[]): DemoConfig | 'help' {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      seed: { type: 'string' },
+      steps: { type: 'string' },
+      out: { type: 'string' },
+      'no-void-filter': { type: 'boolean' },
+      quick: { type: 'boolean' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) return 'help';
+  const config: DemoConfig = { ...DEFAULT_CONFIG, ...(values.quick ? QUICK : {}) };
+  const integer = (name: string, text: string | undefined, min: number): number | undefined => {
+    if (text === undefined) return undefined;
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < min) throw new RangeError(`tirl demo: expected an integer >= ${min} for --${name} but received '${text}'\n${USAGE}`);
+    return n;
+  };
+  config.seed = integer('seed', values.seed, 0) ?? config.seed;
+  config.rlSteps = integer('steps', values.steps, 0) ?? config.rlSteps;
+  config.out = values.out ?? config.out;
+  config.voidFilter = !values['no-void-filter'];
+  config.json = values.json ?? false;
+  return config;
+}
+
+/** Loads the fastest TensorFlow.js backend that works here (wasm, else cpu). */
+async function initTensorFlow(): Promise<string> {
+  await import('@tensorflow/tfjs-backend-wasm');
+  for (const backend of ['wasm', 'cpu']) {
+    try {
+      if (await tf.setBackend(backend)) {
+        await tf.ready();
+        return backend;
+      }
+    } catch {
+      // try the next backend
+    }
+  }
+  throw new Error('tirl demo: no TensorFlow.js backend could start');
+}
+
+/** A one-line progress bar on stderr (redrawn in place on a terminal). */
+class Progress {
+  private readonly tty = process.stderr.isTTY === true;
+  private lastLine = 0;
+
+  update(phase: string, done: number, total: number, detail: string): void {
+    const width = 24;
+    const filled = Math.round((done / Math.max(total, 1)) * width);
+    const line = `${phase.padEnd(11)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total} ${detail}`;
+    if (this.tty) process.stderr.write(`\r\x1b[2K${line}`);
+    else if (done === total || Date.now() - this.lastLine > 5000) {
+      process.stderr.write(line + '\n');
+      this.lastLine = Date.now();
+    }
+  }
+
+  done(): void {
+    if (this.tty) process.stderr.write('\n');
+  }
+}
+
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+/** Held-out success rate: one sampled episode per problem. */
+async function evaluate(policy: DemoPolicy, problems: readonly Problem[], seed: number): Promise<number> {
+  const episodes = await rollout(
+    policy,
+    problems.map(() => new ArithmeticEnvironment()),
+    problems,
+    problems.map((_, i) => i),
+    { maxTurns: MAX_TURNS, maxTurnTokens: MAX_TURN_TOKENS, maxTokens: 128 },
+    new SeededRandom(seed),
+  );
+  return episodes.filter((e) => e.success).length / episodes.length;
+}
+
+/** SimpleTIR's filter in the demo's markup: an action with neither a complete `<calc>` call nor an `<ans>`. */
+function demoVoidTurnFilter(): EpisodeFilter {
+  return { name: 'voidTurn', removes: (episode) => episode.turns.some((turn) => isVoidAction(turn.action)) };
+}
+
+function metricsTable(rows: GRPOStepMetrics[]): string {
+  const header = 'step  success  reward  void-filtered  kept  clip-frac  approx-kl  entropy  grad-norm  tok/s';
+  const lines = rows.map((m) => {
+    const filtered = m.filtered.voidTurn?.trajectories ?? 0;
+    return [
+      String(m.step).padStart(4),
+      pct(m.successRate).padStart(7),
+      m.reward.toFixed(2).padStart(7),
+      `${filtered}/${m.episodes}`.padStart(14),
+      String(m.keptTrajectories).padStart(5),
+      m.clipFraction.toFixed(3).padStart(10),
+      m.approxKl.toExponential(1).padStart(10),
+      m.entropy.toFixed(3).padStart(8),
+      m.gradNorm.toFixed(3).padStart(10),
+      Math.round(m.tokensPerSecond).toString().padStart(6),
+    ].join(' ');
+  });
+  return [header, ...lines].join('\n');
+}
+
+function chartPanels(steps: GRPOStepMetrics[], voidCounts: number[]): Panel[] {
+  const at = (f: (m: GRPOStepMetrics, i: number) => number) => steps.map((m, i) => [m.step, f(m, i)] as const);
+  return [
+    { title: 'Success rate (training rollouts)', yRange: [0, 1], series: [{ name: 'success', color: [31, 119, 180], points: at((m) => m.successRate) }] },
+    {
+      title: 'Trajectories with a void turn',
+      yRange: [0, 1],
+      series: [{ name: 'void-turn fraction', color: [214, 39, 40], points: at((m, i) => voidCounts[i] / m.episodes) }],
+    },
+    { title: 'Gradient norm (before clipping)', series: [{ name: 'grad norm', color: [44, 160, 44], points: at((m) => m.gradNorm) }] },
+  ];
+}
+
+/** Runs the demo with `config`; prints progress, a metrics table and the evaluation. */
+export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
+  const started = performance.now();
+  const say = (text: string) => {
+    if (!config.json) process.stdout.write(text + '\n');
+  };
+  const backend = await initTensorFlow();
+  const progress = new Progress();
+  const rng = new SeededRandom(config.seed);
+  const splits = new ProblemSplits(config.seed, { testSize: config.testProblems });
+  await mkdir(config.out, { recursive: true });
+
+  say(`tirl demo: GRPO on tool-integrated arithmetic (seed ${config.seed}, tfjs ${backend} backend, void-turn filter ${config.voidFilter ? 'on' : 'off'})`);
+  const data = buildWarmStartData(() => splits.nextTrain(), config.warmStartTraces, rng);
+  say(`TIRGen: the refiner kept ${data.traces.length} of ${data.proposed} proposed solutions (every tool call ran, the answer checked)`);
+
+  const policy = new DemoPolicy({ hidden: config.hidden, learningRate: config.learningRate, rng });
+  const losses = await warmStart(policy, data.traces, {
+    steps: config.warmStartSteps,
+    batchSize: config.batchSize,
+    rng,
+    onStep: (step, loss) => progress.update('warm start', step, config.warmStartSteps, `loss ${loss.toFixed(3)}`),
+  });
+  progress.done();
+  const warmStartSuccess = await evaluate(policy, splits.test, config.seed + 1000);
+  say(`warm start: held-out success ${pct(warmStartSuccess)} on ${splits.test.length} problems`);
+
+  const steps: GRPOStepMetrics[] = [];
+  const voidCounts: number[] = [];
+  const trainer = new GRPOTrainer<Problem>({
+    policy,
+    createEnvironment: () => new ArithmeticEnvironment(),
+    problems: () => Array.from({ length: config.promptsPerStep }, () => splits.nextTrain()),
+    groupSize: config.groupSize,
+    maxTurns: MAX_TURNS,
+    maxTurnTokens: MAX_TURN_TOKENS,
+    maxTokens: 128,
+    filters: config.voidFilter ? [demoVoidTurnFilter()] : [],
+    seed: config.seed,
+    logFile: join(config.out, 'metrics.jsonl'),
+    onEpisodes: (episodes: readonly Episode<Problem>[]) => {
+      voidCounts.push(episodes.filter((e) => e.turns.some((t) => isVoidAction(t.action))).length);
+    },
+    onStep: (metrics) => {
+      steps.push(metrics);
+      progress.update('GRPO', metrics.step, config.rlSteps, `success ${pct(metrics.successRate)} grad ${metrics.gradNorm.toFixed(2)}`);
+      if (!config.json && (metrics.step % 5 === 0 || metrics.step === config.rlSteps)) {
+        progress.done();
+        say(metricsTable(steps.slice(-5)));
+      }
+    },
+  });
+  await trainer.train(config.rlSteps);
+  await trainer.close();
+  progress.done();
+  const rlSuccess = await evaluate(policy, splits.test, config.seed + 1000);
+
+  const panels = chartPanels(steps, voidCounts);
+  const chartTitle = `tirl demo: GRPO with the void-turn filter ${config.voidFilter ? 'on' : 'off'}`;
+  await writeFile(join(config.out, 'chart.svg'), renderSvg(panels, { title: chartTitle, xLabel: 'GRPO step' }));
+  await writeFile(join(config.out, 'chart.png'), renderPng(panels, { title: chartTitle, xLabel: 'GRPO step' }));
+
+  const episodes = steps.reduce((a, m) => a + m.episodes, 0);
+  const gradNorms = steps.map((m) => m.gradNorm);
+  const summary: DemoSummary = {
+    warmStartSuccess,
+    rlSuccess,
+    seconds: (performance.now() - started) / 1000,
+    voidFilteredFraction: episodes ? steps.reduce((a, m) => a + (m.filtered.voidTurn?.trajectories ?? 0), 0) / episodes : 0,
+    voidTurnFraction: episodes ? voidCounts.reduce((a, b) => a + b, 0) / episodes : 0,
+    meanGradNorm: gradNorms.length ? gradNorms.reduce((a, b) => a + b, 0) / gradNorms.length : 0,
+    maxGradNorm: gradNorms.length ? Math.max(...gradNorms) : 0,
+    rlSteps: config.rlSteps,
+    voidFilter: config.voidFilter,
+    seed: config.seed,
+    backend,
+    warmStart: { proposed: data.proposed, kept: data.traces.length, steps: config.warmStartSteps, finalLoss: losses[losses.length - 1] ?? NaN },
+    out: config.out,
+  };
+  await writeFile(join(config.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
+  policy.dispose();
+
+  say('');
+  say(`held-out success: warm start ${pct(warmStartSuccess)} -> after GRPO ${pct(rlSuccess)} (${(100 * (rlSuccess - warmStartSuccess)).toFixed(1)} points)`);
+  say(`trajectories with a void turn: ${pct(summary.voidTurnFraction)}${config.voidFilter ? ' (masked out of the loss)' : ' (kept in the loss: --no-void-filter)'}; gradient norm mean ${summary.meanGradNorm.toFixed(3)}, max ${summary.maxGradNorm.toFixed(3)}`);
+  say(`log ${join(config.out, 'metrics.jsonl')}, chart ${join(config.out, 'chart.png')} and .svg, ${summary.seconds.toFixed(0)} s`);
+  if (config.json) process.stdout.write(JSON.stringify(summary) + '\n');
+  return summary;
+}
+
+/** Entry point of `tirl demo ARGS`. */
+export async function runDemo(argv: string[]): Promise<void> {
+  let config: DemoConfig | 'help';
+  try {
+    config = parseDemoArgs(argv);
+  } catch (error) {
+    // A flag error: the CLI prints it with the usage and exits with status 2.
+    const message = (error as Error).message.split('\n')[0];
+    throw Object.assign(new Error(`${message.startsWith('tirl demo') ? message : `tirl demo: ${message}`}\n\n${USAGE}`), { usage: true });
+  }
+  if (config === 'help') {
+    process.stdout.write(USAGE + '\n');
+    return;
+  }
+  await runDemoWith(config);
+}

@@ -1,0 +1,164 @@
+/**
+ * The options of `GRPOTrainer`: what a caller may set, and the settings the trainer runs
+ * with (every default filled in, checked once at construction). The policy-loss and
+ * advantage options come from the losses seam (`../losses.ts`).
+ */
+import { type FilterReport, type TrajectoryFilter, voidTurnFilter } from '../../filters/index.js';
+import type { TokenBatch } from '../../trajectory/index.js';
+import { checkInteger, checkNumber, checkObject, rangeError, typeError } from '../../check.js';
+import type { Environment } from '../environment.js';
+import {
+  advantageSettings,
+  policyLossSettings,
+  type AdvantageOptions,
+  type AdvantageSettings,
+  type PolicyLossOptions,
+  type PolicyLossSettings,
+} from '../losses.js';
+import type { Policy } from '../trainable_policy.js';
+import type { Episode } from '../rollout.js';
+import type { EpisodeFilter } from './filters.js';
+import type { GRPOStepMetrics } from './metrics.js';
+
+/** THOR's step-level option: learning from alternatives at failed tool calls. */
+export interface StepLevelOptions {
+  /** Continuations sampled at each failure point. Default 4. */
+  samples?: number;
+  /** Weight of the step-level loss added to the episode loss. Default 0.5. */
+  coef?: number;
+  /** Failed tool calls per episode to resample from, earliest first. Default 1. */
+  maxFailuresPerEpisode?: number;
+}
+
+/** Options of {@link GRPOTrainer}. Defaults follow common GRPO recipes. */
+export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, AdvantageOptions {
+  /** The policy to train. */
+  policy: Policy;
+  /** Makes one environment; the trainer keeps one per concurrent episode. */
+  createEnvironment: () => Environment<Problem>;
+  /**
+   * Training problems: a list (each step draws `promptsPerStep` of them with the trainer's
+   * seeded generator), or a function giving the problems of a step.
+   */
+  problems: readonly Problem[] | ((step: number) => readonly Problem[]);
+  /** Prompts per step when `problems` is a list. Default 4. */
+  promptsPerStep?: number;
+  /** Episodes per prompt, G. Default 8. */
+  groupSize?: number;
+  /** Most actions per episode. Default 4. */
+  maxTurns?: number;
+  /** Most tokens per action. Default 64. */
+  maxTurnTokens?: number;
+  /** Most tokens per episode, prompt and feedback included. Default 1024. */
+  maxTokens?: number;
+  /**
+   * Filters removing episodes from the loss, applied in order with the SDK's `applyFilters`:
+   * the SDK's `TrajectoryFilter`s, or {@link EpisodeFilter}s over the trainer's episodes.
+   * Default `[voidTurnFilter()]` (SimpleTIR, from the SDK); `[]` turns filtering off.
+   */
+  filters?: readonly (TrajectoryFilter | EpisodeFilter)[];
+  /** Passes over each batch, reusing its old log-probs. Default 1. */
+  ppoEpochs?: number;
+  /** Optimizer steps per epoch: the batch's sequences are shuffled and split this many ways. Default 1. */
+  miniBatches?: number;
+  /** Sequences per forward/backward pass; gradients accumulate up to the mini-batch. Default: the whole mini-batch. */
+  microBatchSize?: number;
+  /** The reference policy for the KL; default a frozen copy of `policy` taken before training. */
+  reference?: Policy;
+  /** Weight of an entropy bonus (token mean over trained tokens). Default 0. */
+  entropyCoef?: number;
+  /** Clip the gradient's global L2 norm to this. Default 1; Infinity turns clipping off. */
+  maxGradNorm?: number;
+  /**
+   * Old log-probs: 'recompute' scores the batch with the policy before updating (exact
+   * PPO ratios); 'behaviour' uses the sampler's. Default 'recompute'.
+   */
+  oldLogprobs?: 'recompute' | 'behaviour';
+  /** THOR step-level resampling at failed tool calls; absent = off. */
+  stepLevel?: StepLevelOptions;
+  /** Seed of the trainer's generator (problem draws, sampling, shuffles). Default 0. */
+  seed?: number;
+  /** JSONL file receiving one line of {@link GRPOStepMetrics} per step. */
+  logFile?: string;
+  /**
+   * JSONL file receiving every episode of every step as the SDK's `Trajectory` (readable
+   * with `readTrajectories`), filtered ones included, with `metadata.step` and
+   * `metadata.filteredBy` (the filter that removed it, or null).
+   */
+  trajectoryLogFile?: string;
+  /** Called with each step's episodes and their keep flags (1 = in the loss), after the filters. */
+  onEpisodes?: (episodes: readonly Episode<Problem>[], keep: Uint8Array) => void | Promise<void>;
+  /**
+   * Called with each step's episodes after the filters: as the SDK's `TokenBatch` (its
+   * `trajectories` ready for `writeTrajectories`), the keep flags (1 = in the loss) and
+   * the filter report.
+   */
+  onBatch?: (batch: TokenBatch, keep: Uint8Array, report: FilterReport) => void | Promise<void>;
+  /** Called after each step with its metrics. */
+  onStep?: (metrics: GRPOStepMetrics) => void | Promise<void>;
+  /** Directory of checkpoints; when set, a checkpoint is written every `checkpointEvery` steps and `train` resumes from the latest. */
+  checkpointDir?: string;
+  /** Steps between checkpoints. Default 1: a killed run loses at most the step in flight. */
+  checkpointEvery?: number;
+}
+
+/** Options with every default filled in; checked once, at construction. */
+export type Settings<Problem> = GRPOTrainerOptions<Problem> &
+  Required<
+    Pick<
+      GRPOTrainerOptions<Problem>,
+      | 'promptsPerStep' | 'groupSize' | 'maxTurns' | 'maxTurnTokens' | 'maxTokens' | 'filters'
+      | 'ppoEpochs' | 'miniBatches' | 'entropyCoef' | 'maxGradNorm' | 'oldLogprobs' | 'seed' | 'checkpointEvery'
+    >
+  > & {
+    stepLevel?: Required<StepLevelOptions>;
+    /** The policy loss and the advantage estimator (the losses seam). */
+    loss: PolicyLossSettings;
+    advantage: AdvantageSettings;
+  };
+
+/** Fills in the defaults and checks every option; errors name `options.<name>`. */
+export function settings<Problem>(options: GRPOTrainerOptions<Problem>): Settings<Problem> {
+  checkObject('options', options);
+  const max = Number.MAX_SAFE_INTEGER;
+  const integer = (name: keyof GRPOTrainerOptions<Problem>, fallback: number) =>
+    checkInteger(`options.${name}`, options[name], fallback, 1, max);
+  const loss = policyLossSettings(options);
+  const maxGradNorm = options.maxGradNorm ?? 1;
+  if (typeof maxGradNorm !== 'number' || !(maxGradNorm > 0)) {
+    throw rangeError('options.maxGradNorm', 'a number > 0 (Infinity: no clipping)', maxGradNorm);
+  }
+  if (typeof options.problems !== 'function' && (!Array.isArray(options.problems) || options.problems.length === 0)) {
+    throw typeError('options.problems', 'a non-empty array or a function', options.problems);
+  }
+  let stepLevel: Required<StepLevelOptions> | undefined;
+  if (options.stepLevel !== undefined) {
+    checkObject('options.stepLevel', options.stepLevel);
+    stepLevel = {
+      samples: checkInteger('options.stepLevel.samples', options.stepLevel.samples, 4, 1, max),
+      coef: checkNumber('options.stepLevel.coef', options.stepLevel.coef, 0.5, 0, Infinity),
+      maxFailuresPerEpisode: checkInteger('options.stepLevel.maxFailuresPerEpisode', options.stepLevel.maxFailuresPerEpisode, 1, 1, max),
+    };
+  }
+  return {
+    ...options,
+    promptsPerStep: integer('promptsPerStep', 4),
+    groupSize: integer('groupSize', 8),
+    maxTurns: integer('maxTurns', 4),
+    maxTurnTokens: integer('maxTurnTokens', 64),
+    maxTokens: integer('maxTokens', 1024),
+    filters: options.filters ?? [voidTurnFilter()],
+    ppoEpochs: integer('ppoEpochs', 1),
+    miniBatches: integer('miniBatches', 1),
+    ...(options.microBatchSize !== undefined ? { microBatchSize: integer('microBatchSize', 1) } : {}),
+    entropyCoef: checkNumber('options.entropyCoef', options.entropyCoef, 0, -Infinity, Infinity),
+    maxGradNorm,
+    oldLogprobs: options.oldLogprobs ?? 'recompute',
+    seed: checkInteger('options.seed', options.seed, 0, 0, 2 ** 32 - 1),
+    checkpointEvery: integer('checkpointEvery', 1),
+    stepLevel,
+    loss,
+    advantage: advantageSettings(options),
+  };
+}
+

@@ -1,0 +1,183 @@
+"""verl drop-ins: functions with the names, arguments and return values of
+``verl/trainer/ppo/core_algos.py``, computed by tirl's fused kernels.
+
+Conventions read from verl-project/verl at commit 1dda039b9c6311889a9c9a26040677e1254814f9
+(2026-08-22): ``compute_policy_loss_vanilla`` (dual clip with ``clip_ratio_c``, default 3),
+``compute_policy_loss_gspo`` (always aggregated with seq-mean-token-mean), ``agg_loss``'s
+five modes and ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``,
+``global_batch_size``, ``loss_scale_factor``), ``compute_grpo_outcome_advantage`` and the
+two registries. The config is read by ``.get`` or attribute (verl's dataclass configs, an
+OmegaConf node or a plain dict), never by type.
+
+    from tirl.integrations import verl as tirl_verl
+    tirl_verl.register()            # adds tirl_vanilla, tirl_gspo, tirl_grpo to verl's registries
+    # actor.policy_loss.loss_mode=tirl_vanilla, algorithm.adv_estimator=tirl_grpo
+
+Differences from verl, by construction of the kernels: the per-token math runs in float32
+with float64 sums (verl: the input dtype); ``seq-mean-token-mean`` divides by the
+masked token count where verl adds 1e-8 to it; GSPO's ``actor/ppo_kl`` is the masked mean
+of the clamped log-ratio (|log-ratio| <= 20). verl's ``kl_penalty`` returns a per-token
+matrix that verl then aggregates; the kernels fuse the KL into the loss instead, so this
+module offers :func:`kl_loss` (the aggregated ``kl_penalty``) rather than the matrix.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import torch
+
+from ..ops.group_advantages import group_advantages
+from ..ops.ppo_loss import ppo_loss
+from ._config import read
+
+VERL_COMMIT = "1dda039b9c6311889a9c9a26040677e1254814f9"
+KL_PENALTIES = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k2", "low_var_kl": "k3", "k3": "k3"}
+
+
+def _normalizers(config: Any) -> Dict[str, float]:
+    """verl's ``config.global_batch_info`` as tirl.ppo_loss keyword arguments."""
+    info = read(config, "global_batch_info", {}) or {}
+    names = {"dp_size": "dp_size", "batch_num_tokens": "token_normalizer",
+             "global_batch_size": "seq_normalizer", "loss_scale_factor": "horizon"}
+    options: Dict[str, float] = {}
+    for verl_name, tirl_name in names.items():
+        value = read(info, verl_name)
+        if value is not None:
+            options[tirl_name] = float(value.item() if isinstance(value, torch.Tensor) else value)
+    return options
+
+
+def _clip_range(config: Any) -> Tuple[float, float]:
+    clip_ratio = read(config, "clip_ratio", 0.2)
+    return float(read(config, "clip_ratio_low", clip_ratio)), float(read(config, "clip_ratio_high", clip_ratio))
+
+
+def _metrics(stats, lower: bool = True) -> Dict[str, float]:
+    return {"actor/pg_clipfrac": stats.clip_fraction, "actor/ppo_kl": stats.approx_kl,
+            "actor/pg_clipfrac_lower": stats.clip_fraction_lower if lower else 0.0}
+
+
+def _weights(rollout_is_weights: Optional[torch.Tensor], like: torch.Tensor) -> Optional[torch.Tensor]:
+    if rollout_is_weights is None:
+        return None
+    return rollout_is_weights.to(torch.float32).expand_as(like).contiguous()
+
+
+def compute_policy_loss_vanilla(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+                                response_mask: torch.Tensor, loss_agg_mode: str = "token-mean",
+                                config: Any = None, rollout_is_weights: Optional[torch.Tensor] = None,
+                                ) -> Tuple[torch.Tensor, Dict[str, float]]:
+    """verl's PPO clipped objective with dual clip (``clip_ratio_c``, default 3.0), rollout
+    correction weights and ``agg_loss`` with ``config.global_batch_info``: returns
+    ``(pg_loss, metrics)`` with ``actor/pg_clipfrac``, ``actor/ppo_kl`` and
+    ``actor/pg_clipfrac_lower``."""
+    if config is None:
+        raise TypeError("tirl: expected an actor config for config but received None (verl asserts it too)")
+    clip_low, clip_high = _clip_range(config)
+    clip_ratio_c = float(read(config, "clip_ratio_c", 3.0))
+    if not clip_ratio_c > 1.0:
+        raise ValueError(f"tirl: expected clip_ratio_c > 1.0 for config.clip_ratio_c but received {clip_ratio_c}")
+    loss, stats = ppo_loss(log_prob, old_log_prob.to(torch.float32), advantages.to(torch.float32), response_mask,
+                           clip_low=clip_low, clip_high=clip_high, dual_clip=clip_ratio_c,
+                           aggregation=loss_agg_mode, weights=_weights(rollout_is_weights, log_prob),
+                           **_normalizers(config))
+    return loss, _metrics(stats)
+
+
+def compute_policy_loss_gspo(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+                             response_mask: torch.Tensor, loss_agg_mode: str = "seq-mean-token-mean",
+                             config: Any = None, rollout_is_weights: Optional[torch.Tensor] = None,
+                             ) -> Tuple[torch.Tensor, Dict[str, float]]:
+    """verl's GSPO: the sequence-level ratio, clipped, always aggregated with
+    seq-mean-token-mean (verl ignores ``loss_agg_mode`` here too)."""
+    if config is None:
+        raise TypeError("tirl: expected an actor config for config but received None (verl asserts it too)")
+    clip_low, clip_high = _clip_range(config)
+    loss, stats = ppo_loss(log_prob, old_log_prob.to(torch.float32), advantages.to(torch.float32), response_mask,
+                           clip_low=clip_low, clip_high=clip_high, aggregation="seq-mean-token-mean",
+                           ratio_level="sequence", weights=_weights(rollout_is_weights, log_prob),
+                           **_normalizers(config))
+    return loss, _metrics(stats, lower=False)
+
+
+def kl_loss(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, response_mask: torch.Tensor,
+            loss_agg_mode: str = "token-mean", kl_penalty: str = "low_var_kl",
+            config: Any = None) -> torch.Tensor:
+    """``agg_loss(kl_penalty(log_prob, ref_log_prob, kl_penalty), response_mask,
+    loss_agg_mode, **config.global_batch_info)`` in one kernel call (verl's actor's
+    ``kl_loss``, before ``kl_loss_coef``). ``kl_penalty``: 'kl'/'k1', 'abs', 'mse'/'k2',
+    'low_var_kl'/'k3' (the straight-through '+' forms are not supported)."""
+    if kl_penalty not in KL_PENALTIES:
+        raise ValueError(f"tirl: expected one of {', '.join(map(repr, KL_PENALTIES))} for kl_penalty "
+                         f"but received {kl_penalty!r}")
+    zeros = torch.zeros_like(log_prob, dtype=torch.float32)
+    loss, _ = ppo_loss(log_prob, log_prob.detach(), zeros, response_mask, aggregation=loss_agg_mode,
+                       ref_logp=ref_log_prob.to(torch.float32), kl_coef=1.0,
+                       kl_estimator=KL_PENALTIES[kl_penalty], **_normalizers(config))
+    return loss
+
+
+def compute_grpo_outcome_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any,
+                                   epsilon: float = 1e-6, norm_adv_by_std_in_grpo: bool = True,
+                                   config: Any = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """verl's GRPO outcome advantage: the sequence score is the sum of its token rewards,
+    normalised within the groups of ``index`` (any hashable ids, e.g. uid strings),
+    broadcast over ``response_mask``; returns ``(advantages, returns)`` (the same tensor)."""
+    scores = token_level_rewards.sum(dim=-1).to(torch.float32)
+    dense: Dict[Any, int] = {}
+    ids = [dense.setdefault(key.item() if hasattr(key, "item") else key, len(dense)) for key in list(index)]
+    group_ids = torch.tensor(ids, dtype=torch.int32, device=scores.device)
+    advantages = group_advantages(scores.contiguous(), group_ids=group_ids,
+                                  scale_by_std=bool(norm_adv_by_std_in_grpo), epsilon=float(epsilon))
+    advantages = advantages.unsqueeze(-1) * response_mask
+    return advantages, advantages
+
+
+POLICY_LOSSES: Dict[str, Callable[..., Tuple[torch.Tensor, Dict[str, float]]]] = {
+    "vanilla": compute_policy_loss_vanilla,
+    "gspo": compute_policy_loss_gspo,
+}
+ADV_ESTIMATORS: Dict[str, Callable[..., Tuple[torch.Tensor, torch.Tensor]]] = {
+    "grpo": compute_grpo_outcome_advantage,
+}
+
+
+def _strip(name: Any) -> str:
+    name = getattr(name, "value", name)  # verl's AdvantageEstimator enum
+    if not isinstance(name, str):
+        raise TypeError(f"tirl: expected a str for name but received {name!r}")
+    return name[len("tirl_"):] if name.startswith("tirl_") else name
+
+
+def get_policy_loss_fn(name: Any) -> Callable[..., Tuple[torch.Tensor, Dict[str, float]]]:
+    """The policy loss for a verl ``loss_mode`` ('vanilla', 'gspo', or with a 'tirl_' prefix)."""
+    mode = _strip(name)
+    if mode not in POLICY_LOSSES:
+        raise ValueError(f"Unsupported loss mode: {name}. Supported modes are: "
+                         f"{list(POLICY_LOSSES)} (tirl's kernels)")
+    return POLICY_LOSSES[mode]
+
+
+def get_adv_estimator_fn(name: Any) -> Callable[..., Tuple[torch.Tensor, torch.Tensor]]:
+    """The advantage estimator for a verl ``adv_estimator`` name ('grpo' or 'tirl_grpo')."""
+    estimator = _strip(name)
+    if estimator not in ADV_ESTIMATORS:
+        raise ValueError(f"Unknown advantage estimator simply: {name} (tirl's kernels have {list(ADV_ESTIMATORS)})")
+    return ADV_ESTIMATORS[estimator]
+
+
+def register(core_algos: Any = None) -> bool:
+    """Adds ``tirl_<mode>`` entries to verl's POLICY_LOSS_REGISTRY and
+    ADV_ESTIMATOR_REGISTRY. ``core_algos`` defaults to ``verl.trainer.ppo.core_algos`` when
+    verl is importable; without verl this does nothing and returns False."""
+    if core_algos is None:
+        try:
+            from verl.trainer.ppo import core_algos  # type: ignore[no-redef]
+        except ImportError:
+            return False
+    for mode, function in POLICY_LOSSES.items():
+        core_algos.POLICY_LOSS_REGISTRY[f"tirl_{mode}"] = function
+    for estimator, function in ADV_ESTIMATORS.items():
+        core_algos.ADV_ESTIMATOR_REGISTRY[f"tirl_{estimator}"] = function
+    return True

@@ -1,0 +1,149 @@
+"""PPO clipped surrogate with its gradient fused in the forward (MATH.md, ppoLoss)."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+
+from .. import _abi
+from .._layout import layout
+
+
+@dataclass(frozen=True)
+class PpoStats:
+    """Statistics of one ``ppo_loss`` call, as plain floats (means over masked-in tokens)."""
+
+    loss: float
+    """``pg_loss + kl_coef * kl_loss``."""
+    pg_loss: float
+    """The aggregated clipped surrogate (weighted by ``weights``)."""
+    kl_loss: float
+    """The aggregated KL estimate without ``kl_coef``; 0 when no ``ref_logp`` is given."""
+    clip_fraction: float
+    """Fraction of masked-in tokens where the clipped term is larger (L2 > L1)."""
+    clip_fraction_lower: float
+    """Fraction where the dual clip is active (0 when it is off)."""
+    approx_kl: float
+    """Masked mean of -clamp(logp - old_logp, -20, 20)."""
+    non_finite: int
+    """Masked-in tokens with a non-finite input; when nonzero, skip the step."""
+    masked_tokens: int
+    """Masked-in tokens."""
+
+
+class PpoLossFunction(torch.autograd.Function):
+    """Autograd form of ``tirl_ppo_loss``: the forward computes the loss and dLoss/dlogp in
+    one pass; the backward scales that saved gradient. Gradient flows into ``logp`` only."""
+
+    @staticmethod
+    def forward(ctx, logp, old_logp, advantages, mask, seq_offsets, num_seqs, ref_logp, weights,
+                options, result):  # type: ignore[override]
+        grad = torch.empty_like(logp)
+        _abi.check(_abi.lib.tirl_ppo_loss(
+            logp.data_ptr(), old_logp.data_ptr(), advantages.data_ptr(), mask.data_ptr(), logp.numel(),
+            _abi.pointer(seq_offsets), num_seqs, _abi.pointer(ref_logp), _abi.pointer(weights),
+            ctypes.byref(options), grad.data_ptr(), ctypes.byref(result),
+            _abi.device_of("logp", logp)), "ppo_loss")
+        ctx.save_for_backward(grad)
+        return torch.scalar_tensor(result.loss, dtype=torch.float32, device=logp.device)
+
+    @staticmethod
+    def backward(ctx, grad_loss):  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        return (grad * grad_loss,) + (None,) * 9
+
+
+def ppo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    cu_seqlens: Optional[torch.Tensor] = None,
+    clip_low: float = 0.2,
+    clip_high: Optional[float] = None,
+    dual_clip: Optional[float] = None,
+    aggregation: str = "token-mean",
+    token_normalizer: Optional[float] = None,
+    seq_normalizer: Optional[float] = None,
+    horizon: Optional[float] = None,
+    dp_size: float = 1.0,
+    ref_logp: Optional[torch.Tensor] = None,
+    kl_coef: float = 0.0,
+    kl_estimator: str = "k3",
+    weights: Optional[torch.Tensor] = None,
+    ratio_level: str = "token",
+) -> Tuple[torch.Tensor, PpoStats]:
+    """PPO clipped surrogate over the masked tokens, verl's ``compute_policy_loss`` +
+    ``agg_loss`` in one fused kernel; returns the loss (a 0-d float32 tensor whose backward
+    gives dLoss/dlogp) and its :class:`PpoStats`.
+
+    Layout: padded ``[B, T]`` tensors (sequence i is row i), or packed ``[N]`` tensors with
+    ``cu_seqlens`` ``[B + 1]`` (needed then by the ``seq-*`` aggregations and GSPO).
+
+    Args:
+        logp: current-policy log-probs of the sampled tokens, float32; the gradient goes here.
+        old_logp: behaviour-policy log-probs, float32, same shape.
+        advantages: per-token advantages, float32, same shape.
+        mask: loss mask, same shape (bool/uint8 used as is; other dtypes compared with 0).
+            Masked-out tokens get gradient 0 whatever their inputs.
+        cu_seqlens: int32/int64 sequence offsets for packed 1-D inputs.
+        clip_low: ratio clipped below at ``1 - clip_low``; in [0, 1).
+        clip_high: ratio clipped above at ``1 + clip_high``; default ``clip_low``.
+        dual_clip: c > 1 caps the loss at ``-A * c`` for A < 0; None = off.
+        aggregation: 'token-mean', 'token-sum', 'seq-mean-token-sum', 'seq-mean-token-mean'
+            or 'seq-mean-token-sum-norm' (MATH.md).
+        token_normalizer, seq_normalizer, horizon: global divisors for data-parallel
+            training (see :mod:`tirl.distributed`); default: this call's counts (masked
+            tokens, non-empty sequences, longest sequence = T when padded).
+        dp_size: data-parallel size multiplying the loss (verl's dp_size).
+        ref_logp: reference-policy log-probs, float32: adds ``kl_coef * KL``.
+        kl_coef: weight of the KL term, >= 0.
+        kl_estimator: 'k1', 'k2', 'k3' (verl's low_var_kl) or 'abs'.
+        weights: per-token loss weights, float32 (e.g. rollout-correction importance
+            weights); no gradient flows into them.
+        ratio_level: 'token', or 'sequence' for GSPO's sequence ratio.
+
+    Raises:
+        TypeError: a wrong type or dtype, naming the argument.
+        ValueError: a wrong shape or device, or an option out of range (the core names it).
+    """
+    logp = _abi.tensor("logp", logp, (torch.float32,))
+    device = logp.device
+    old_logp = _abi.tensor("old_logp", old_logp, (torch.float32,), device)
+    advantages = _abi.tensor("advantages", advantages, (torch.float32,), device)
+    for name, value in (("old_logp", old_logp), ("advantages", advantages)):
+        _abi.shape(name, value, logp.shape)
+    mask = _abi.mask_tensor("mask", mask, device, logp.shape)
+    if ref_logp is not None:
+        ref_logp = _abi.tensor("ref_logp", ref_logp, (torch.float32,), device)
+        _abi.shape("ref_logp", ref_logp, logp.shape)
+    if weights is not None:
+        weights = _abi.tensor("weights", weights, (torch.float32,), device)
+        _abi.shape("weights", weights, logp.shape)
+    seq_offsets, num_seqs, _ = layout("logp", logp, cu_seqlens)
+
+    options = _abi.lib.tirl_ppo_options_default()
+    options.clip_low = _abi.number("clip_low", clip_low)
+    options.clip_high = options.clip_low if clip_high is None else _abi.number("clip_high", clip_high)
+    options.dual_clip = 0.0 if dual_clip is None else _abi.number("dual_clip", dual_clip)
+    options.aggregation = _abi.choice("aggregation", aggregation, _abi.AGGREGATIONS)
+    options.token_normalizer = 0.0 if token_normalizer is None else _abi.number("token_normalizer", token_normalizer)
+    options.seq_normalizer = 0.0 if seq_normalizer is None else _abi.number("seq_normalizer", seq_normalizer)
+    options.horizon = 0.0 if horizon is None else _abi.number("horizon", horizon)
+    options.dp_size = _abi.number("dp_size", dp_size)
+    options.kl_coef = _abi.number("kl_coef", kl_coef)
+    options.kl_estimator = _abi.choice("kl_estimator", kl_estimator, _abi.KL_ESTIMATORS)
+    options.ratio_level = _abi.choice("ratio_level", ratio_level, _abi.RATIO_LEVELS)
+
+    result = _abi.PpoResult()
+    loss = PpoLossFunction.apply(logp, old_logp, advantages, mask, seq_offsets, num_seqs, ref_logp,
+                                 weights, options, result)
+    stats = PpoStats(
+        loss=result.loss, pg_loss=result.pg_loss, kl_loss=result.kl_loss,
+        clip_fraction=result.clip_fraction, clip_fraction_lower=result.clip_fraction_lower,
+        approx_kl=result.approx_kl, non_finite=result.non_finite, masked_tokens=result.masked_tokens)
+    return loss, stats
