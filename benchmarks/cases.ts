@@ -7,6 +7,7 @@ import { cases as advantages } from './advantages.js';
 import { cases as dpoLoss } from './dpo_loss.js';
 import { cases as feedbackMask } from './feedback_mask.js';
 import { cases as sequenceLogprobs } from './sequence_logprobs.js';
+import { cases as rolloutCorrection } from './rollout_correction.js';
 
 export const allCases: BenchCase[] = [
   ...ppoLoss,
@@ -16,4 +17,5 @@ export const allCases: BenchCase[] = [
   ...dpoLoss,
   ...feedbackMask,
   ...sequenceLogprobs,
+  ...rolloutCorrection,
 ];

@@ -550,6 +550,51 @@ void fuzz_sequence_logprobs(Decoder& in, bool backward) {
   });
 }
 
+void fuzz_rollout_correction(Decoder& in) {
+  const int64_t num_tokens = in.size(64);
+  const int64_t num_seqs = in.size(8);
+  Buffer<float> logp = in.array<float>(num_tokens), rollout_logp = in.array<float>(num_tokens);
+  in.fill_floats(logp);
+  in.fill_floats(rollout_logp);
+  Buffer<uint8_t> mask = in.array<uint8_t>(num_tokens);
+  in.fill_bytes(mask, false);
+  Buffer<int32_t> offsets = in.offsets(num_seqs, num_tokens);
+  tirl_rollout_correction_options options = tirl_rollout_correction_options_default();
+  in.enumeration(options.rollout_is, 3);
+  in.number(options.rollout_is_threshold);
+  in.number(options.rollout_is_threshold_lower);
+  if (in.byte() >= 200) options.rollout_is_batch_normalize = static_cast<int32_t>(in.byte()) - 128;
+  else options.rollout_is_batch_normalize = in.byte() & 1;
+  // Mostly a few valid options with plausible bounds, sometimes any bits and any numbers.
+  const uint8_t rs_mode = in.byte();
+  if (rs_mode < 200) {
+    options.rollout_rs = (static_cast<uint32_t>(in.byte()) << 8 | in.byte()) & 0x7ffu;
+  } else {
+    options.rollout_rs = static_cast<uint32_t>(in.byte()) << 24 | static_cast<uint32_t>(in.byte()) << 4;
+  }
+  for (int option = 0; option < TIRL_ROLLOUT_RS_COUNT; ++option) {
+    options.rollout_rs_threshold[option] = 1 + in.byte() % 8 * 0.25;
+    in.number(options.rollout_rs_threshold[option]);
+    in.number(options.rollout_rs_threshold_lower[option]);
+  }
+  const bool null_options = in.one_in(32), null_result = in.one_in(32);
+  Buffer<float> weights = in.array<float>(num_tokens);
+  Buffer<uint8_t> mask_out = in.array<uint8_t>(num_tokens);
+  const bool in_place = in.one_in(8);  // mask_out may be the mask itself
+  tirl_rollout_correction_result result;
+  const tirl_device device = in.device();
+  // In place, each run starts from the original mask (the rerun compares the mask too).
+  const std::vector<uint8_t> original(mask.get(), mask.get() + (mask.get() ? mask.count : 0));
+  run("tirl_rollout_correction", in, device,
+      {output(weights), output(in_place ? mask : mask_out), {&result, sizeof result}}, [&] {
+    if (in_place && !original.empty()) std::memcpy(mask.get(), original.data(), original.size());
+    return tirl_rollout_correction(logp.get(), rollout_logp.get(), mask.get(), num_tokens,
+                                   offsets.get(), num_seqs, null_options ? nullptr : &options,
+                                   weights.get(), in_place ? mask.get() : mask_out.get(),
+                                   null_result ? nullptr : &result, device);
+  });
+}
+
 // Sizes whose product (and byte count) fits, or not: the library must refuse the latter.
 int64_t logits_count(int64_t num_tokens, int64_t vocab_size) {
   int64_t count;
@@ -711,7 +756,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 7: fuzz_token_logprobs(in, true); break;
       case 8: fuzz_library(in); break;
       case 9: if (cuda_fuzzable) fuzz_cuda_helpers(in); break;
-      case 10: fuzz_advantages(in); break;
+      case 10: fuzz_rollout_correction(in); break;
+      case 11: fuzz_advantages(in); break;
       default: break;
     }
   }

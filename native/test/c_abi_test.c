@@ -324,6 +324,49 @@ static void test_sizes_past_64_bit_bytes(void) {
   }
 }
 
+/* Two sequences, d = logp - rollout_logp = [0, ln 3, -ln 2 | 1.5 (masked out: 9)]. */
+static void test_rollout_correction(void) {
+  const float logp[5] = {-1, -1, -1, -1, -1};
+  const float rollout[5] = {-1, (float)(-1 - log(3.0)), (float)(-1 + log(2.0)), -2.5f, -10};
+  const uint8_t mask[5] = {1, 1, 1, 1, 0};
+  const int32_t offsets[3] = {0, 3, 5};
+  float weights[5];
+  uint8_t kept[5];
+  tirl_rollout_correction_result r;
+  tirl_rollout_correction_options o = tirl_rollout_correction_options_default();
+  CHECK(o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE && o.rollout_is_threshold == 2.0 && o.rollout_rs == 0,
+        "rollout_correction defaults");
+  o.rollout_is = TIRL_ROLLOUT_IS_TOKEN;
+  o.rollout_rs = 1u << TIRL_ROLLOUT_RS_TOKEN_K1 | 1u << TIRL_ROLLOUT_RS_SEQ_MAX_K2;
+  o.rollout_rs_threshold[TIRL_ROLLOUT_RS_TOKEN_K1] = 2.5;  /* ratio 1/3 is below 1/2.5 */
+  o.rollout_rs_threshold[TIRL_ROLLOUT_RS_SEQ_MAX_K2] = 0.7; /* max k2: 0.60 | 1.125 */
+  tirl_status s = tirl_rollout_correction(logp, rollout, mask, 5, offsets, 2, &o, weights, kept, &r,
+                                          tirl_cpu());
+  CHECK(s == TIRL_OK, "rollout_correction: %s", tirl_last_error());
+  const float expected_weights[5] = {1, 2, 0.5f, 2, 0};
+  const uint8_t expected_kept[5] = {1, 0, 1, 0, 0};
+  for (int t = 0; t < 5; ++t) {
+    CHECK(fabsf(weights[t] - expected_weights[t]) < 1e-6f, "weights[%d] = %g", t, weights[t]);
+  }
+  CHECK(memcmp(kept, expected_kept, 5) == 0, "rollout_correction mask");
+  CHECK(r.masked_tokens == 4 && r.valid_seqs == 2 && r.non_finite == 0, "rollout_correction counts");
+  CHECK(fabs(r.rollout_rs_masked_fraction - 0.5) < 1e-12, "rollout_rs_masked_fraction %g",
+        r.rollout_rs_masked_fraction);
+  CHECK(fabs(r.rollout_rs[TIRL_ROLLOUT_RS_SEQ_MAX_K2].seq_max - 1.125) < 1e-9, "seq_max_k2 seq_max");
+  CHECK(fabs(r.kl - (log(2.0) - log(3.0) - 1.5) / 4) < 1e-7, "kl %g", r.kl);
+  /* The mask in place gives the same. */
+  uint8_t in_place[5];
+  memcpy(in_place, mask, 5);
+  s = tirl_rollout_correction(logp, rollout, in_place, 5, offsets, 2, &o, weights, in_place, &r,
+                              tirl_cpu());
+  CHECK(s == TIRL_OK && memcmp(in_place, expected_kept, 5) == 0, "rollout_correction in place");
+  /* A rejection option without its threshold is refused by name. */
+  o.rollout_rs |= 1u << TIRL_ROLLOUT_RS_SEQ_MEAN_K3;
+  s = tirl_rollout_correction(logp, rollout, mask, 5, offsets, 2, &o, weights, kept, &r, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "rollout_rs_threshold[TIRL_ROLLOUT_RS_SEQ_MEAN_K3]") != NULL,
+        "missing threshold: %s", tirl_last_error());
+}
+
 int main(void) {
   printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
   test_feedback_mask();
@@ -336,6 +379,7 @@ int main(void) {
   test_advantages();
   test_dpo_loss();
   test_sequence_logprobs();
+  test_rollout_correction();
   test_enum_values_out_of_range();
   test_empty_batch_huge_vocabulary();
   test_sizes_past_64_bit_bytes();

@@ -246,3 +246,49 @@ def test_registries_and_register():
         import verl  # noqa: F401
     except ImportError:
         assert tirl_verl.register() is False
+
+
+# ---------------------------------------------------------------- rollout_corr_helper (same commit)
+
+def rollout_batch(seed=11):
+    g = torch.Generator().manual_seed(seed)
+    rollout = -torch.rand(5, 8, generator=g) * 3
+    old = rollout + 0.3 * torch.randn(5, 8, generator=g)
+    mask = (torch.rand(5, 8, generator=g) > 0.2).to(torch.int64)
+    return old, rollout, mask
+
+
+def test_rollout_correction_drop_in_matches_the_op_and_verl_names():
+    import tirl
+    old, rollout, mask = rollout_batch()
+    proto, new_mask, metrics = tirl_verl.compute_rollout_correction_and_rejection_mask(
+        old, rollout, mask, rollout_is="token", rollout_is_threshold="0.5_1.5", rollout_rs="token_k1,seq_mean_k3",
+        rollout_rs_threshold="0.8_1.25,0.05")
+    weights, kept, direct = tirl.rollout_correction(
+        old, rollout, mask, rollout_is="token", rollout_is_threshold=1.5, rollout_is_threshold_lower=0.5,
+        rollout_rs=["token_k1", "seq_mean_k3"], rollout_rs_threshold=[1.25, 0.05], rollout_rs_threshold_lower=[0.8, 0])
+    assert torch.equal(proto.batch["rollout_is_weights"], weights)
+    assert new_mask.dtype == mask.dtype and torch.equal(new_mask.bool(), kept)
+    assert metrics == {f"rollout_corr/{k}": v for k, v in direct.items() if k not in ("non_finite", "masked_tokens")}
+    m = mask.double()
+    kl = float(((rollout.double() - old.double()) * m).sum() / m.sum())
+    assert metrics["rollout_corr/kl"] == pytest.approx(kl, rel=1e-6)
+    assert "rollout_corr/rollout_rs_token_k1_masked_fraction" in metrics
+    assert "rollout_corr/rollout_is_oob_ratio" in metrics
+
+
+def test_rollout_correction_drop_in_defaults_and_errors():
+    old, rollout, mask = rollout_batch(12)
+    proto, new_mask, metrics = tirl_verl.compute_rollout_correction_and_rejection_mask(old, rollout, mask)
+    assert proto is None and torch.equal(new_mask, mask)
+    assert not any(key.startswith("rollout_corr/rollout_is") for key in metrics)
+    offpolicy = tirl_verl.compute_offpolicy_metrics(old, rollout, mask)
+    assert offpolicy == {k[len("rollout_corr/"):]: v for k, v in metrics.items()}
+    assert set(tirl_verl.compute_offpolicy_metrics(old, None, mask)) == {"training_ppl", "training_log_ppl"}
+    with pytest.raises(ValueError, match="at least one valid token"):
+        tirl_verl.compute_rollout_correction_and_rejection_mask(old, rollout, torch.zeros_like(mask))
+    with pytest.raises(ValueError, match="rollout_rs_threshold"):
+        tirl_verl.compute_rollout_correction_and_rejection_mask(old, rollout, mask, rollout_rs="token_k2")
+    with pytest.raises(ValueError, match="single upper bound"):
+        tirl_verl.compute_rollout_correction_and_rejection_mask(old, rollout, mask, rollout_rs="token_k2",
+                                                                rollout_rs_threshold="0.5_2")

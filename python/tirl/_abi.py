@@ -35,6 +35,12 @@ AGGREGATIONS: Dict[str, int] = {
 KL_ESTIMATORS: Dict[str, int] = {"k1": 0, "k2": 1, "k3": 2, "abs": 3}
 RATIO_LEVELS: Dict[str, int] = {"token": 0, "sequence": 1}
 DPO_VARIANTS: Dict[str, int] = {"sigmoid": 0, "hinge": 1, "ipo": 2, "robust": 3}
+ROLLOUT_IS_LEVELS: Dict[str, int] = {"none": 0, "token": 1, "sequence": 2}
+ROLLOUT_RS_OPTIONS: Dict[str, int] = {
+    name: i for i, name in enumerate([
+        "token_k1", "token_k2", "token_k3", "seq_sum_k1", "seq_sum_k2", "seq_sum_k3",
+        "seq_mean_k1", "seq_mean_k2", "seq_mean_k3", "seq_max_k2", "seq_max_k3"])
+}
 
 # ------------------------------------------------------------------ structs (tirl.h)
 
@@ -90,6 +96,49 @@ class DpoResult(ctypes.Structure):
     _fields_ = [("loss", _f64), ("reward_accuracy", _f64)]
 
 
+_RS_COUNT = len(ROLLOUT_RS_OPTIONS)
+
+
+class RolloutCorrectionOptions(ctypes.Structure):
+    _fields_ = [
+        ("rollout_is", _c_int),
+        ("rollout_is_threshold", _f64),
+        ("rollout_is_threshold_lower", _f64),
+        ("rollout_is_batch_normalize", _i32),
+        ("rollout_rs", ctypes.c_uint32),
+        ("rollout_rs_threshold", _f64 * _RS_COUNT),
+        ("rollout_rs_threshold_lower", _f64 * _RS_COUNT),
+    ]
+
+
+ROLLOUT_RS_STATS = ("masked_fraction", "seq_masked_fraction", "mean", "max", "min", "std",
+                    "fraction_high", "fraction_low", "seq_mean", "seq_std", "seq_max", "seq_min",
+                    "seq_max_deviation", "seq_fraction_high", "seq_fraction_low")
+
+
+class RolloutRsStats(ctypes.Structure):
+    _fields_ = [(name, _f64) for name in ROLLOUT_RS_STATS]
+
+
+ROLLOUT_IS_STATS = ("rollout_is_mean", "rollout_is_max", "rollout_is_min", "rollout_is_std",
+                    "rollout_is_eff_sample_size", "rollout_is_ratio_fraction_high",
+                    "rollout_is_ratio_fraction_low", "rollout_is_seq_mean", "rollout_is_seq_std",
+                    "rollout_is_seq_max", "rollout_is_seq_min", "rollout_is_seq_max_deviation",
+                    "rollout_is_seq_fraction_high", "rollout_is_seq_fraction_low",
+                    "rollout_is_batch_norm_factor", "rollout_is_oob_ratio")
+OFF_POLICY_STATS = ("training_ppl", "training_log_ppl", "kl", "k3_kl", "rollout_ppl",
+                    "rollout_log_ppl", "log_ppl_diff", "log_ppl_abs_diff", "log_ppl_diff_max",
+                    "log_ppl_diff_min", "ppl_ratio", "chi2_token", "chi2_seq")
+
+
+class RolloutCorrectionResult(ctypes.Structure):
+    _fields_ = ([(name, _f64) for name in ROLLOUT_IS_STATS]
+                + [("rollout_rs_masked_fraction", _f64), ("rollout_rs_seq_masked_fraction", _f64),
+                   ("rollout_rs", RolloutRsStats * _RS_COUNT)]
+                + [(name, _f64) for name in OFF_POLICY_STATS]
+                + [("masked_tokens", _i64), ("valid_seqs", _i64), ("non_finite", _i64)])
+
+
 # ------------------------------------------------------------------ signatures (tirl.h)
 
 _P = _ptr
@@ -119,6 +168,10 @@ _SIGNATURES: Dict[str, Tuple[object, Sequence[object]]] = {
     "tirl_sequence_logprobs_backward": (_c_int, [_P, _P, _i64, _P, _i64, _i32, _P, Device]),
     "tirl_token_logprobs": (_c_int, [_P, _c_int, _i64, _i64, _P, _f64, _P, _P, Device]),
     "tirl_token_logprobs_backward": (_c_int, [_P, _c_int, _i64, _i64, _P, _f64, _P, _P, _P, Device]),
+    "tirl_rollout_correction_options_default": (RolloutCorrectionOptions, []),
+    "tirl_rollout_correction": (_c_int, [_P, _P, _P, _i64, _P, _i64,
+                                         ctypes.POINTER(RolloutCorrectionOptions), _P, _P,
+                                         ctypes.POINTER(RolloutCorrectionResult), Device]),
 }
 
 # ------------------------------------------------------------------ loading

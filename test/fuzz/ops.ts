@@ -5,12 +5,13 @@
  */
 import assert from 'node:assert/strict';
 
-import type { KlEstimator, PpoAggregation, PpoLossOptions } from '../../lib/index.js';
+import type { KlEstimator, PpoAggregation, PpoLossOptions, RolloutCorrectionOptions, RolloutRejectionOption } from '../../lib/index.js';
 import { finiteDifferenceGradient as dpoGradient, referenceLoss as dpoReference, referenceRewards } from '../reference/dpo_loss.js';
 import { reference as feedbackReference } from '../reference/feedback_mask.js';
 import { reference as advantagesReference, type Estimator, type ReferenceInputs } from '../reference/advantages.js';
 import { reference as groupReference } from '../reference/group_advantages.js';
 import { finiteDifferenceGradient as ppoGradient, reference as ppoReference } from '../reference/ppo_loss.js';
+import { rolloutCorrectionReference } from '../../benchmarks/peers/rollout_correction.js';
 import { reference as sequenceReference, referenceBackward as sequenceBackwardReference } from '../reference/sequence_logprobs.js';
 import { fromBf16, reference as tokenReference, referenceGrad as tokenGradReference, toBf16 } from '../reference/token_logprobs.js';
 import { assertClose, Random } from '../support.js';
@@ -25,6 +26,7 @@ export const OP_NAMES = [
   'sequenceLogprobsBackward',
   'tokenLogprobs',
   'tokenLogprobsBackward',
+  'rolloutCorrection',
 ] as const;
 export type OpName = (typeof OP_NAMES)[number];
 
@@ -552,6 +554,84 @@ const tokenLogprobsBackward: OpSpec = {
   },
 };
 
+
+const REJECTION_OPTIONS: readonly RolloutRejectionOption[] = [
+  'token_k1', 'token_k2', 'token_k3', 'seq_sum_k1', 'seq_sum_k2', 'seq_sum_k3',
+  'seq_mean_k1', 'seq_mean_k2', 'seq_mean_k3', 'seq_max_k2', 'seq_max_k3',
+];
+
+const rolloutCorrection: OpSpec = {
+  name: 'rolloutCorrection',
+  arguments: [
+    { name: 'logp', kind: 'f32', required: true },
+    { name: 'rolloutLogp', kind: 'f32', required: true },
+    { name: 'mask', kind: 'u8', required: true },
+    { name: 'seqOffsets', kind: 'i32', required: true },
+    { name: 'rolloutIs', kind: 'choice', choices: ['none', 'token', 'sequence'] },
+    { name: 'rolloutIsThreshold', kind: 'number' },
+    { name: 'rolloutIsThresholdLower', kind: 'number' },
+    { name: 'rolloutIsBatchNormalize', kind: 'boolean' },
+    { name: 'rolloutRs', kind: 'choice', choices: REJECTION_OPTIONS },
+    { name: 'rolloutRsThreshold', kind: 'number' },
+    { name: 'rolloutRsThresholdLower', kind: 'number' },
+  ],
+  outMembers: { weights: 'f32', mask: 'u8' },
+  build(rng) {
+    const b = size(rng, 6, 300);
+    const seqOffsets = offsets(rng, b, [1, 8, 40, 400]);
+    const n = seqOffsets[b];
+    const logp = new Float32Array(n);
+    const rolloutLogp = new Float32Array(n);
+    const scale = rng.pick([0.01, 0.3, 3, 30]);
+    for (let t = 0; t < n; t++) {
+      logp[t] = rng.uniform(-6, -0.01);
+      rolloutLogp[t] = logp[t] + rng.normal() * scale;
+    }
+    const o: Options = { logp: poison(rng, logp), rolloutLogp: poison(rng, rolloutLogp), mask: rng.mask(n, rng.next()), seqOffsets };
+    const level = rng.pick(['none', 'token', 'sequence', undefined] as const);
+    if (level !== undefined) o.rolloutIs = level;
+    if (level !== 'none') {
+      if (rng.next() < 0.6) o.rolloutIsThreshold = rng.pick([1, 1.5, 2, 5, 100]);
+      if (rng.next() < 0.3) o.rolloutIsThresholdLower = rng.uniform(0.1, (o.rolloutIsThreshold as number | undefined) ?? 2);
+      if (rng.next() < 0.4) o.rolloutIsBatchNormalize = rng.next() < 0.7;
+    }
+    if (rng.next() < 0.7) {
+      const chosen = REJECTION_OPTIONS.filter(() => rng.next() < 0.25);
+      if (chosen.length === 0) chosen.push(rng.pick(REJECTION_OPTIONS));
+      o.rolloutRs = rng.next() < 0.2 ? chosen.join(',') : chosen;
+      const bound = () => rng.pick([1, 1.01, 1.5, 4, 0.001, 0.05, 2]);
+      const thresholds = chosen.map((option) => (option.endsWith('k1') ? Math.max(1, bound()) : bound()));
+      o.rolloutRsThreshold = chosen.length === 1 || rng.next() < 0.5 ? Math.max(...thresholds) : thresholds;
+      if (chosen.some((option) => option.endsWith('k1')) && rng.next() < 0.3) o.rolloutRsThresholdLower = rng.uniform(0.2, 1);
+    }
+    const u = rng.next();
+    if (u < 0.2) o.out = { weights: new Float32Array(n).fill(NaN), mask: new Uint8Array(n).fill(7) };
+    else if (u < 0.3) o.out = { mask: o.mask }; // the documented in-place mask
+    return o;
+  },
+  check(options, result) {
+    const o = options as unknown as RolloutCorrectionOptions;
+    const got = result as { weights: Float32Array; mask: Uint8Array; stats: Record<string, number>; nonFinite: number; maskedTokens: number };
+    const want = rolloutCorrectionReference(o);
+    // The kernel writes float32: the reference rounded to float32 (a bound of 5e-324 is 0).
+    assertClose(got.weights, Float32Array.from(want.weights), { rtol: 2e-7, atol: 0, label: 'weights' });
+    assert.deepEqual([...got.mask], [...want.mask], 'mask');
+    assert.deepEqual(Object.keys(got.stats).sort(), Object.keys(want.stats).sort(), 'stats keys');
+    for (const [key, value] of Object.entries(want.stats)) {
+      // Sums of up to 40,000 doubles in another order. A std of equal values is 0 in the
+      // kernel's moments and rounding noise of the mean in the reference's two passes: its
+      // tolerance scales with the values.
+      const prefix = key.replace(/_(seq_)?std$/, '');
+      const scale = key.endsWith('_seq_std')
+        ? Math.abs(want.stats[`${prefix}_seq_max`]) + Math.abs(want.stats[`${prefix}_seq_min`])
+        : key.endsWith('_std') ? Math.abs(want.stats[`${prefix}_max`] ?? 0) + Math.abs(want.stats[`${prefix}_mean`] ?? 0) : 0;
+      const atol = 1e-8 + (Number.isFinite(scale) ? 1e-12 * scale : 0);
+      assertClose(got.stats[key], value, { rtol: 1e-7, atol, label: key });
+    }
+    assert.equal(got.nonFinite, want.nonFinite, 'nonFinite');
+  },
+};
+
 export const OPS: Readonly<Record<OpName, OpSpec>> = {
   ppoLoss,
   groupAdvantages,
@@ -562,4 +642,5 @@ export const OPS: Readonly<Record<OpName, OpSpec>> = {
   sequenceLogprobsBackward,
   tokenLogprobs,
   tokenLogprobsBackward,
+  rolloutCorrection,
 };

@@ -352,6 +352,133 @@ TIRL_API tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, cons
                                                      int64_t num_seqs, int32_t average,
                                                      float* grad_logp, tirl_device device);
 
+/* ---------------------------------------------------------------- rolloutCorrection
+ * The engine that sampled (vLLM, SGLang) is not the trainer: their log-probs differ. From
+ * d = logp - rollout_logp per masked-in token this computes importance weights, rejection
+ * masks and off-policy diagnostics, with verl's conventions and metric names
+ * (verl/trainer/ppo/rollout_corr_helper.py; formulas in docs/math.md).
+ */
+
+typedef enum tirl_rollout_is_level TIRL_ENUM_BASE {
+  TIRL_ROLLOUT_IS_NONE = 0,     /* no importance weights (weights are 1 on masked-in tokens) */
+  TIRL_ROLLOUT_IS_TOKEN = 1,    /* w_t = exp(clamp(d_t, -20, 20)) */
+  TIRL_ROLLOUT_IS_SEQUENCE = 2  /* every token of sequence i: exp(clamp(sum_t d_t, -20, 20)) */
+} tirl_rollout_is_level;
+
+/* Rejection options (verl's rollout_rs names); bit (1u << option) of options.rollout_rs.
+ * k1 = -d, k2 = d^2 / 2, k3 = exp(d) - 1 - d on the clamped d; token_* decide per token,
+ * seq_sum_* / seq_mean_* / seq_max_* per sequence from the masked sum, mean or max. */
+typedef enum tirl_rollout_rs_option TIRL_ENUM_BASE {
+  TIRL_ROLLOUT_RS_TOKEN_K1 = 0,
+  TIRL_ROLLOUT_RS_TOKEN_K2 = 1,
+  TIRL_ROLLOUT_RS_TOKEN_K3 = 2,
+  TIRL_ROLLOUT_RS_SEQ_SUM_K1 = 3,
+  TIRL_ROLLOUT_RS_SEQ_SUM_K2 = 4,
+  TIRL_ROLLOUT_RS_SEQ_SUM_K3 = 5,
+  TIRL_ROLLOUT_RS_SEQ_MEAN_K1 = 6,
+  TIRL_ROLLOUT_RS_SEQ_MEAN_K2 = 7,
+  TIRL_ROLLOUT_RS_SEQ_MEAN_K3 = 8,
+  TIRL_ROLLOUT_RS_SEQ_MAX_K2 = 9,
+  TIRL_ROLLOUT_RS_SEQ_MAX_K3 = 10,
+  TIRL_ROLLOUT_RS_COUNT = 11
+} tirl_rollout_rs_option;
+
+typedef struct tirl_rollout_correction_options {
+  tirl_rollout_is_level rollout_is;   /* TIRL_ROLLOUT_IS_SEQUENCE (verl's default) */
+  double rollout_is_threshold;        /* 2.0; upper bound of the weights; finite, > 0 */
+  double rollout_is_threshold_lower;  /* 0 = TIS: weights truncated at the upper bound;
+                                         > 0 (and <= upper) = IcePop: weights outside
+                                         [lower, upper] are 0 */
+  int32_t rollout_is_batch_normalize; /* 0; 1 = divide the weights by their batch mean */
+  uint32_t rollout_rs;                /* 0 = no rejection; bits (1u << tirl_rollout_rs_option)
+                                         of the options chained: a token is kept only if
+                                         every one keeps it */
+  /* Per option, indexed by tirl_rollout_rs_option; read only for enabled options.
+   * rollout_rs_threshold: required, finite, > 0. k2 / k3 options keep a statistic
+   * <= upper, and their rollout_rs_threshold_lower must be 0. k1 options (statistic
+   * -d = log(rollout / trainer)) take ratio bounds: keep log(lower) <= statistic <=
+   * log(upper), lower = rollout_rs_threshold_lower, or 1 / upper when that is 0. */
+  double rollout_rs_threshold[TIRL_ROLLOUT_RS_COUNT];
+  double rollout_rs_threshold_lower[TIRL_ROLLOUT_RS_COUNT];
+} tirl_rollout_correction_options;
+
+/* Statistics of one rejection option (verl's rollout_rs_<option>_<name>). "Sequences" are
+ * those with a masked-in token; the statistic of a sequence option is its sequence value
+ * at each of its tokens. Bounds are in the statistic's units (log of the ratio bounds for
+ * k1; lower 0 for k2 / k3). */
+typedef struct tirl_rollout_rs_stats {
+  double masked_fraction;     /* masked-in tokens this option rejects / masked-in tokens */
+  double seq_masked_fraction; /* sequences with a token it rejects / sequences */
+  double mean;                /* masked mean of the statistic */
+  double max, min;            /* over tokens (token options) or sequences (sequence options) */
+  double std;                 /* sqrt(E[x^2] - E[x]^2) of the statistic clamped to the bounds */
+  double fraction_high;       /* tokens (or sequences) above the upper bound */
+  double fraction_low;        /* ... below the lower bound (k1 only, else 0) */
+  double seq_mean, seq_std;   /* over sequences of the sequence value (the masked mean for
+                                 token options); std unbiased, 0 for one sequence */
+  double seq_max, seq_min;
+  double seq_max_deviation;   /* max |value| (the ideal is 0) */
+  double seq_fraction_high;   /* sequences with value above the upper bound */
+  double seq_fraction_low;    /* ... below the lower bound (k1 only, else 0) */
+} tirl_rollout_rs_stats;
+
+/* verl's metric names without the "rollout_corr/" prefix. Means over "sequences" are over
+ * sequences with a masked-in token; with no masked-in token every statistic is 0. */
+typedef struct tirl_rollout_correction_result {
+  /* Importance weights (all 0 when rollout_is is NONE), before batch normalisation. */
+  double rollout_is_mean;     /* masked mean of the applied weights */
+  double rollout_is_max;      /* token: max applied weight; sequence: exp(min(max_i sum d, 20)) */
+  double rollout_is_min;      /* token: min applied weight; sequence: exp(min_i sum d) */
+  double rollout_is_std;      /* std of the applied weights clamped to [0, upper] */
+  double rollout_is_eff_sample_size; /* 1 / E[(c / (E[c] + 1e-8))^2], c = clamp(w, 0, upper) */
+  double rollout_is_ratio_fraction_high; /* token: raw weight > upper; sequence: sum d > log upper */
+  double rollout_is_ratio_fraction_low;  /* ... < lower (1 / upper for TIS) */
+  double rollout_is_seq_mean, rollout_is_seq_std, rollout_is_seq_max, rollout_is_seq_min;
+                              /* over sequences of the mean applied weight per sequence */
+  double rollout_is_seq_max_deviation; /* max |sequence mean weight - 1| */
+  double rollout_is_seq_fraction_high; /* sequences whose mean raw weight is > upper */
+  double rollout_is_seq_fraction_low;  /* ... < lower */
+  double rollout_is_batch_norm_factor; /* the divisor applied (1 when off or <= 1e-8) */
+  double rollout_is_oob_ratio;         /* IcePop: masked tokens with raw weight outside the band */
+  /* Rejection (0 when rollout_rs is 0). */
+  double rollout_rs_masked_fraction;     /* masked-in tokens rejected by any option */
+  double rollout_rs_seq_masked_fraction; /* sequences with a rejected token */
+  tirl_rollout_rs_stats rollout_rs[TIRL_ROLLOUT_RS_COUNT]; /* enabled options only, else 0 */
+  /* Off-policy diagnostics (always). */
+  double training_ppl;      /* mean over sequences of exp(-mean logp) */
+  double training_log_ppl;  /* mean over sequences of -mean logp */
+  double kl;                /* masked mean of rollout_logp - logp: KL(rollout || trainer) */
+  double k3_kl;             /* masked mean of exp(d) - d - 1 (d not clamped, as verl) */
+  double rollout_ppl, rollout_log_ppl;
+  double log_ppl_diff;      /* mean over sequences of mean rollout_logp - mean logp */
+  double log_ppl_abs_diff, log_ppl_diff_max, log_ppl_diff_min;
+  double ppl_ratio;         /* mean over sequences of exp(log_ppl_diff) */
+  double chi2_token;        /* masked mean of exp(2 clamp(d)) - 1 */
+  double chi2_seq;          /* mean over sequences of exp(2 clamp(sum d)) - 1 */
+  int64_t masked_tokens;    /* masked-in tokens */
+  int64_t valid_seqs;       /* sequences with a masked-in token */
+  int64_t non_finite;       /* masked-in tokens with a non-finite logp or rollout_logp */
+} tirl_rollout_correction_result;
+
+TIRL_API tirl_rollout_correction_options tirl_rollout_correction_options_default(void);
+
+/*
+ * Rollout correction over the ragged batch. logp (the trainer's log-probs, verl's
+ * old_log_prob), rollout_logp, mask: [num_tokens]; seq_offsets: [num_seqs + 1].
+ * weights: [num_tokens] receives the importance weights (0 where masked out; pass them to
+ * tirl_ppo_loss's weights, no gradient flows through them). mask_out: [num_tokens]
+ * receives the mask with rejected tokens cleared (verl's modified response_mask; it may
+ * be `mask` itself). result must not be NULL. NaN and Inf propagate into
+ * the statistics as IEEE says and are counted in non_finite; a NaN statistic rejects.
+ */
+TIRL_API tirl_status tirl_rollout_correction(const float* logp, const float* rollout_logp,
+                                             const uint8_t* mask, int64_t num_tokens,
+                                             const int32_t* seq_offsets, int64_t num_seqs,
+                                             const tirl_rollout_correction_options* options,
+                                             float* weights, uint8_t* mask_out,
+                                             tirl_rollout_correction_result* result,
+                                             tirl_device device);
+
 /* ---------------------------------------------------------------- tokenLogprobs */
 
 /* The temperatures tokenLogprobs accepts: log2(e) / T stays a normal float, so a scaled

@@ -5,8 +5,10 @@ Conventions read from verl-project/verl at commit 1dda039b9c6311889a9c9a26040677
 (2026-08-22): ``compute_policy_loss_vanilla`` (dual clip with ``clip_ratio_c``, default 3),
 ``compute_policy_loss_gspo`` (always aggregated with seq-mean-token-mean), ``agg_loss``'s
 five modes and ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``,
-``global_batch_size``, ``loss_scale_factor``), ``compute_grpo_outcome_advantage`` and the
-two registries. The config is read by ``.get`` or attribute (verl's dataclass configs, an
+``global_batch_size``, ``loss_scale_factor``), ``compute_grpo_outcome_advantage``, the two registries, and from
+``verl/trainer/ppo/rollout_corr_helper.py`` ``compute_rollout_correction_and_rejection_mask``
+(verl's threshold strings: "lower_upper" for IcePop and k1 bounds) and
+``compute_offpolicy_metrics``. The config is read by ``.get`` or attribute (verl's dataclass configs, an
 OmegaConf node or a plain dict), never by type.
 
     from tirl.integrations import verl as tirl_verl
@@ -23,12 +25,14 @@ module offers :func:`kl_loss` (the aggregated ``kl_penalty``) rather than the ma
 
 from __future__ import annotations
 
+import types
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
 from ..ops.group_advantages import group_advantages
 from ..ops.ppo_loss import ppo_loss
+from ..ops.rollout_correction import rollout_correction
 from ._config import read
 
 VERL_COMMIT = "1dda039b9c6311889a9c9a26040677e1254814f9"
@@ -132,6 +136,97 @@ def compute_grpo_outcome_advantage(token_level_rewards: torch.Tensor, response_m
                                   scale_by_std=bool(norm_adv_by_std_in_grpo), epsilon=float(epsilon))
     advantages = advantages.unsqueeze(-1) * response_mask
     return advantages, advantages
+
+
+def _is_threshold(spec: Any) -> Tuple[float, Optional[float]]:
+    """verl's rollout_is_threshold: a number (TIS upper bound) or "lower_upper" (IcePop)."""
+    if isinstance(spec, bool) or not isinstance(spec, (int, float, str)):
+        raise TypeError(f"tirl: expected a number or a 'lower_upper' string for rollout_is_threshold "
+                        f"but received {spec!r}")
+    if isinstance(spec, str) and "_" in spec:
+        lower, upper = spec.strip().split("_", 1)
+        return float(upper), float(lower)
+    return float(spec), None
+
+
+def _rs_thresholds(options: list, spec: Any) -> Tuple[list, list]:
+    """verl's rollout_rs_threshold: one spec shared by every option or one per option (comma
+    separated); a k1 option takes "lower_upper" or an upper bound (lower 1/upper), the
+    others an upper bound. Returns per-option upper and lower (0 = none) bounds."""
+    if spec is None:
+        raise ValueError("tirl: rollout_rs_threshold must be provided for rejection sampling (as verl requires)")
+    if isinstance(spec, bool) or not isinstance(spec, (int, float, str)):
+        raise TypeError(f"tirl: expected a number or a string for rollout_rs_threshold but received {spec!r}")
+    specs = [str(spec)] if not isinstance(spec, str) else [part.strip() for part in spec.split(",") if part.strip()]
+    if len(specs) not in (1, len(options)):
+        raise ValueError(f"tirl: expected one rollout_rs_threshold or {len(options)} (one per rollout_rs option) "
+                         f"but received {spec!r}")
+    specs = specs * len(options) if len(specs) == 1 else specs
+    upper, lower = [], []
+    for option, part in zip(options, specs):
+        if "_" in part:
+            if not option.endswith("k1"):
+                raise ValueError(f"tirl: rollout_rs_threshold for option {option!r} must be a single upper bound "
+                                 f"but received {part!r}")
+            low, high = part.split("_", 1)
+            upper.append(float(high))
+            lower.append(float(low))
+        else:
+            upper.append(float(part))
+            lower.append(0.0)  # k1: the kernel's default lower bound is 1 / upper, as verl's
+    return upper, lower
+
+
+def compute_rollout_correction_and_rejection_mask(
+        old_log_prob: torch.Tensor, rollout_log_prob: torch.Tensor, response_mask: torch.Tensor,
+        rollout_is: Optional[str] = None, rollout_is_threshold: Any = 2.0, rollout_is_batch_normalize: bool = False,
+        rollout_rs: Optional[str] = None, rollout_rs_threshold: Any = None) -> Tuple[Any, torch.Tensor, Dict[str, float]]:
+    """verl's rollout_corr_helper.compute_rollout_correction_and_rejection_mask on tirl's
+    fused kernel: returns ``(weights, modified_response_mask, metrics)`` with metrics under
+    ``rollout_corr/`` names. ``weights`` is None without IS weights, else verl's DataProto
+    holding ``rollout_is_weights`` when verl is importable, or an object with the same
+    ``.batch["rollout_is_weights"]``."""
+    if not bool(response_mask.any()):
+        raise ValueError("tirl: response_mask must contain at least one valid token (1), as verl requires")
+    level = "none" if rollout_is is None or rollout_is_threshold is None else rollout_is
+    options: Dict[str, Any] = {"rollout_is": level}
+    if level != "none":
+        upper, lower = _is_threshold(rollout_is_threshold)
+        options.update(rollout_is_threshold=upper, rollout_is_threshold_lower=lower,
+                       rollout_is_batch_normalize=bool(rollout_is_batch_normalize))
+    if rollout_rs is not None:
+        names = [part.strip() for part in rollout_rs.split(",") if part.strip()]
+        upper_rs, lower_rs = _rs_thresholds(names, rollout_rs_threshold)
+        options.update(rollout_rs=names, rollout_rs_threshold=upper_rs)
+        if any(lower_rs):
+            options["rollout_rs_threshold_lower"] = lower_rs
+    weights, mask, metrics = rollout_correction(old_log_prob.to(torch.float32), rollout_log_prob.to(torch.float32),
+                                                response_mask, **options)
+    prefixed = {f"rollout_corr/{name}": value for name, value in metrics.items()
+                if name not in ("non_finite", "masked_tokens")}
+    proto = None
+    if level != "none":
+        try:
+            from verl import DataProto  # type: ignore[import-not-found]
+            proto = DataProto.from_dict(tensors={"rollout_is_weights": weights})
+        except ImportError:
+            proto = types.SimpleNamespace(batch={"rollout_is_weights": weights})
+    return proto, mask.to(response_mask.dtype), prefixed
+
+
+_OFF_POLICY = ("training_ppl", "training_log_ppl", "kl", "k3_kl", "rollout_ppl", "rollout_log_ppl", "log_ppl_diff",
+               "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min", "ppl_ratio", "chi2_token", "chi2_seq")
+
+
+def compute_offpolicy_metrics(old_log_prob: torch.Tensor, rollout_log_prob: Optional[torch.Tensor],
+                              response_mask: torch.Tensor) -> Dict[str, float]:
+    """verl's off-policy diagnostics (KL, perplexities, chi-squared) between the trainer's
+    and the rollout engine's log-probs; without rollout log-probs, the training perplexity only."""
+    logp = old_log_prob.to(torch.float32)
+    rollout = logp if rollout_log_prob is None else rollout_log_prob.to(torch.float32)
+    _, _, metrics = rollout_correction(logp, rollout, response_mask, rollout_is="none")
+    names = _OFF_POLICY[:2] if rollout_log_prob is None else _OFF_POLICY
+    return {name: metrics[name] for name in names}
 
 
 POLICY_LOSSES: Dict[str, Callable[..., Tuple[torch.Tensor, Dict[str, float]]]] = {
