@@ -116,7 +116,8 @@ function compute(o: ReferenceInputs): { advantages: Float64Array; returns: Float
   }
   const norm = o.normAdvByStdInGrpo ?? true;
   const isTokenBaseline = e === 'optimal_token_baseline' || e === 'tir_optimal_token_baseline';
-  const epsilon = o.epsilon ?? (isTokenBaseline ? 1e-8 : 1e-6);
+  // -1 stands for the estimator's default, in JavaScript as in the C options.
+  const epsilon = o.epsilon === undefined || o.epsilon === -1 ? (isTokenBaseline ? 1e-8 : 1e-6) : o.epsilon;
   const broadcast = (perSequence: ArrayLike<number>) => {
     const out = new Float64Array(N);
     rows.forEach(({ begin, end }, i) => { for (let t = begin; t < end; t++) out[t] = mask[t] ? perSequence[i]! : 0; });

@@ -54,7 +54,8 @@ export interface AdvantagesOptions {
   normAdvByStdInGrpo?: boolean;
   /**
    * Added to the std (`grpo`, `grpo_passk`, `gdpo`; default 1e-6) or to the baseline's
-   * denominator (optimal-token baselines; default 1e-8). A finite number >= 0.
+   * denominator (optimal-token baselines; default 1e-8). A finite number >= 0, or -1 for
+   * the estimator's default (as in the C options).
    */
   epsilon?: number;
   /** `gdpo`: weight of each reward component, `[K]`. Default all 1. */
