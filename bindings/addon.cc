@@ -10,12 +10,9 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   using namespace tirl::binding;
   register_library(env, exports);
   register_cuda(env, exports);
-  register_group_advantages(env, exports);
-  register_dpo_loss(env, exports);
-  register_ppo_loss(env, exports);
-  register_feedback_mask(env, exports);
-  register_sequence_logprobs(env, exports);
-  register_token_logprobs(env, exports);
+#define TIRL_OP(name, public_name, params, args) register_##name(env, exports);
+#include "ops.def"
+#undef TIRL_OP
   return exports;
 }
 

@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -171,10 +172,67 @@ Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length,
   }
 }
 
-Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& message) {
-  std::string text = message.empty() ? std::string("tirl: ") + status_name(status) : message;
-  Napi::Error error = status == TIRL_ERROR_INVALID_ARGUMENT ? Napi::RangeError::New(env, text)
-                                                             : Napi::Error::New(env, text);
+namespace {
+
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// "oldLogp" -> "old_logp": the C name a JavaScript key stands for.
+std::string snake_case(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (std::isupper(static_cast<unsigned char>(c))) {
+      out += '_';
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+constexpr const char* kNull = "but received NULL";
+
+bool ends_with(const std::string& text, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return text.size() >= n && text.compare(text.size() - n, n, suffix) == 0;
+}
+
+}  // namespace
+
+std::string javascript_message(const std::string& message, const NameMap& names) {
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    if (!word_char(message[i])) {
+      out += message[i++];
+      continue;
+    }
+    size_t end = i;
+    while (end < message.size() && word_char(message[end])) ++end;
+    const std::string word = message.substr(i, end - i);
+    const std::string* js = nullptr;
+    for (const auto& [c_name, js_name] : names) {
+      if (c_name == word) {
+        js = &js_name;
+        break;
+      }
+    }
+    out += js != nullptr ? *js : word;
+    i = end;
+  }
+  if (ends_with(out, kNull)) out.replace(out.size() - 4, 4, "undefined");
+  return out;
+}
+
+Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& message,
+                         const NameMap& names) {
+  std::string text = message.empty() ? std::string("tirl: ") + status_name(status)
+                                     : javascript_message(message, names);
+  // An array an option needs but the call lacks is a missing argument: a TypeError.
+  const bool absent = status == TIRL_ERROR_INVALID_ARGUMENT && ends_with(message, kNull);
+  Napi::Error error = absent ? Napi::TypeError::New(env, text)
+                      : status == TIRL_ERROR_INVALID_ARGUMENT ? Napi::RangeError::New(env, text)
+                                                              : Napi::Error::New(env, text);
   error.Set("code", Napi::String::New(env, status_name(status)));
   return error;
 }
@@ -266,7 +324,60 @@ Options::Options(const Napi::CallbackInfo& info, const char* op) : env_(info.Env
   object_ = first.As<Napi::Object>();
 }
 
-Napi::Value Options::field(const char* name) { return object_.Get(name); }
+Napi::Value Options::field(const char* name) {
+  if (std::find(known_keys_.begin(), known_keys_.end(), name) == known_keys_.end()) {
+    known_keys_.emplace_back(name);
+  }
+  return object_.Get(name);
+}
+
+void Options::allow(const char* name) {
+  if (std::find(known_keys_.begin(), known_keys_.end(), name) == known_keys_.end()) {
+    known_keys_.emplace_back(name);
+  }
+}
+
+void Options::refuse(const char* name, const std::string& because) {
+  Napi::Value value = field(name);
+  if (value.IsUndefined()) return;
+  throw Napi::TypeError::New(env_, std::string(op_) + ": Expected no " + name + " (" + because +
+                                       ") but received " + describe(value));
+}
+
+void Options::check_unknown_keys() {
+  napi_value keys;
+  if (napi_get_all_property_names(env_, object_, napi_key_own_only,
+                                  static_cast<napi_key_filter>(napi_key_enumerable |
+                                                               napi_key_skip_symbols),
+                                  napi_key_numbers_to_strings, &keys) != napi_ok) {
+    throw Napi::TypeError::New(env_, std::string(op_) + ": could not read the option keys");
+  }
+  Napi::Array list(env_, keys);
+  for (uint32_t i = 0; i < list.Length(); ++i) {
+    const std::string key = list.Get(i).As<Napi::String>().Utf8Value();
+    if (std::find(known_keys_.begin(), known_keys_.end(), key) != known_keys_.end()) continue;
+    Napi::Value value = object_.Get(key);
+    if (value.IsUndefined()) continue;  // as good as absent
+    std::string known;
+    for (const std::string& k : known_keys_) known += (known.empty() ? "" : ", ") + k;
+    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected no option named '" + key +
+                                         "' (" + op_ + " reads " + known + ") but received " +
+                                         describe(value));
+  }
+}
+
+void Options::name_as(const char* c_name, const std::string& js_name) {
+  aliases_.emplace_back(c_name, js_name);
+}
+
+NameMap Options::names() const {
+  NameMap names = aliases_;
+  for (const std::string& key : known_keys_) {
+    const std::string c_name = snake_case(key);
+    if (c_name != key) names.emplace_back(c_name, key);
+  }
+  return names;
+}
 
 bool Options::has(const char* name) { return !field(name).IsUndefined(); }
 
@@ -360,10 +471,16 @@ double Options::number(const char* name, double fallback) {
   Napi::Value value = field(name);
   if (value.IsUndefined()) return fallback;
   if (!value.IsNumber()) type_error("a number", name, value);
-  double number = value.As<Napi::Number>().DoubleValue();
-  if (!std::isfinite(number)) {
-    range_error(std::string(op_) + ": Expected a finite number for " + name + " but received " +
-                describe(value));
+  return value.As<Napi::Number>().DoubleValue();
+}
+
+double Options::unless_zero(const char* name, double fallback) {
+  Napi::Value value = field(name);
+  if (value.IsUndefined()) return fallback;
+  const double number = this->number(name, fallback);
+  if (number == 0) {
+    range_error(std::string(op_) + ": Expected a number other than 0 for " + name +
+                " (0 is the C ABI's 'not set': leave " + name + " out) but received 0");
   }
   return number;
 }

@@ -1,7 +1,11 @@
-// The one validation layer of the addon, and the template that gives every op its sync
-// and async (Promise) forms. Bindings only translate: check arguments, call the C ABI,
-// wrap results. Every message has one shape:
+// The addon's translation layer, and the template that gives every op its sync and async
+// (Promise) forms. Bindings only translate: they check JavaScript types, lengths and option
+// keys, pass every value through to the C ABI, whose one validation layer (native/src/api/)
+// decides its range, and wrap results. Every message has one shape:
 //   "<op>: Expected <what> for <name> but received <description>"
+// The core's messages name C arguments (clip_low, seq_offsets[2]); the binding puts the
+// JavaScript names in their place (clipLow, seqOffsets[2]): each option key it read stands
+// for its snake_case form, and an op names the exceptions (name_as).
 #pragma once
 
 #include <napi.h>
@@ -15,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/op_names.h"
 #include "device_array.h"
 #include "tirl/tirl.h"
 
@@ -29,9 +34,19 @@ std::string describe(Napi::Value value);
 Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length,
                             const std::string& context);
 
+// C argument names and the JavaScript names that stand for them in messages.
+using NameMap = std::vector<std::pair<std::string, std::string>>;
+
+// The core's message with the JavaScript names of `names` in place of the C names (whole
+// words only), and NULL (an absent array) as undefined.
+std::string javascript_message(const std::string& message, const NameMap& names);
+
 // The JavaScript error for a failed C call: RangeError for invalid arguments (they are
-// values out of range), Error otherwise, with `code` set to the status name.
-Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& message);
+// values out of range), TypeError for an absent array ("but received NULL"), Error
+// otherwise, with `code` set to the status name. `message` is the core's, whose C names are
+// translated by `names`.
+Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& message,
+                         const NameMap& names = {});
 
 template <class T>
 struct TypedArrayTraits;
@@ -132,6 +147,23 @@ class Options {
   // Whether the field is present (not undefined).
   bool has(const char* name);
 
+  // Option keys. Every key an op reads (has, array, number, ...) is known; once parse is
+  // done, any other key present (not undefined) is a TypeError naming it and the op, so that
+  // a misspelt option never goes unnoticed. `allow` makes a key known without reading it;
+  // `refuse` is for a key that the call's other options make meaningless: present, it is a
+  // TypeError "<op>: Expected no <name> (<because>) but received <value>", e.g.
+  //   o.refuse("dualClip", "not read by policyLoss 'cispo'");
+  void allow(const char* name);
+  void refuse(const char* name, const std::string& because);
+  // TypeError for the first key present that no one read, allowed or refused.
+  void check_unknown_keys();
+
+  // The JavaScript name that stands for a C argument in the core's messages, where it is not
+  // the snake_case form of a key read (e.g. the C output grad_logits is `out`).
+  void name_as(const char* c_name, const std::string& js_name);
+  // C names and the JavaScript names for them: the keys read and name_as.
+  NameMap names() const;
+
   // For an op with a CUDA kernel (called by define_op before parse): every array may then
   // be a DeviceArray instead of a typed array, all of the call's arrays on one device (all in
   // host memory or all on the same GPU), and outputs are allocated where the inputs are.
@@ -152,11 +184,16 @@ class Options {
   template <class T>
   ArrayView<T> output(const char* member, int64_t length, Napi::ObjectReference& holder);
 
-  // A finite number; `fallback` when absent.
+  // A number, passed through as it is (the C call decides its range); `fallback` when absent.
   double number(const char* name, double fallback);
-  // A finite number that must be present.
+  // A number that must be present.
   double required_number(const char* name);
-  // An integer in [min, max]; `fallback` when absent.
+  // For a C option whose 0 means "not set" (a default, or off): absent gives `fallback`;
+  // a number passes through, except 0 itself, which JavaScript says by leaving the key out
+  // (RangeError).
+  double unless_zero(const char* name, double fallback);
+  // An integer in [min, max] (a count or size the binding itself computes with); `fallback`
+  // when absent.
   int64_t integer(const char* name, int64_t fallback, int64_t min, int64_t max);
   bool boolean(const char* name, bool fallback);
   // One of `choices` (strings); returns its index, `fallback` when absent.
@@ -210,6 +247,8 @@ class Options {
   Napi::Env env_;
   const char* op_;
   Napi::Object object_;
+  std::vector<std::string> known_keys_;  // read, allowed or refused
+  NameMap aliases_;                      // name_as
   std::vector<Napi::Value> inputs_;
   // Each array as it was read (same order as inputs_), for verify_not_detached.
   struct ReadArray {
@@ -341,6 +380,7 @@ Call parse_call(Options& options) {
   if constexpr (HasDevice<Call>::value) options.allow_device_arrays();
   Call call = Call::parse(options);
   if constexpr (HasDevice<Call>::value) call.device = options.device();
+  options.check_unknown_keys();
   options.verify_not_detached();
   return call;
 }
@@ -348,11 +388,12 @@ template <class Call>
 class KernelWorker : public Napi::AsyncWorker {
  public:
   KernelWorker(Napi::Env env, const char* op, Call&& call, const std::vector<Napi::Value>& inputs,
-               HostSnapshot&& snapshot)
+               HostSnapshot&& snapshot, NameMap&& names)
       : Napi::AsyncWorker(env, "tirl"),
         op_(op),
         call_(std::move(call)),
         snapshot_(std::move(snapshot)),
+        names_(std::move(names)),
         deferred_(Napi::Promise::Deferred::New(env)) {
     for (const Napi::Value& v : inputs) {
       held_.push_back(Napi::Persistent(v.As<Napi::Object>()));
@@ -397,7 +438,7 @@ class KernelWorker : public Napi::AsyncWorker {
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
     if (status_ != TIRL_OK) {
-      deferred_.Reject(status_error(env, status_, message_).Value());
+      deferred_.Reject(status_error(env, status_, message_, names_).Value());
       return;
     }
     if (std::string detached = snapshot_.copy_back(env, op_); !detached.empty()) {
@@ -414,6 +455,7 @@ class KernelWorker : public Napi::AsyncWorker {
   const char* op_;
   Call call_;
   HostSnapshot snapshot_;
+  NameMap names_;
   Napi::Promise::Deferred deferred_;
   std::vector<Napi::ObjectReference> held_;
   std::vector<void*> leases_;
@@ -445,7 +487,8 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                             Call call = parse_call<Call>(options);
                             tirl_status status = call.run();
                             if (status != TIRL_OK) {
-                              throw status_error(info.Env(), status, tirl_last_error());
+                              throw status_error(info.Env(), status, tirl_last_error(),
+                                                 options.names());
                             }
                             return call.result(info.Env());
                           });
@@ -461,7 +504,7 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                                   Call call = parse_call<Call>(options);
                                   auto* worker = new KernelWorker<Call>(
                                       info.Env(), name, std::move(call), options.inputs(),
-                                      std::move(options.snapshot()));
+                                      std::move(options.snapshot()), options.names());
                                   Napi::Promise promise = worker->promise();
                                   worker->Queue();
                                   return promise;
@@ -469,5 +512,12 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                               },
                               async_name));
 }
+
+// The register function of ops.def's op `c_name` (bindings/ops.h), with `Call` as its parse,
+// run and result: written once at the end of each op's binding file.
+#define TIRL_BINDING(c_name, Call)                                   \
+  void register_##c_name(Napi::Env env, Napi::Object exports) {      \
+    define_op<Call>(env, exports, ::tirl::op_name::c_name);          \
+  }
 
 }  // namespace tirl::binding

@@ -24,10 +24,7 @@ struct DpoLossCall {
     o.require_length(c.ref_chosen, "refChosen", pairs, because);
     o.require_length(c.ref_rejected, "refRejected", pairs, because);
     c.options.beta = o.number("beta", c.options.beta);
-    o.require(c.options.beta > 0, "beta", "a number > 0", c.options.beta);
     c.options.label_smoothing = o.number("labelSmoothing", c.options.label_smoothing);
-    o.require(c.options.label_smoothing >= 0 && c.options.label_smoothing < 0.5, "labelSmoothing",
-              "a number in [0, 0.5)", c.options.label_smoothing);
     // Order matches tirl_dpo_variant.
     c.options.variant = static_cast<tirl_dpo_variant>(
         o.choice("variant", {"sigmoid", "hinge", "ipo", "robust"}, c.options.variant));
@@ -59,8 +56,6 @@ struct DpoLossCall {
 
 }  // namespace
 
-void register_dpo_loss(Napi::Env env, Napi::Object exports) {
-  define_op<DpoLossCall>(env, exports, "dpoLoss");
-}
+TIRL_BINDING(dpo_loss, DpoLossCall)
 
 }  // namespace tirl::binding

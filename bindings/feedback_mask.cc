@@ -41,8 +41,6 @@ struct FeedbackMaskCall {
 
 }  // namespace
 
-void register_feedback_mask(Napi::Env env, Napi::Object exports) {
-  define_op<FeedbackMaskCall>(env, exports, "feedbackMask");
-}
+TIRL_BINDING(feedback_mask, FeedbackMaskCall)
 
 }  // namespace tirl::binding

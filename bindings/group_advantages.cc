@@ -26,17 +26,14 @@ struct GroupAdvantagesCall {
     }
     o.require_length(c.group_ids, "groupIds", c.rewards.length, "one per reward: rewards.length");
     if (has_group_size) {
+      // An integer (the C call checks that it divides the reward count).
       c.group_size = o.integer("groupSize", 1, 1, int64_t{1} << 53);
-      if (c.rewards.length % c.group_size != 0) {
-        o.range_error(std::string(o.op()) + ": Expected a groupSize that divides rewards.length (" +
-                      std::to_string(c.rewards.length) + ") for groupSize but received " +
-                      std::to_string(c.group_size));
-      }
     }
     c.options.scale_by_std = o.boolean("scaleByStd", c.options.scale_by_std != 0) ? 1 : 0;
     c.options.epsilon = o.number("epsilon", c.options.epsilon);
-    o.require(c.options.epsilon >= 0, "epsilon", "a number >= 0", c.options.epsilon);
     c.advantages = o.output<float>(nullptr, c.rewards.length, c.advantages_ref);
+    o.name_as("advantages", "out");
+    o.name_as("num_rewards", "rewards.length");
     return c;
   }
 
@@ -51,8 +48,6 @@ struct GroupAdvantagesCall {
 
 }  // namespace
 
-void register_group_advantages(Napi::Env env, Napi::Object exports) {
-  define_op<GroupAdvantagesCall>(env, exports, "groupAdvantages");
-}
+TIRL_BINDING(group_advantages, GroupAdvantagesCall)
 
 }  // namespace tirl::binding

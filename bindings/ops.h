@@ -1,4 +1,5 @@
-// Each op's binding file defines one register function; addon.cc calls them all.
+// The addon's registration: one register function per op of native/src/ops.def, defined
+// in that op's binding file (TIRL_BINDING), called by addon.cc.
 #pragma once
 
 #include <napi.h>
@@ -10,11 +11,10 @@ void register_library(Napi::Env env, Napi::Object exports);
 void register_cuda(Napi::Env env, Napi::Object exports);
 // { available, reason? } as tirl.info().cuda and cuda.available() report it.
 Napi::Object cuda_status_object(Napi::Env env);
-void register_ppo_loss(Napi::Env env, Napi::Object exports);
-void register_group_advantages(Napi::Env env, Napi::Object exports);
-void register_dpo_loss(Napi::Env env, Napi::Object exports);
-void register_feedback_mask(Napi::Env env, Napi::Object exports);
-void register_sequence_logprobs(Napi::Env env, Napi::Object exports);
-void register_token_logprobs(Napi::Env env, Napi::Object exports);
+
+#define TIRL_OP(name, public_name, params, args) \
+  void register_##name(Napi::Env env, Napi::Object exports);
+#include "ops.def"
+#undef TIRL_OP
 
 }  // namespace tirl::binding

@@ -28,52 +28,26 @@ struct PpoLossCall {
     c.weights = o.array<float>("weights", false);
     o.require_length(c.weights, "weights", n, per_token);
 
+    // Values pass through: the C call checks their ranges (and which arrays they need).
     tirl_ppo_options& p = c.options;
     p.clip_low = o.number("clipLow", p.clip_low);
-    o.require(p.clip_low >= 0 && p.clip_low < 1, "clipLow", "a number in [0, 1)", p.clip_low);
+    // From JavaScript, clipHigh defaults to clipLow (a symmetric clip).
     p.clip_high = o.number("clipHigh", p.clip_low);
-    o.require(p.clip_high >= 0, "clipHigh", "a number >= 0", p.clip_high);
-    if (o.has("dualClip")) {
-      p.dual_clip = o.number("dualClip", 0);
-      o.require(p.dual_clip > 1, "dualClip", "a number > 1", p.dual_clip);
-    }
+    p.dual_clip = o.unless_zero("dualClip", p.dual_clip);
     p.aggregation = static_cast<tirl_aggregation>(
         o.choice("aggregation",
                  {"token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
                   "seq-mean-token-sum-norm"},
                  p.aggregation));
-    // 0 means "default" in the C options; from JavaScript the default is an absent field.
-    const auto positive = [&](const char* name, double fallback) {
-      if (!o.has(name)) return fallback;
-      const double value = o.number(name, fallback);
-      o.require(value > 0, name, "a number > 0", value);
-      return value;
-    };
-    p.token_normalizer = positive("tokenNormalizer", p.token_normalizer);
-    p.seq_normalizer = positive("seqNormalizer", p.seq_normalizer);
-    p.horizon = positive("horizon", p.horizon);
-    p.dp_size = positive("dpSize", p.dp_size);
+    p.token_normalizer = o.unless_zero("tokenNormalizer", p.token_normalizer);
+    p.seq_normalizer = o.unless_zero("seqNormalizer", p.seq_normalizer);
+    p.horizon = o.unless_zero("horizon", p.horizon);
+    p.dp_size = o.number("dpSize", p.dp_size);
     p.kl_coef = o.number("klCoef", p.kl_coef);
-    o.require(p.kl_coef >= 0, "klCoef", "a number >= 0", p.kl_coef);
     p.kl_estimator = static_cast<tirl_kl_estimator>(
         o.choice("klEstimator", {"k1", "k2", "k3", "abs"}, p.kl_estimator));
     p.ratio_level =
         static_cast<tirl_ratio_level>(o.choice("ratioLevel", {"token", "sequence"}, p.ratio_level));
-    if (p.kl_coef > 0 && !c.ref_logp.present) {
-      o.type_error("a Float32Array (klCoef > 0 needs the reference log-probs)", "refLogp",
-                   o.env().Undefined());
-    }
-
-    const bool needs_sequences = p.aggregation != TIRL_AGG_TOKEN_MEAN &&
-                                 p.aggregation != TIRL_AGG_TOKEN_SUM;
-    const bool sequence_ratio = p.ratio_level == TIRL_RATIO_SEQUENCE;
-    if (needs_sequences || sequence_ratio) {
-      if (!o.has("seqOffsets")) {
-        o.type_error(std::string("an Int32Array (needed by ") +
-                         (sequence_ratio ? "ratioLevel 'sequence'" : "a seq-* aggregation") + ")",
-                     "seqOffsets", o.env().Undefined());
-      }
-    }
     c.seq_offsets = o.array<int32_t>("seqOffsets", false);
     if (c.seq_offsets.present && c.seq_offsets.length < 1) {
       o.range_error(std::string(o.op()) +
@@ -109,8 +83,6 @@ struct PpoLossCall {
 
 }  // namespace
 
-void register_ppo_loss(Napi::Env env, Napi::Object exports) {
-  define_op<PpoLossCall>(env, exports, "ppoLoss");
-}
+TIRL_BINDING(ppo_loss, PpoLossCall)
 
 }  // namespace tirl::binding

@@ -58,6 +58,7 @@ struct SequenceLogprobsBackwardCall {
                      "one per sequence: seqOffsets.length - 1");
     c.average = o.boolean("average", false);
     c.out = o.output<float>(nullptr, c.mask.length, c.out_ref);
+    o.name_as("grad_logp", "out");
     return c;
   }
 
@@ -72,9 +73,7 @@ struct SequenceLogprobsBackwardCall {
 
 }  // namespace
 
-void register_sequence_logprobs(Napi::Env env, Napi::Object exports) {
-  define_op<SequenceLogprobsCall>(env, exports, "sequenceLogprobs");
-  define_op<SequenceLogprobsBackwardCall>(env, exports, "sequenceLogprobsBackward");
-}
+TIRL_BINDING(sequence_logprobs, SequenceLogprobsCall)
+TIRL_BINDING(sequence_logprobs_backward, SequenceLogprobsBackwardCall)
 
 }  // namespace tirl::binding

@@ -37,8 +37,6 @@ struct LogitsInput {
                     " (labels.length * vocabSize) but received length " + std::to_string(length));
     }
     in.temperature = o.number("temperature", 1);
-    o.require(in.temperature >= TIRL_MIN_TEMPERATURE && in.temperature <= TIRL_MAX_TEMPERATURE,
-              "temperature", "a number in [1e-37, 1e37]", in.temperature);
     return in;
   }
 };
@@ -91,6 +89,7 @@ struct TokenLogprobsBackwardCall {
     // a partial overlap.
     c.grad_logits = o.output<float>(nullptr, c.in.num_tokens() * c.in.vocab_size,
                                     c.grad_logits_ref);
+    o.name_as("grad_logits", "out");
     return c;
   }
 
@@ -106,9 +105,7 @@ struct TokenLogprobsBackwardCall {
 
 }  // namespace
 
-void register_token_logprobs(Napi::Env env, Napi::Object exports) {
-  define_op<TokenLogprobsCall>(env, exports, "tokenLogprobs");
-  define_op<TokenLogprobsBackwardCall>(env, exports, "tokenLogprobsBackward");
-}
+TIRL_BINDING(token_logprobs, TokenLogprobsCall)
+TIRL_BINDING(token_logprobs_backward, TokenLogprobsBackwardCall)
 
 }  // namespace tirl::binding

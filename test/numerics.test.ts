@@ -139,7 +139,7 @@ describe('numerics: tokenLogprobs at the extremes', () => {
     }
     const call = (temperature: number) => () => tokenLogprobs({ logits, vocabSize: v, labels, temperature });
     checkBadInputs([
-      { name: 'temperature 9e-38', call: call(9e-38), error: RangeError, message: 'Expected a number in [1e-37, 1e37] for temperature but received 9.0000000000000002e-38' },
+      { name: 'temperature 9e-38', call: call(9e-38), error: RangeError, message: 'Expected a number in [1e-37, 1e+37] for temperature but received 9e-38' },
       { name: 'temperature 1.1e37', call: call(1.1e37), error: RangeError, message: 'for temperature' },
       { name: 'temperature 5e-324', call: call(5e-324), error: RangeError, message: 'for temperature' },
     ]);

@@ -69,7 +69,7 @@ static void test_errors(void) {
   CHECK(strstr(tirl_last_error(), "roles[1] = 7") != NULL, "message: %s", tirl_last_error());
   s = tirl_feedback_mask(roles, 3, bad_offsets, 1, NULL, mask, NULL, tirl_cpu());
   CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "bad offsets accepted");
-  CHECK(strstr(tirl_last_error(), "seqOffsets") != NULL, "message: %s", tirl_last_error());
+  CHECK(strstr(tirl_last_error(), "seq_offsets") != NULL, "message: %s", tirl_last_error());
   CHECK(tirl_set_num_threads(0) == TIRL_ERROR_INVALID_ARGUMENT, "0 threads accepted");
 }
 

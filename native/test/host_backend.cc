@@ -59,77 +59,14 @@ tirl_status copy(tirl_device device, void* destination, const void* source, size
 
 tirl_status synchronize(tirl_device device) { return check_device(device, "tirl_cuda_synchronize"); }
 
-tirl_status feedback_mask(const uint8_t* roles, int64_t num_tokens, const int32_t* seq_offsets,
-                          int64_t num_seqs, const uint8_t* keep, uint8_t* mask,
-                          int32_t* action_tokens, tirl_device device) {
-  if (tirl_status s = check_device(device, "feedbackMask")) return s;
-  return carry(tirl_feedback_mask(roles, num_tokens, seq_offsets, num_seqs, keep, mask,
-                                  action_tokens, tirl_cpu()));
-}
-
-tirl_status group_advantages(const float* rewards, int64_t num_rewards, const int32_t* group_ids,
-                             int64_t group_size, const tirl_group_advantages_options* options,
-                             float* advantages, tirl_device device) {
-  if (tirl_status s = check_device(device, "groupAdvantages")) return s;
-  return carry(tirl_group_advantages(rewards, num_rewards, group_ids, group_size, options,
-                                     advantages, tirl_cpu()));
-}
-
-tirl_status dpo_loss(const float* policy_chosen, const float* policy_rejected,
-                     const float* ref_chosen, const float* ref_rejected, int64_t num_pairs,
-                     const tirl_dpo_options* options, float* grad_chosen, float* grad_rejected,
-                     float* chosen_rewards, float* rejected_rewards, tirl_dpo_result* result,
-                     tirl_device device) {
-  if (tirl_status s = check_device(device, "dpoLoss")) return s;
-  return carry(tirl_dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, num_pairs,
-                             options, grad_chosen, grad_rejected, chosen_rewards,
-                             rejected_rewards, result, tirl_cpu()));
-}
-
-tirl_status sequence_logprobs(const float* logp, const uint8_t* mask, int64_t num_tokens,
-                              const int32_t* seq_offsets, int64_t num_seqs, int32_t average,
-                              float* out, tirl_device device) {
-  if (tirl_status s = check_device(device, "sequenceLogprobs")) return s;
-  return carry(tirl_sequence_logprobs(logp, mask, num_tokens, seq_offsets, num_seqs, average, out,
-                                      tirl_cpu()));
-}
-
-tirl_status sequence_logprobs_backward(const float* grad_seq, const uint8_t* mask,
-                                       int64_t num_tokens, const int32_t* seq_offsets,
-                                       int64_t num_seqs, int32_t average, float* grad_logp,
-                                       tirl_device device) {
-  if (tirl_status s = check_device(device, "sequenceLogprobsBackward")) return s;
-  return carry(tirl_sequence_logprobs_backward(grad_seq, mask, num_tokens, seq_offsets, num_seqs,
-                                               average, grad_logp, tirl_cpu()));
-}
-
-tirl_status ppo_loss(const float* logp, const float* old_logp, const float* advantages,
-                     const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
-                     int64_t num_seqs, const float* ref_logp, const float* weights,
-                     const tirl_ppo_options* options, float* grad, tirl_ppo_result* result,
-                     tirl_device device) {
-  if (tirl_status s = check_device(device, "ppoLoss")) return s;
-  return carry(tirl_ppo_loss(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs,
-                             ref_logp, weights, options, grad, result, tirl_cpu()));
-}
-
-tirl_status token_logprobs(const void* logits, tirl_dtype dtype, int64_t num_tokens,
-                           int64_t vocab_size, const int32_t* labels, double temperature,
-                           float* logp, float* entropy, tirl_device device) {
-  if (tirl_status s = check_device(device, "tokenLogprobs")) return s;
-  return carry(tirl_token_logprobs(logits, dtype, num_tokens, vocab_size, labels, temperature, logp,
-                                   entropy, tirl_cpu()));
-}
-
-tirl_status token_logprobs_backward(const void* logits, tirl_dtype dtype, int64_t num_tokens,
-                                    int64_t vocab_size, const int32_t* labels, double temperature,
-                                    const float* grad_logp, const float* grad_entropy,
-                                    float* grad_logits, tirl_device device) {
-  if (tirl_status s = check_device(device, "tokenLogprobsBackward")) return s;
-  return carry(tirl_token_logprobs_backward(logits, dtype, num_tokens, vocab_size, labels,
-                                            temperature, grad_logp, grad_entropy, grad_logits,
-                                            tirl_cpu()));
-}
+// Each op of ops.def: the CPU kernels through libtirl's C ABI, on the CPU device.
+#define TIRL_OP(name, public_name, params, args)                       \
+  tirl_status name(TIRL_EXPAND params, tirl_device device) {          \
+    if (tirl_status s = check_device(device, public_name)) return s; \
+    return carry(tirl_##name(TIRL_EXPAND args, tirl_cpu()));           \
+  }
+#include "ops.def"
+#undef TIRL_OP
 
 const tirl_cuda_backend kBackend = {
     TIRL_CUDA_BACKEND_VERSION,
@@ -140,14 +77,11 @@ const tirl_cuda_backend kBackend = {
     &release,
     &copy,
     &synchronize,
-    &feedback_mask,
-    &group_advantages,
-    &dpo_loss,
-    &sequence_logprobs,
-    &sequence_logprobs_backward,
-    &ppo_loss,
-    &token_logprobs,
-    &token_logprobs_backward,
+    {
+#define TIRL_OP(name, public_name, params, args) &name,
+#include "ops.def"
+#undef TIRL_OP
+    },
 };
 
 }  // namespace

@@ -245,7 +245,7 @@ static void test_offset_limit(void) {
                     : tirl_ppo_loss(values, values, values, bytes, n, offsets, 1, NULL, NULL,
                                     &options, NULL, &result, devices[d]);
       CHECK(s == TIRL_ERROR_INVALID_ARGUMENT &&
-                strstr(tirl_last_error(), "at most 2^31 - 1 tokens with int32 seqOffsets") != NULL,
+                strstr(tirl_last_error(), "at most 2^31 - 1 tokens with int32 seq_offsets") != NULL,
             "device %d op %d: status %d, %s", d, op, (int)s, tirl_last_error());
     }
   }

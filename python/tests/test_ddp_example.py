@@ -17,7 +17,7 @@ def test_torchrun_two_processes_match_one(tmp_path):
     # --redirects/--tee 1: Debian 12's torchrun (torch 1.13 on Python 3.11) cannot parse the
     # default "0" (Python 3.11 no longer iterates a Flag's zero member); stdout is teed.
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "--redirects", "1", "--tee", "1", "--log_dir", str(tmp_path / "logs"),
+               "--redirects", "1", "--tee", "1", "--monitor_interval", "0.5", "--log_dir", str(tmp_path / "logs"),
                str(EXAMPLE), "--steps", "4", "--check"]
     run = subprocess.run(command, capture_output=True, text=True, timeout=180,
                          env=dict(os.environ, OMP_NUM_THREADS="1", TIRL_NUM_THREADS="1"))

@@ -262,8 +262,10 @@ def int32_tensor(name: str, value: object, device: torch.device) -> torch.Tensor
     if value.device != device:
         raise value_error(name, f"a tensor on {device}", value)
     if value.dtype == torch.int64:
-        if value.numel() and (int(value.min()) < -2**31 or int(value.max()) >= 2**31):
-            raise value_error(name, "values that fit in int32", value)
+        if value.numel():
+            low, high = torch.aminmax(value)
+            if int(low) < -2**31 or int(high) >= 2**31:
+                raise value_error(name, "values that fit in int32", value)
         value = value.to(torch.int32)
     return value if value.is_contiguous() else value.contiguous()
 

@@ -1,5 +1,7 @@
-// Argument checks shared by every op's C entry point. Each returns TIRL_OK or records a
-// message naming the argument, what was expected and what came.
+// Argument checks shared by every op's C entry point (api/<op>.cc). Each returns TIRL_OK or
+// records a message of the one shape, naming the C argument:
+//   "<op>: Expected <what> for <c_name> but received <value>"
+// (the bindings put their own names for the C names: clip_low becomes clipLow in JavaScript).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,14 @@ tirl_status check_seq_offsets(const int32_t* seq_offsets, int64_t num_seqs, int6
 // this, then hands a CUDA device to the CUDA library (common/cuda.h: run_on_cuda).
 tirl_status check_device(tirl_device device, const char* op);
 
+// Unless `valid`: "<op>: Expected <expected> for <name> but received <value>".
+tirl_status check_value(bool valid, const char* op, const char* name, const char* expected,
+                        double value);
+
+// "<op>: Expected <name> with <because> but received NULL": an array an option needs.
+tirl_status missing(const char* op, const char* name, const char* because);
+
+// The shortest text that reads back as `value` ("0.2", "1e+30"); NaN, Infinity, -Infinity.
 std::string format_double(double value);
 
 // Index arrays in host memory (labels, seq_offsets, group ids) are copied before they are

@@ -5,16 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
-#include "common/cuda.h"
-#include "common/validate.h"
+#include "cpu/ops.h"
 #include "math/dpo_loss.h"
 
-namespace tirl {
+namespace tirl::cpu {
 namespace {
-
-constexpr const char* kOp = "dpoLoss";
 
 // Pairs per chunk: fixed, so the per-chunk partial sums (combined in chunk order) do not
 // depend on the thread count.
@@ -68,62 +66,17 @@ void dpo_loss_cpu(const DpoArrays& arrays, int64_t num_pairs, const tirl_dpo_opt
 }
 
 }  // namespace
-}  // namespace tirl
 
-extern "C" tirl_dpo_options tirl_dpo_options_default(void) {
-  tirl_dpo_options options;
-  options.beta = 0.1;
-  options.label_smoothing = 0.0;
-  options.variant = TIRL_DPO_SIGMOID;
-  return options;
+
+tirl_status dpo_loss(const float* policy_chosen, const float* policy_rejected,
+                     const float* ref_chosen, const float* ref_rejected, int64_t num_pairs,
+                     const tirl_dpo_options* options, float* grad_chosen, float* grad_rejected,
+                     float* chosen_rewards, float* rejected_rewards, tirl_dpo_result* result,
+                     tirl_device) {
+  dpo_loss_cpu({policy_chosen, policy_rejected, ref_chosen, ref_rejected, grad_chosen,
+                grad_rejected, chosen_rewards, rejected_rewards},
+               num_pairs, *options, result);
+  return ok();
 }
 
-extern "C" tirl_status tirl_dpo_loss(const float* policy_chosen, const float* policy_rejected,
-                                     const float* ref_chosen, const float* ref_rejected,
-                                     int64_t num_pairs, const tirl_dpo_options* options,
-                                     float* grad_chosen, float* grad_rejected,
-                                     float* chosen_rewards, float* rejected_rewards,
-                                     tirl_dpo_result* result, tirl_device device) {
-  using namespace tirl;
-  return guarded([&]() -> tirl_status {
-    tirl_status s;
-    if ((s = check_count(num_pairs, kOp, "num_pairs")) ||
-        (s = check_pointer(policy_chosen, num_pairs, kOp, "policy_chosen")) ||
-        (s = check_pointer(policy_rejected, num_pairs, kOp, "policy_rejected")) ||
-        (s = check_pointer(ref_chosen, num_pairs, kOp, "ref_chosen")) ||
-        (s = check_pointer(ref_rejected, num_pairs, kOp, "ref_rejected")) ||
-        (s = check_device(device, kOp))) {
-      return s;
-    }
-    if (options == nullptr || result == nullptr) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) + ": expected options and result");
-    }
-    // The per-pair math is f32: a beta that is no normal f32 would become 0 or Inf there.
-    if (!(options->beta >= FLT_MIN && options->beta <= FLT_MAX)) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": Expected a number in [" + format_double(FLT_MIN) + ", " +
-                      format_double(FLT_MAX) + "] (a positive normal float32) for beta but received " +
-                      format_double(options->beta));
-    }
-    if (!(options->label_smoothing >= 0.0 && options->label_smoothing < 0.5)) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": expected label_smoothing in [0, 0.5) but received " +
-                      format_double(options->label_smoothing));
-    }
-    if (options->variant < TIRL_DPO_SIGMOID || options->variant > TIRL_DPO_ROBUST) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) + ": unknown variant " +
-                                                   std::to_string(options->variant));
-    }
-    if (device.type == TIRL_DEVICE_CUDA) {
-      return run_on_cuda(kOp, [&](const tirl_cuda_backend& cuda) {
-        return cuda.dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, num_pairs,
-                             options, grad_chosen, grad_rejected, chosen_rewards,
-                             rejected_rewards, result, device);
-      });
-    }
-    dpo_loss_cpu({policy_chosen, policy_rejected, ref_chosen, ref_rejected, grad_chosen,
-                  grad_rejected, chosen_rewards, rejected_rewards},
-                 num_pairs, *options, result);
-    return ok();
-  });
-}
+}  // namespace tirl::cpu

@@ -2,16 +2,17 @@
 #include <string>
 #include <vector>
 
-#include "common/cuda.h"
+#include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
-#include "common/validate.h"
+#include "api/op_names.h"
+#include "cpu/ops.h"
 #include "math/feedback_mask.h"
 
-namespace tirl {
+namespace tirl::cpu {
 namespace {
 
-constexpr const char* kOp = "feedbackMask";
+constexpr const char* kOp = op_name::feedback_mask;
 
 // Work is cut by tokens, not by sequences, so one long sequence still uses every thread.
 // A chunk owns the sequences that start inside it (the last chunk also those starting at
@@ -99,36 +100,11 @@ tirl_status feedback_mask_cpu(const uint8_t* roles, int64_t num_tokens, const in
 }
 
 }  // namespace
-}  // namespace tirl
 
-extern "C" tirl_status tirl_feedback_mask(const uint8_t* roles, int64_t num_tokens,
-                                          const int32_t* seq_offsets, int64_t num_seqs,
-                                          const uint8_t* keep, uint8_t* mask,
-                                          int32_t* action_tokens, tirl_device device) {
-  using namespace tirl;
-  return guarded([&]() -> tirl_status {
-    tirl_status s;
-    if ((s = check_count(num_tokens, kOp, "num_tokens")) ||
-        (s = check_count(num_seqs, kOp, "num_seqs")) ||
-        (s = check_pointer(roles, num_tokens, kOp, "roles")) ||
-        (s = check_pointer(mask, num_tokens, kOp, "mask")) ||
-        (s = check_device(device, kOp))) {
-      return s;
-    }
-    if (device.type == TIRL_DEVICE_CUDA) {
-      // seq_offsets and roles are in device memory: the CUDA kernel validates them.
-      if ((s = check_pointer(seq_offsets, 1, kOp, "seq_offsets")) ||
-          (s = check_offset_range(num_tokens, kOp))) {
-        return s;
-      }
-      return run_on_cuda(kOp, [&](const tirl_cuda_backend& cuda) {
-        return cuda.feedback_mask(roles, num_tokens, seq_offsets, num_seqs, keep, mask,
-                                  action_tokens, device);
-      });
-    }
-    std::vector<int32_t> private_offsets;
-    use_private_copy(seq_offsets, num_seqs + 1, private_offsets);
-    if ((s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) return s;
-    return feedback_mask_cpu(roles, num_tokens, seq_offsets, num_seqs, keep, mask, action_tokens);
-  });
+tirl_status feedback_mask(const uint8_t* roles, int64_t num_tokens, const int32_t* seq_offsets,
+                          int64_t num_seqs, const uint8_t* keep, uint8_t* mask,
+                          int32_t* action_tokens, tirl_device) {
+  return feedback_mask_cpu(roles, num_tokens, seq_offsets, num_seqs, keep, mask, action_tokens);
 }
+
+}  // namespace tirl::cpu

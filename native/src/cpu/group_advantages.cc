@@ -9,16 +9,14 @@
 #include <immintrin.h>
 #endif
 
+#include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
-#include "common/cuda.h"
-#include "common/validate.h"
+#include "cpu/ops.h"
 #include "math/group_advantages.h"
 
-namespace tirl {
+namespace tirl::cpu {
 namespace {
-
-constexpr const char* kOp = "groupAdvantages";
 
 // Contiguous groups are processed by the chunk in which they start; a chunk is a fixed
 // range of rewards, so the work split depends only on the size.
@@ -137,63 +135,18 @@ void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_
 }
 
 }  // namespace
-}  // namespace tirl
 
-extern "C" tirl_group_advantages_options tirl_group_advantages_options_default(void) {
-  tirl_group_advantages_options options;
-  options.scale_by_std = 1;
-  options.epsilon = 1e-6;
-  return options;
+tirl_status group_advantages(const float* rewards, int64_t num_rewards, const int32_t* group_ids,
+                             int64_t group_size, const tirl_group_advantages_options* options,
+                             float* advantages, tirl_device) {
+  if (num_rewards == 0) return ok();
+  const bool scale_by_std = options->scale_by_std != 0;
+  if (!normalize_runs(rewards, num_rewards, group_ids, group_size, scale_by_std,
+                      options->epsilon, advantages)) {
+    normalize_scattered(rewards, num_rewards, group_ids, scale_by_std, options->epsilon,
+                        advantages);
+  }
+  return ok();
 }
 
-extern "C" tirl_status tirl_group_advantages(const float* rewards, int64_t num_rewards,
-                                             const int32_t* group_ids, int64_t group_size,
-                                             const tirl_group_advantages_options* options,
-                                             float* advantages, tirl_device device) {
-  using namespace tirl;
-  return guarded([&]() -> tirl_status {
-    tirl_status s;
-    if ((s = check_count(num_rewards, kOp, "num_rewards")) ||
-        (s = check_pointer(rewards, num_rewards, kOp, "rewards")) ||
-        (s = check_pointer(advantages, num_rewards, kOp, "advantages")) ||
-        (s = check_device(device, kOp))) {
-      return s;
-    }
-    if (options == nullptr) return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) + ": expected options");
-    if (!(options->epsilon >= 0.0) || !std::isfinite(options->epsilon)) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) +
-                                                   ": expected a finite epsilon >= 0 but received " +
-                                                   format_double(options->epsilon));
-    }
-    // No rewards, no groups: an empty typed array may arrive as a null group_ids.
-    if (num_rewards == 0) return ok();
-    if (group_ids != nullptr && num_rewards > INT32_MAX) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": Expected at most 2^31 - 1 rewards with groupIds (group_ids) but "
-                                   "received " + std::to_string(num_rewards) + " rewards");
-    }
-    if (group_ids == nullptr) {
-      if (group_size < 1 || num_rewards % group_size != 0) {
-        return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                    std::string(kOp) + ": expected group ids, or a group size >= 1 that divides " +
-                        std::to_string(num_rewards) + " rewards, but received group size " +
-                        std::to_string(group_size));
-      }
-    }
-    if (device.type == TIRL_DEVICE_CUDA) {
-      return run_on_cuda(kOp, [&](const tirl_cuda_backend& cuda) {
-        return cuda.group_advantages(rewards, num_rewards, group_ids, group_size, options,
-                                     advantages, device);
-      });
-    }
-    std::vector<int32_t> private_ids;
-    use_private_copy(group_ids, num_rewards, private_ids);
-    const bool scale_by_std = options->scale_by_std != 0;
-    if (!normalize_runs(rewards, num_rewards, group_ids, group_size, scale_by_std,
-                        options->epsilon, advantages)) {
-      normalize_scattered(rewards, num_rewards, group_ids, scale_by_std, options->epsilon,
-                          advantages);
-    }
-    return ok();
-  });
-}
+}  // namespace tirl::cpu

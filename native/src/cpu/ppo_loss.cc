@@ -13,16 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
-#include "common/cuda.h"
-#include "common/validate.h"
+#include "cpu/ops.h"
 #include "math/ppo_loss.h"
 
-namespace tirl {
+namespace tirl::cpu {
 namespace {
-
-constexpr const char* kOp = "ppoLoss";
 
 constexpr int64_t kTokensPerChunk = 16384;
 // Per-token results go through a block of this many tokens on the stack (in L1) so that the
@@ -168,13 +166,8 @@ void sequence_sums(const Inputs& in, bool log_ratio, std::vector<int64_t>& maske
 tirl_status ppo_loss_cpu(const Inputs& in, const tirl_ppo_options& o, tirl_ppo_result* result) {
   const bool kl = in.ref_logp != nullptr;
   const bool sequence_ratio = o.ratio_level == TIRL_RATIO_SEQUENCE;
-  const bool per_sequence_scale = o.aggregation == TIRL_AGG_SEQ_MEAN_TOKEN_SUM ||
-                                  o.aggregation == TIRL_AGG_SEQ_MEAN_TOKEN_MEAN ||
-                                  o.aggregation == TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM;
+  const bool per_sequence_scale = per_sequence_aggregation(o.aggregation);
 
-  // The aggregation as a factor per token (MATH.md's table); a zero normaliser (nothing
-  // to average over) gives factor 0, hence loss 0 and gradient 0.
-  auto factor = [&](double normaliser) { return normaliser > 0 ? o.dp_size / normaliser : 0.0; };
   SequenceConstants shared{0.0f, {1.0f, 0.0f}};
   std::vector<SequenceConstants> per_sequence;
   if (per_sequence_scale || sequence_ratio) {
@@ -189,38 +182,25 @@ tirl_status ppo_loss_cpu(const Inputs& in, const tirl_ppo_options& o, tirl_ppo_r
       masked_total += masked[static_cast<size_t>(s)];
       longest = std::max<int64_t>(longest, in.seq_offsets[s + 1] - in.seq_offsets[s]);
     }
-    const double seqs = o.seq_normalizer > 0 ? o.seq_normalizer : static_cast<double>(non_empty);
-    const double horizon = o.horizon > 0 ? o.horizon : static_cast<double>(longest);
-    const double tokens =
-        o.token_normalizer > 0 ? o.token_normalizer : static_cast<double>(masked_total);
+    const PpoNormalizers normalizers =
+        ppo_normalizers(o, static_cast<double>(masked_total), static_cast<double>(non_empty),
+                        static_cast<double>(longest));
     per_sequence.resize(static_cast<size_t>(in.num_seqs));
     for (int64_t s = 0; s < in.num_seqs; ++s) {
       const int64_t n = masked[static_cast<size_t>(s)];
-      double scale = 0;
-      switch (o.aggregation) {
-        case TIRL_AGG_TOKEN_MEAN: scale = factor(tokens); break;
-        case TIRL_AGG_TOKEN_SUM: scale = o.dp_size; break;
-        case TIRL_AGG_SEQ_MEAN_TOKEN_SUM: scale = factor(seqs); break;
-        case TIRL_AGG_SEQ_MEAN_TOKEN_MEAN: scale = factor(seqs * static_cast<double>(n)); break;
-        case TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM: scale = factor(seqs * horizon); break;
-      }
       per_sequence[static_cast<size_t>(s)] = {
-          static_cast<float>(scale),
+          static_cast<float>(aggregation_scale(o, normalizers, n)),
           sequence_ratio ? sequence_level_ratio(log_ratio_sum[static_cast<size_t>(s)], n)
                          : Ratio{1.0f, 0.0f}};
     }
-  } else if (o.aggregation == TIRL_AGG_TOKEN_SUM) {
-    shared.scale = static_cast<float>(o.dp_size);
   } else {
-    const double tokens = o.token_normalizer > 0
-                              ? o.token_normalizer
-                              : static_cast<double>(count_masked(in.mask, in.num_tokens));
-    shared.scale = static_cast<float>(factor(tokens));
+    // The token-mean default normaliser, the masked count, needs its pre-pass.
+    const bool count = o.aggregation == TIRL_AGG_TOKEN_MEAN && !(o.token_normalizer > 0);
+    const double masked = count ? static_cast<double>(count_masked(in.mask, in.num_tokens)) : 0.0;
+    shared.scale = static_cast<float>(aggregation_scale(o, ppo_normalizers(o, masked, 0, 0), 0));
   }
 
-  const PpoConstants constants{static_cast<float>(1.0 - o.clip_low),
-                               static_cast<float>(1.0 + o.clip_high),
-                               static_cast<float>(o.dual_clip), static_cast<float>(o.kl_coef)};
+  const PpoConstants constants = ppo_constants(o);
   const ChunkKernel kernel =
       pick_kernel(kl, o.kl_estimator, in.weights != nullptr, sequence_ratio, o.dual_clip > 0);
   const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
@@ -238,144 +218,16 @@ tirl_status ppo_loss_cpu(const Inputs& in, const tirl_ppo_options& o, tirl_ppo_r
   return ok();
 }
 
-// ---------------------------------------------------------------- validation
-
-// "ppoLoss: Expected <expected> for <jsName> (<c_name>) but received <value>"
-tirl_status check_option(bool valid, const char* js_name, const char* c_name,
-                         const char* expected, double value) {
-  if (valid) return TIRL_OK;
-  return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(kOp) + ": Expected " + expected + " for " +
-                                               js_name + " (" + c_name + ") but received " +
-                                               format_double(value));
-}
-
-tirl_status check_options(const tirl_ppo_options& o) {
-  tirl_status s;
-  // Written as `!(valid)` tests so that NaN fails every one of them.
-  if ((s = check_option(o.clip_low >= 0 && o.clip_low < 1, "clipLow", "clip_low",
-                        "a number in [0, 1)", o.clip_low)) ||
-      (s = check_option(o.clip_high >= 0 && o.clip_high < 1e30, "clipHigh", "clip_high",
-                        "a finite number >= 0", o.clip_high)) ||
-      (s = check_option(o.dual_clip == 0 || (o.dual_clip > 1 && o.dual_clip < 1e30), "dualClip",
-                        "dual_clip", "a finite number > 1 (or 0 for off)", o.dual_clip)) ||
-      (s = check_option(o.kl_coef >= 0 && o.kl_coef < 1e30, "klCoef", "kl_coef",
-                        "a finite number >= 0", o.kl_coef)) ||
-      (s = check_option(o.token_normalizer >= 0 && o.token_normalizer < 1e300, "tokenNormalizer",
-                        "token_normalizer", "a finite number > 0 (or 0 for the default)",
-                        o.token_normalizer)) ||
-      (s = check_option(o.seq_normalizer >= 0 && o.seq_normalizer < 1e300, "seqNormalizer",
-                        "seq_normalizer", "a finite number > 0 (or 0 for the default)",
-                        o.seq_normalizer)) ||
-      (s = check_option(o.horizon >= 0 && o.horizon < 1e300, "horizon", "horizon",
-                        "a finite number > 0 (or 0 for the default)", o.horizon)) ||
-      (s = check_option(o.dp_size > 0 && o.dp_size <= FLT_MAX, "dpSize", "dp_size",
-                        "a number in (0, 3.40282347e+38] (the loss scale is a float32)",
-                        o.dp_size)) ||
-      (s = check_option(o.aggregation >= TIRL_AGG_TOKEN_MEAN &&
-                            o.aggregation <= TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM,
-                        "aggregation", "aggregation", "a tirl_aggregation", o.aggregation)) ||
-      (s = check_option(o.kl_estimator >= TIRL_KL_K1 && o.kl_estimator <= TIRL_KL_ABS,
-                        "klEstimator", "kl_estimator", "a tirl_kl_estimator", o.kl_estimator)) ||
-      (s = check_option(o.ratio_level == TIRL_RATIO_TOKEN || o.ratio_level == TIRL_RATIO_SEQUENCE,
-                        "ratioLevel", "ratio_level", "a tirl_ratio_level", o.ratio_level))) {
-    return s;
-  }
-  // The aggregation's scale dpSize / normalizer multiplies every token in f32: it must stay
-  // finite (a tiny normalizer made it Inf, and Inf * 0 made the loss NaN).
-  const auto scale_fits = [&](double normalizer) {
-    return normalizer == 0 || o.dp_size / normalizer <= FLT_MAX;
-  };
-  const char* fits = "a number >= dpSize / 3.40282347e+38 (the loss scale is a float32)";
-  if ((s = check_option(scale_fits(o.token_normalizer), "tokenNormalizer", "token_normalizer",
-                        fits, o.token_normalizer)) ||
-      (s = check_option(scale_fits(o.seq_normalizer), "seqNormalizer", "seq_normalizer", fits,
-                        o.seq_normalizer)) ||
-      (s = check_option(scale_fits(o.horizon) &&
-                            (o.seq_normalizer == 0 || o.horizon == 0 ||
-                             o.dp_size / (o.seq_normalizer * o.horizon) <= FLT_MAX),
-                        "horizon", "horizon",
-                        "a number >= dpSize / seqNormalizer / 3.40282347e+38 (the loss scale is a "
-                        "float32)",
-                        o.horizon))) {
-    return s;
-  }
-  return TIRL_OK;
-}
-
 }  // namespace
-}  // namespace tirl
 
-extern "C" tirl_ppo_options tirl_ppo_options_default(void) {
-  tirl_ppo_options o;
-  o.clip_low = 0.2;
-  o.clip_high = 0.2;
-  o.dual_clip = 0;
-  o.aggregation = TIRL_AGG_TOKEN_MEAN;
-  o.token_normalizer = 0;
-  o.seq_normalizer = 0;
-  o.horizon = 0;
-  o.dp_size = 1;
-  o.kl_coef = 0;
-  o.kl_estimator = TIRL_KL_K3;
-  o.ratio_level = TIRL_RATIO_TOKEN;
-  return o;
+tirl_status ppo_loss(const float* logp, const float* old_logp, const float* advantages,
+                     const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
+                     int64_t num_seqs, const float* ref_logp, const float* weights,
+                     const tirl_ppo_options* options, float* grad, tirl_ppo_result* result,
+                     tirl_device) {
+  const Inputs in{logp,    old_logp, advantages, mask,        ref_logp,
+                  weights, grad,     num_tokens, seq_offsets, num_seqs};
+  return ppo_loss_cpu(in, *options, result);
 }
 
-extern "C" tirl_status tirl_ppo_loss(const float* logp, const float* old_logp,
-                                     const float* advantages, const uint8_t* mask,
-                                     int64_t num_tokens, const int32_t* seq_offsets,
-                                     int64_t num_seqs, const float* ref_logp,
-                                     const float* weights, const tirl_ppo_options* options,
-                                     float* grad, tirl_ppo_result* result, tirl_device device) {
-  using namespace tirl;
-  return guarded([&]() -> tirl_status {
-    tirl_status s;
-    if ((s = check_count(num_tokens, kOp, "num_tokens")) ||
-        (s = check_count(num_seqs, kOp, "num_seqs")) ||
-        (s = check_pointer(logp, num_tokens, kOp, "logp")) ||
-        (s = check_pointer(old_logp, num_tokens, kOp, "old_logp")) ||
-        (s = check_pointer(advantages, num_tokens, kOp, "advantages")) ||
-        (s = check_pointer(mask, num_tokens, kOp, "mask")) ||
-        (s = check_pointer(options, 1, kOp, "options")) ||
-        (s = check_pointer(result, 1, kOp, "result")) ||
-        (s = check_device(device, kOp)) || (s = check_options(*options))) {
-      return s;
-    }
-    const tirl_ppo_options& o = *options;
-    const bool needs_sequences = o.aggregation != TIRL_AGG_TOKEN_MEAN &&
-                                 o.aggregation != TIRL_AGG_TOKEN_SUM;
-    std::vector<int32_t> private_offsets;
-    if (seq_offsets != nullptr) {
-      // On CUDA the offsets are in device memory: the kernel checks them.
-      if (device.type == TIRL_DEVICE_CPU) {
-        use_private_copy(seq_offsets, num_seqs + 1, private_offsets);
-        if ((s = check_seq_offsets(seq_offsets, num_seqs, num_tokens, kOp))) return s;
-      } else if ((s = check_offset_range(num_tokens, kOp))) {
-        return s;
-      }
-    } else if (num_seqs != 0 || needs_sequences || o.ratio_level == TIRL_RATIO_SEQUENCE) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": Expected seqOffsets (seq_offsets) with " +
-                      (num_seqs != 0 ? "num_seqs > 0"
-                                     : needs_sequences ? "a seq-* aggregation"
-                                                       : "ratioLevel 'sequence'") +
-                      " but received NULL");
-    }
-    // Like every array, refLogp may be NULL when there are no tokens (an empty typed array
-    // has no memory).
-    if (o.kl_coef > 0 && ref_logp == nullptr && num_tokens > 0) {
-      return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                  std::string(kOp) + ": Expected refLogp (ref_logp) with klCoef > 0 but received NULL");
-    }
-    if (device.type == TIRL_DEVICE_CUDA) {
-      return run_on_cuda(kOp, [&](const tirl_cuda_backend& cuda) {
-        return cuda.ppo_loss(logp, old_logp, advantages, mask, num_tokens, seq_offsets,
-                             seq_offsets ? num_seqs : 0, ref_logp, weights, options, grad, result,
-                             device);
-      });
-    }
-    const Inputs in{logp,       old_logp,   advantages, mask,        ref_logp,
-                    weights,    grad,       num_tokens, seq_offsets, seq_offsets ? num_seqs : 0};
-    return ppo_loss_cpu(in, o, result);
-  });
-}
+}  // namespace tirl::cpu

@@ -15,13 +15,13 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
-#include "common/cuda.h"
-#include "common/validate.h"
+#include "cpu/ops.h"
 #include "math/sequence_logprobs.h"
 
-namespace tirl {
+namespace tirl::cpu {
 namespace {
 
 constexpr int64_t kTokensPerChunk = 16384;
@@ -96,95 +96,44 @@ void for_each_sequence_sum(const float* logp, const uint8_t* mask, int64_t num_t
   }
 }
 
-tirl_status check_common(const uint8_t* mask, int64_t num_tokens, const int32_t*& seq_offsets,
-                         int64_t num_seqs, const float* per_token, const char* per_token_name,
-                         const float* per_seq, const char* per_seq_name, tirl_device device,
-                         const char* op, std::vector<int32_t>& private_offsets) {
-  tirl_status s;
-  if ((s = check_count(num_tokens, op, "num_tokens")) || (s = check_count(num_seqs, op, "num_seqs")) ||
-      (s = check_pointer(mask, num_tokens, op, "mask")) ||
-      (s = check_pointer(per_token, num_tokens, op, per_token_name)) ||
-      (s = check_pointer(per_seq, num_seqs, op, per_seq_name)) ||
-      (s = check_device(device, op))) {
-    return s;
-  }
-  // On CUDA the offsets are in device memory: the kernel checks them.
-  if (device.type == TIRL_DEVICE_CUDA) {
-    if ((s = check_offset_range(num_tokens, op))) return s;
-    return check_pointer(seq_offsets, 1, op, "seq_offsets");
-  }
-  use_private_copy(seq_offsets, num_seqs + 1, private_offsets);
-  return check_seq_offsets(seq_offsets, num_seqs, num_tokens, op);
-}
-
 }  // namespace
-}  // namespace tirl
 
-extern "C" tirl_status tirl_sequence_logprobs(const float* logp, const uint8_t* mask,
-                                              int64_t num_tokens, const int32_t* seq_offsets,
-                                              int64_t num_seqs, int32_t average, float* out,
-                                              tirl_device device) {
-  using namespace tirl;
-  return guarded([&]() -> tirl_status {
-    std::vector<int32_t> private_offsets;
-    if (tirl_status s = check_common(mask, num_tokens, seq_offsets, num_seqs, logp, "logp", out,
-                                     "out", device, "sequenceLogprobs", private_offsets)) {
-      return s;
-    }
-    if (device.type == TIRL_DEVICE_CUDA) {
-      return run_on_cuda("sequenceLogprobs", [&](const tirl_cuda_backend& cuda) {
-        return cuda.sequence_logprobs(logp, mask, num_tokens, seq_offsets, num_seqs, average, out,
-                                      device);
-      });
-    }
-    const bool mean = average != 0;
-    for_each_sequence_sum<true>(logp, mask, num_tokens, seq_offsets, num_seqs,
-                          [&](int64_t s, const MaskedSum& m) { out[s] = sequence_logprob(m.sum, m.count, mean); });
-    return ok();
-  });
+tirl_status sequence_logprobs(const float* logp, const uint8_t* mask, int64_t num_tokens,
+                              const int32_t* seq_offsets, int64_t num_seqs, int32_t average,
+                              float* out, tirl_device) {
+  const bool mean = average != 0;
+  for_each_sequence_sum<true>(logp, mask, num_tokens, seq_offsets, num_seqs,
+                        [&](int64_t s, const MaskedSum& m) { out[s] = sequence_logprob(m.sum, m.count, mean); });
+  return ok();
 }
 
-extern "C" tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, const uint8_t* mask,
-                                                       int64_t num_tokens,
-                                                       const int32_t* seq_offsets,
-                                                       int64_t num_seqs, int32_t average,
-                                                       float* grad_logp, tirl_device device) {
-  using namespace tirl;
-  return guarded([&]() -> tirl_status {
-    std::vector<int32_t> private_offsets;
-    if (tirl_status s = check_common(mask, num_tokens, seq_offsets, num_seqs, grad_logp,
-                                     "grad_logp", grad_seq, "grad_seq", device,
-                                     "sequenceLogprobsBackward", private_offsets)) {
-      return s;
+tirl_status sequence_logprobs_backward(const float* grad_seq, const uint8_t* mask,
+                                       int64_t num_tokens, const int32_t* seq_offsets,
+                                       int64_t num_seqs, int32_t average, float* grad_logp,
+                                       tirl_device) {
+  const bool mean = average != 0;
+  // Averaging needs each sequence's masked count before its tokens are written.
+  std::vector<int64_t> counts;
+  if (mean) {
+    counts.resize(static_cast<size_t>(num_seqs));
+    for_each_sequence_sum<false>(nullptr, mask, num_tokens, seq_offsets, num_seqs,
+                          [&](int64_t s, const MaskedSum& m) { counts[s] = m.count; });
+  }
+  const auto fill_masked = TIRL_SIMD_SELECT(fill_masked);
+  auto body = [&](int64_t chunk) {
+    const int64_t first = chunk * kTokensPerChunk;
+    const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
+    // The sequence holding token `first`: the last one starting at or before it.
+    int64_t s = std::upper_bound(seq_offsets, seq_offsets + num_seqs + 1, first) - seq_offsets - 1;
+    for (int64_t t = first; t < last; ++s) {
+      const int64_t end = std::min<int64_t>(seq_offsets[s + 1], last);
+      const float g = sequence_logprob_token_grad(grad_seq[s], mean ? counts[s] : 0, mean);
+      fill_masked(grad_logp, mask, t, end, g);
+      t = end;
     }
-    if (device.type == TIRL_DEVICE_CUDA) {
-      return run_on_cuda("sequenceLogprobsBackward", [&](const tirl_cuda_backend& cuda) {
-        return cuda.sequence_logprobs_backward(grad_seq, mask, num_tokens, seq_offsets, num_seqs,
-                                               average, grad_logp, device);
-      });
-    }
-    const bool mean = average != 0;
-    // Averaging needs each sequence's masked count before its tokens are written.
-    std::vector<int64_t> counts;
-    if (mean) {
-      counts.resize(static_cast<size_t>(num_seqs));
-      for_each_sequence_sum<false>(nullptr, mask, num_tokens, seq_offsets, num_seqs,
-                            [&](int64_t s, const MaskedSum& m) { counts[s] = m.count; });
-    }
-    const auto fill_masked = TIRL_SIMD_SELECT(fill_masked);
-    auto body = [&](int64_t chunk) {
-      const int64_t first = chunk * kTokensPerChunk;
-      const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
-      // The sequence holding token `first`: the last one starting at or before it.
-      int64_t s = std::upper_bound(seq_offsets, seq_offsets + num_seqs + 1, first) - seq_offsets - 1;
-      for (int64_t t = first; t < last; ++s) {
-        const int64_t end = std::min<int64_t>(seq_offsets[s + 1], last);
-        const float g = sequence_logprob_token_grad(grad_seq[s], mean ? counts[s] : 0, mean);
-        fill_masked(grad_logp, mask, t, end, g);
-        t = end;
-      }
-    };
-    parallel_for(chunk_count(num_tokens, kTokensPerChunk), body);
-    return ok();
-  });
+  };
+  parallel_for(chunk_count(num_tokens, kTokensPerChunk), body);
+  return ok();
 }
+
+}  // namespace tirl::cpu

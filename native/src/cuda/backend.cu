@@ -52,7 +52,7 @@ tirl_status offsets_error(const char* op, const OffsetsReport& report, const int
                           int64_t num_tokens) {
   if (report.first != 0) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) +
-                                                 ": Expected seqOffsets[0] to be 0 but received " +
+                                                 ": Expected seq_offsets[0] to be 0 but received " +
                                                  std::to_string(report.first));
   }
   if (report.first_decreasing != ~0ull) {
@@ -60,13 +60,13 @@ tirl_status offsets_error(const char* op, const OffsetsReport& report, const int
     int32_t pair[2] = {0, 0};
     TIRL_CUDA_TRY(op, cudaMemcpy(pair, seq_offsets + i - 1, sizeof pair, cudaMemcpyDeviceToHost));
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": Expected non-decreasing seqOffsets but received seqOffsets[" +
-                    std::to_string(i) + "] = " + std::to_string(pair[1]) + " < seqOffsets[" +
+                std::string(op) + ": Expected non-decreasing seq_offsets but received seq_offsets[" +
+                    std::to_string(i) + "] = " + std::to_string(pair[1]) + " < seq_offsets[" +
                     std::to_string(i - 1) + "] = " + std::to_string(pair[0]));
   }
   if (report.last != num_tokens) {
     return fail(TIRL_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": Expected seqOffsets to end at the token count " +
+                std::string(op) + ": Expected seq_offsets to end at the token count " +
                     std::to_string(num_tokens) + " but received one ending at " +
                     std::to_string(report.last));
   }
@@ -169,14 +169,11 @@ const tirl_cuda_backend kBackend = {
     &release,
     &copy,
     &synchronize,
-    &feedback_mask,
-    &group_advantages,
-    &dpo_loss,
-    &sequence_logprobs,
-    &sequence_logprobs_backward,
-    &ppo_loss,
-    &token_logprobs,
-    &token_logprobs_backward,
+    {
+#define TIRL_OP(name, public_name, params, args) &cuda::name,
+#include "ops.def"
+#undef TIRL_OP
+    },
 };
 
 }  // namespace

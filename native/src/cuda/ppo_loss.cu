@@ -81,11 +81,6 @@ struct Workspace {
   SequenceConstants* constants;    // one per sequence, when per-sequence
 };
 
-// The aggregation's factor: dp_size / normaliser, 0 when there is nothing to average over.
-__host__ __device__ double factor(double dp_size, double normaliser) {
-  return normaliser > 0 ? dp_size / normaliser : 0.0;
-}
-
 // ------------------------------------------------------------------ pre-passes
 
 __global__ void offsets_kernel(const int32_t* seq_offsets, int64_t num_seqs, OffsetsReport* report) {
@@ -135,20 +130,13 @@ sequence_pass_kernel(const float* __restrict__ logp, const float* __restrict__ o
 __global__ void constants_kernel(int64_t num_seqs, tirl_ppo_options o, bool sequence_ratio,
                                  Workspace w) {
   const Summary sum = *w.summary;
-  const double seqs = o.seq_normalizer > 0 ? o.seq_normalizer : static_cast<double>(sum.non_empty);
-  const double horizon = o.horizon > 0 ? o.horizon : static_cast<double>(sum.longest);
-  const double tokens = o.token_normalizer > 0 ? o.token_normalizer : static_cast<double>(sum.masked);
+  const PpoNormalizers normalizers =
+      ppo_normalizers(o, static_cast<double>(sum.masked), static_cast<double>(sum.non_empty),
+                      static_cast<double>(sum.longest));
   for (int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; s < num_seqs;
        s += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const SequenceSum own = w.sequence_sums[s];
-    double scale = 0;
-    switch (o.aggregation) {
-      case TIRL_AGG_TOKEN_MEAN: scale = factor(o.dp_size, tokens); break;
-      case TIRL_AGG_TOKEN_SUM: scale = o.dp_size; break;
-      case TIRL_AGG_SEQ_MEAN_TOKEN_SUM: scale = factor(o.dp_size, seqs); break;
-      case TIRL_AGG_SEQ_MEAN_TOKEN_MEAN: scale = factor(o.dp_size, seqs * static_cast<double>(own.masked)); break;
-      case TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM: scale = factor(o.dp_size, seqs * horizon); break;
-    }
+    const double scale = aggregation_scale(o, normalizers, static_cast<int64_t>(own.masked));
     w.constants[s] = {static_cast<float>(scale),
                       sequence_ratio ? sequence_level_ratio(own.log_ratio, own.masked) : Ratio{1.0f, 0.0f}};
   }
@@ -187,7 +175,7 @@ __global__ void __launch_bounds__(kThreads) ppo_kernel(MainArgs a, Workspace w) 
   }
   __syncthreads();
   const float shared_scale =
-      a.count_normaliser ? static_cast<float>(factor(a.dp_size, static_cast<double>(w.summary->masked)))
+      a.count_normaliser ? static_cast<float>(aggregation_factor(a.dp_size, static_cast<double>(w.summary->masked)))
                          : a.scale;
 
   PpoTotals mine{0.0, 0.0, 0.0, 0, 0, 0, 0};
@@ -261,9 +249,7 @@ tirl_status ppo_loss(const float* logp, const float* old_logp, const float* adva
     const tirl_ppo_options& o = *options;
     const bool kl = ref_logp != nullptr;
     const bool sequence_ratio = o.ratio_level == TIRL_RATIO_SEQUENCE;
-    const bool per_sequence = o.aggregation == TIRL_AGG_SEQ_MEAN_TOKEN_SUM ||
-                              o.aggregation == TIRL_AGG_SEQ_MEAN_TOKEN_MEAN ||
-                              o.aggregation == TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM || sequence_ratio;
+    const bool per_sequence = per_sequence_aggregation(o.aggregation) || sequence_ratio;
     const int64_t seqs = seq_offsets != nullptr ? num_seqs : 0;
     const int64_t tiles = (num_tokens + kTokensPerTile - 1) / kTokensPerTile;
     const int64_t per_seq = per_sequence ? seqs : 0;
@@ -295,9 +281,7 @@ tirl_status ppo_loss(const float* logp, const float* old_logp, const float* adva
                                                        reinterpret_cast<char*>(w.total), stream));
 
     MainArgs a{logp, old_logp, advantages, mask, ref_logp, weights, grad, num_tokens, seq_offsets,
-               seqs, per_sequence, false, o.dp_size, 0.0f,
-               PpoConstants{static_cast<float>(1.0 - o.clip_low), static_cast<float>(1.0 + o.clip_high),
-                            static_cast<float>(o.dual_clip), static_cast<float>(o.kl_coef)}};
+               seqs, per_sequence, false, o.dp_size, 0.0f, ppo_constants(o)};
     if (per_sequence) {
       if (block_per_sequence(num_tokens, seqs)) {
         sequence_pass_kernel<kThreads><<<blocks_for(seqs, 1), kThreads, 0, stream>>>(
@@ -314,7 +298,7 @@ tirl_status ppo_loss(const float* logp, const float* old_logp, const float* adva
     } else if (o.aggregation == TIRL_AGG_TOKEN_SUM) {
       a.scale = static_cast<float>(o.dp_size);
     } else if (o.token_normalizer > 0) {
-      a.scale = static_cast<float>(factor(o.dp_size, o.token_normalizer));
+      a.scale = static_cast<float>(aggregation_factor(o.dp_size, o.token_normalizer));
     } else {
       a.count_normaliser = true;
       const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(num_tokens, kThreads * 16), 4096));

@@ -13,7 +13,7 @@
 #include <climits>
 #include <string>
 
-#include "common/bf16.h"
+#include "math/bf16.h"
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
 #include "cuda/reduce.cuh"
@@ -252,7 +252,7 @@ tirl_status run_rows(const char* op, int64_t num_tokens, int64_t vocab_size, con
   if (bad != ~0ull) {
     int32_t label = 0;
     TIRL_CUDA_TRY(op, cudaMemcpy(&label, labels + bad, sizeof label, cudaMemcpyDeviceToHost));
-    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) + ": Expected labels in [0, vocabSize = " +
+    return fail(TIRL_ERROR_INVALID_ARGUMENT, std::string(op) + ": Expected labels in [0, vocab_size = " +
                                                  std::to_string(vocab_size) + ") but received labels[" +
                                                  std::to_string(bad) + "] = " + std::to_string(label));
   }

@@ -8,31 +8,11 @@
 #include <cstdint>
 
 #include "math/common.h"
+#include "math/exp.h"
 #include "math/float_bits.h"
 #include "tirl/tirl.h"
 
 namespace tirl {
-
-// exp(x) for x <= 0 (Cody-Waite reduction, Cephes polynomial; about 1 ulp). Below -87
-// (where the result would be subnormal) it is 0, so a saturated pair's loss and gradient
-// are exactly 0, as in f32 PyTorch (absolute error < 1.2e-38). NaN propagates.
-TIRL_HD inline float exp_nonpositive(float x) {
-  const bool underflows = x < -87.0f;
-  x = underflows ? -87.0f : x;
-  const float rounding = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  float n = (x * 1.44269504f + rounding) - rounding;
-  n = n == n ? n : 0.0f;  // NaN: keep the integer conversion defined; the polynomial carries it
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const uint32_t scale_bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;  // 2^n
-  return underflows ? 0.0f : p * bits_float(scale_bits);
-}
 
 // log(1 + e) for e in [0, 1] as 2 atanh(s), s = e / (2 + e) in [0, 1/3]: the odd series
 // 2 s (1 + s^2/3 + s^4/5 + ...) to s^12/13 (truncation below 2e-8, relative). Exact for

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "math/common.h"
+#include "math/exp.h"
 #include "math/float_bits.h"
 #include "tirl/tirl.h"
 
@@ -31,53 +32,6 @@ TIRL_HD inline bool inside(float x, float lo, float hi) { return (x >= lo) & (x 
 // torch.clamp: NaN passes through (both comparisons are false).
 TIRL_HD inline float clamp_keep_nan(float x, float lo, float hi) {
   return select(x < lo, lo, select(x > hi, hi, x));
-}
-
-// e^x = 2^n (1 + r + q) with r = x - n ln 2 in [-ln2/2, ln2/2] and q = e^r - 1 - r as a
-// polynomial (Cephes expf: within 2 ulp), for |x| <= 80; NaN in, NaN out. Kept in parts
-// so that e^x - 1 - x can be had without cancellation.
-struct ExpParts {
-  float two_to_n;
-  float r;
-  float q;
-};
-
-TIRL_HD inline ExpParts exp_parts(float x) {
-  // n = round(x / ln 2) by the 1.5 * 2^23 trick: the low bits of `shifted` hold n.
-  const float kRound = 12582912.0f;
-  const float shifted = x * 1.44269504088896341f + kRound;
-  const float n = shifted - kRound;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;  // Cody-Waite: x - n ln 2
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  // 2^n from the bits of `shifted` (defined for any input; for NaN, r is NaN anyway).
-  const uint32_t two_to_n = (float_bits(shifted) - float_bits(kRound) + 127u) << 23;
-  return {bits_float(two_to_n), r, p * r * r};
-}
-
-// e^x for |x| <= 80. The callers clamp their arguments to [-20, 20] first, so no overflow
-// or denormal handling is needed.
-TIRL_HD inline float exp_bounded(float x) {
-  const ExpParts e = exp_parts(x);
-  return e.two_to_n * ((e.q + e.r) + 1.0f);
-}
-
-struct ExpMinusOne {
-  float em1;          // e^y - 1
-  float em1_minus_y;  // e^y - 1 - y
-};
-
-// e^y - 1 as (2^n - 1) + 2^n (r + q), exact-ish for every y (2^n - 1 is exact); for
-// |y| < ln2/2, n = 0 and r = y, so e^y - 1 - y is q itself with no cancellation. Above, the
-// value is at least 0.05 and em1 - y loses under 3e-6 relative.
-TIRL_HD inline ExpMinusOne exp_minus_one(float y) {
-  const ExpParts e = exp_parts(y);
-  const float em1 = (e.two_to_n - 1.0f) + e.two_to_n * (e.r + e.q);
-  return {em1, select(e.two_to_n == 1.0f, e.q, em1 - y)};
 }
 
 // ---------------------------------------------------------------- importance ratio
@@ -193,6 +147,56 @@ struct PpoConstants {
   float dual_clip;   // 0 = off
   float kl_coef;
 };
+
+TIRL_HD inline PpoConstants ppo_constants(const tirl_ppo_options& o) {
+  return {static_cast<float>(1.0 - o.clip_low), static_cast<float>(1.0 + o.clip_high),
+          static_cast<float>(o.dual_clip), static_cast<float>(o.kl_coef)};
+}
+
+// ---------------------------------------------------------------- aggregation (per call)
+
+// The seq-mean-* aggregations: a factor per sequence (else one factor for every token).
+TIRL_HD inline bool per_sequence_aggregation(tirl_aggregation a) {
+  return a == TIRL_AGG_SEQ_MEAN_TOKEN_SUM || a == TIRL_AGG_SEQ_MEAN_TOKEN_MEAN ||
+         a == TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM;
+}
+
+// What the aggregations divide by (MATH.md's table): the options' normalisers or, where
+// one is 0, its default from the batch: the masked tokens, the sequences with a masked
+// token, the longest sequence in tokens.
+struct PpoNormalizers {
+  double tokens;
+  double seqs;
+  double horizon;
+};
+
+TIRL_HD inline PpoNormalizers ppo_normalizers(const tirl_ppo_options& o, double masked_tokens,
+                                              double non_empty_seqs, double longest_seq) {
+  return {o.token_normalizer > 0 ? o.token_normalizer : masked_tokens,
+          o.seq_normalizer > 0 ? o.seq_normalizer : non_empty_seqs,
+          o.horizon > 0 ? o.horizon : longest_seq};
+}
+
+// dp_size / normaliser; a zero normaliser (nothing to average over) gives factor 0, hence
+// loss 0 and gradient 0.
+TIRL_HD inline double aggregation_factor(double dp_size, double normaliser) {
+  return normaliser > 0 ? dp_size / normaliser : 0.0;
+}
+
+// The aggregation's factor for the tokens of a sequence with `seq_masked` masked tokens
+// (any value for the token-level aggregations, whose factor is the batch's).
+TIRL_HD inline double aggregation_scale(const tirl_ppo_options& o, const PpoNormalizers& n,
+                                        int64_t seq_masked) {
+  switch (o.aggregation) {
+    case TIRL_AGG_TOKEN_MEAN: return aggregation_factor(o.dp_size, n.tokens);
+    case TIRL_AGG_TOKEN_SUM: return o.dp_size;
+    case TIRL_AGG_SEQ_MEAN_TOKEN_SUM: return aggregation_factor(o.dp_size, n.seqs);
+    case TIRL_AGG_SEQ_MEAN_TOKEN_MEAN:
+      return aggregation_factor(o.dp_size, n.seqs * static_cast<double>(seq_masked));
+    case TIRL_AGG_SEQ_MEAN_TOKEN_SUM_NORM: return aggregation_factor(o.dp_size, n.seqs * n.horizon);
+  }
+  return 0.0;
+}
 
 // x - x is 0 for a finite x and NaN for Inf or NaN; one comparison tests them all.
 TIRL_HD inline float finite_probe(float x) { return x - x; }

@@ -40,7 +40,7 @@ class DpoLossFunction(torch.autograd.Function):
             rejected_rewards.data_ptr(), ctypes.byref(result),
             _abi.device_of("policy_chosen", policy_chosen)), "dpo_loss")
         ctx.save_for_backward(grad_chosen, grad_rejected)
-        return torch.tensor(result.loss, dtype=torch.float32, device=policy_chosen.device)
+        return torch.scalar_tensor(result.loss, dtype=torch.float32, device=policy_chosen.device)
 
     @staticmethod
     def backward(ctx, grad_loss):  # type: ignore[override]

@@ -48,7 +48,7 @@ class PpoLossFunction(torch.autograd.Function):
             ctypes.byref(options), grad.data_ptr(), ctypes.byref(result),
             _abi.device_of("logp", logp)), "ppo_loss")
         ctx.save_for_backward(grad)
-        return torch.tensor(result.loss, dtype=torch.float32, device=logp.device)
+        return torch.scalar_tensor(result.loss, dtype=torch.float32, device=logp.device)
 
     @staticmethod
     def backward(ctx, grad_loss):  # type: ignore[override]

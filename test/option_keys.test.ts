@@ -1,0 +1,68 @@
+/**
+ * The bindings' translation layer, for every op: an option key no one reads is refused by
+ * name, a value passes through to the core, whose one message (naming the C argument) comes
+ * out with the JavaScript name, the same from the sync and the async form.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import * as tirl from '../lib/index.js';
+
+const f32 = (...values: number[]) => Float32Array.from(values);
+const u8 = (...values: number[]) => Uint8Array.from(values);
+const i32 = (...values: number[]) => Int32Array.from(values);
+
+/** A valid call of every op. */
+const CALLS: Record<string, Record<string, unknown>> = {
+  ppoLoss: { logp: f32(-1, -2), oldLogp: f32(-1, -2), advantages: f32(1, -1), mask: u8(1, 1) },
+  groupAdvantages: { rewards: f32(1, 2, 3, 4), groupSize: 2 },
+  dpoLoss: { policyChosen: f32(-1), policyRejected: f32(-2), refChosen: f32(-1), refRejected: f32(-2) },
+  feedbackMask: { roles: u8(0, 1, 2), seqOffsets: i32(0, 3) },
+  sequenceLogprobs: { logp: f32(-1, -2), mask: u8(1, 1), seqOffsets: i32(0, 2) },
+  sequenceLogprobsBackward: { gradSeq: f32(1), mask: u8(1, 1), seqOffsets: i32(0, 2) },
+  tokenLogprobs: { logits: f32(1, 2, 3, 4), vocabSize: 2, labels: i32(0, 1) },
+  tokenLogprobsBackward: { logits: f32(1, 2, 3, 4), vocabSize: 2, labels: i32(0, 1), gradLogp: f32(1, 1) },
+};
+
+type Op = (options: unknown) => unknown;
+const op = (name: string) => (tirl as unknown as Record<string, Op>)[name];
+
+async function throwsBoth(name: string, options: unknown, error: typeof TypeError, message: RegExp) {
+  assert.throws(() => op(name)(options), (e: Error) => e instanceof error && message.test(e.message), `${name} sync`);
+  await assert.rejects(Promise.resolve().then(() => op(name + 'Async')(options)), (e: Error) => e instanceof error && message.test(e.message), `${name} async`);
+}
+
+describe('option keys', () => {
+  for (const [name, call] of Object.entries(CALLS)) {
+    it(`${name}: a misspelt key is a TypeError naming it and the op; an undefined one is as good as absent`, async () => {
+      op(name)(call);
+      await throwsBoth(name, { ...call, tempreature: 0.5 }, TypeError, new RegExp(`^${name}: Expected no option named 'tempreature' \\(${name} reads [^)]+\\) but received the number 0.5$`));
+      op(name)({ ...call, tempreature: undefined });
+    });
+  }
+
+  it('tokenLogprobsBackward refuses the forward-only withEntropy', async () => {
+    await throwsBoth('tokenLogprobsBackward', { ...CALLS.tokenLogprobsBackward, withEntropy: true }, TypeError, /'withEntropy'/);
+  });
+});
+
+describe('one validation layer: the core decides ranges, the binding names the JavaScript option', () => {
+  const ppo = CALLS.ppoLoss;
+  const cases: [string, string, Record<string, unknown>, typeof TypeError, RegExp][] = [
+    ['ppoLoss', 'clipHigh', { ...ppo, clipHigh: -1 }, RangeError, /^ppoLoss: Expected a finite number >= 0 for clipHigh but received -1$/],
+    ['ppoLoss', 'clipLow', { ...ppo, clipLow: NaN }, RangeError, /^ppoLoss: Expected a number in \[0, 1\) for clipLow but received NaN$/],
+    ['ppoLoss', 'dualClip', { ...ppo, dualClip: 0.5 }, RangeError, /^ppoLoss: Expected a finite number > 1 \(or 0 for off\) for dualClip but received 0.5$/],
+    ['ppoLoss', 'dualClip 0', { ...ppo, dualClip: 0 }, RangeError, /^ppoLoss: Expected a number other than 0 for dualClip/],
+    ['ppoLoss', 'dpSize', { ...ppo, dpSize: Infinity }, RangeError, /for dpSize but received Infinity$/],
+    ['ppoLoss', 'refLogp', { ...ppo, klCoef: 0.1 }, TypeError, /^ppoLoss: Expected refLogp with klCoef > 0 but received undefined$/],
+    ['ppoLoss', 'seqOffsets', { ...ppo, aggregation: 'seq-mean-token-sum' }, TypeError, /^ppoLoss: Expected seqOffsets with a seq-mean-\* aggregation but received undefined$/],
+    ['ppoLoss', 'seqOffsets[1]', { ...ppo, seqOffsets: i32(0, 3, 2) }, RangeError, /^ppoLoss: Expected non-decreasing seqOffsets but received seqOffsets\[2\] = 2 < seqOffsets\[1\] = 3$/],
+    ['groupAdvantages', 'groupSize', { rewards: f32(1, 2, 3), groupSize: 2 }, RangeError, /^groupAdvantages: Expected a groupSize >= 1 that divides rewards\.length \(3\) for groupSize but received 2$/],
+    ['groupAdvantages', 'epsilon', { ...CALLS.groupAdvantages, epsilon: -1 }, RangeError, /for epsilon but received -1$/],
+    ['dpoLoss', 'labelSmoothing', { ...CALLS.dpoLoss, labelSmoothing: 0.5 }, RangeError, /^dpoLoss: Expected a number in \[0, 0\.5\) for labelSmoothing but received 0.5$/],
+    ['tokenLogprobs', 'temperature', { ...CALLS.tokenLogprobs, temperature: 0 }, RangeError, /^tokenLogprobs: Expected a number in \[1e-37, 1e\+37\] for temperature but received 0$/],
+    ['tokenLogprobs', 'labels', { ...CALLS.tokenLogprobs, labels: i32(0, 2) }, RangeError, /^tokenLogprobs: Expected labels in \[0, vocabSize = 2\) but received labels\[1\] = 2$/],
+  ];
+  for (const [name, label, options, error, message] of cases) {
+    it(`${name} ${label}`, async () => throwsBoth(name, options, error, message));
+  }
+});
