@@ -130,7 +130,8 @@ describe('tirl demo', () => {
     const out = mkdtempSync(join(tmpdir(), 'tirl-demo-'));
     try {
       const entry = new URL('../app/demo/index.js', import.meta.url).href;
-      const script = `import { runDemo } from '${entry}'; await runDemo(process.argv.slice(2));`;
+      // With -e there is no script path: the demo's flags start at argv[1].
+      const script = `import { runDemo } from '${entry}'; await runDemo(process.argv.slice(1));`;
       const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script, '--', '--quick', '--json', '--out', out]);
       const summary = JSON.parse(stdout.trim().split('\n').pop()!);
       for (const key of ['warmStartSuccess', 'rlSuccess', 'seconds', 'voidFilteredFraction']) {
