@@ -1,5 +1,5 @@
 /**
- * The `tirl` command (bin/tirl.js): `tirl demo`, `tirl bench`, `tirl info`, `tirl help`. Each command
+ * The `tirl` command (bin/tirl.js): `tirl demo`, `tirl serve`, `tirl bench`, `tirl info`, `tirl help`. Each command
  * loads what it needs on demand, so `tirl help` works even where the addon does not load.
  */
 
@@ -11,6 +11,8 @@ Commands:
   info     print the version, threads, SIMD path and build of the native library
   demo     train a small tool-using policy with GRPO and evaluate it on held-out
            problems (tirl demo --help for its options; --quick for a short run)
+  serve    serve the demo's policy in vLLM's and SGLang's HTTP formats, token ids in
+           and out (tirl serve --port N [--checkpoint DIR | --seed S]; --help for more)
   help     this text`;
 
 /** Runs one command line (without `node` and the script); resolves to the exit code. */
@@ -39,6 +41,18 @@ export async function main(argv: string[]): Promise<number> {
         if (demo === undefined) return 1;
         await demo.runDemo(rest);
         return 0;
+      }
+      case 'serve': {
+        const serve = await import('./serve/index.js').catch((error: NodeJS.ErrnoException) => {
+          if (error.code !== 'ERR_MODULE_NOT_FOUND' || !/@tensorflow/.test(error.message)) throw error;
+          console.error(
+            'tirl serve: it serves a TensorFlow.js policy; install its optional peers first:\n' +
+              '  npm install @tensorflow/tfjs@4.22.0 @tensorflow/tfjs-backend-wasm@4.22.0',
+          );
+          return undefined;
+        });
+        if (serve === undefined) return 1;
+        return await serve.runServe(rest);
       }
       case undefined:
       case 'help':

@@ -6,6 +6,7 @@ import { cases as groupAdvantages } from './group_advantages.js';
 import { cases as dpoLoss } from './dpo_loss.js';
 import { cases as feedbackMask } from './feedback_mask.js';
 import { cases as sequenceLogprobs } from './sequence_logprobs.js';
+import { cases as rolloutCorrection } from './rollout_correction.js';
 
 export const allCases: BenchCase[] = [
   ...ppoLoss,
@@ -14,4 +15,5 @@ export const allCases: BenchCase[] = [
   ...dpoLoss,
   ...feedbackMask,
   ...sequenceLogprobs,
+  ...rolloutCorrection,
 ];

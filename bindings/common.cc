@@ -526,6 +526,66 @@ int Options::choice(const char* name, std::initializer_list<const char*> choices
                                         name + " but received '" + text + "'");
 }
 
+std::vector<std::string> Options::string_list(const char* name) {
+  Napi::Value value = field(name);
+  std::vector<std::string> items;
+  if (value.IsUndefined()) return items;
+  // verl: [item.strip() for item in text.split(",") if item.strip()]
+  const auto add_items = [&](const std::string& text) {
+    size_t start = 0;
+    while (start <= text.size()) {
+      const size_t comma = std::min(text.find(',', start), text.size());
+      const std::string item = text.substr(start, comma - start);
+      const size_t first = item.find_first_not_of(" \t");
+      if (first != std::string::npos) {
+        items.push_back(item.substr(first, item.find_last_not_of(" \t") - first + 1));
+      }
+      start = comma + 1;
+    }
+  };
+  if (value.IsString()) {
+    add_items(value.As<Napi::String>().Utf8Value());
+    return items;
+  }
+  if (!value.IsArray()) type_error("a string or an array of strings", name, value);
+  Napi::Array array = value.As<Napi::Array>();
+  const uint32_t length = array.Length();
+  for (uint32_t i = 0; i < length; ++i) {
+    Napi::Value item = array.Get(i);
+    if (!item.IsString()) {
+      type_error("a string", std::string(name) + "[" + std::to_string(i) + "]", item);
+    }
+    items.push_back(item.As<Napi::String>().Utf8Value());
+  }
+  return items;
+}
+
+std::vector<double> Options::number_list(const char* name) {
+  Napi::Value value = field(name);
+  std::vector<double> numbers;
+  if (value.IsUndefined()) return numbers;
+  const auto read = [&](Napi::Value item, const std::string& label) {
+    if (!item.IsNumber()) type_error("a number", label, item);
+    const double number = item.As<Napi::Number>().DoubleValue();
+    if (!std::isfinite(number)) {
+      range_error(std::string(op_) + ": Expected a finite number for " + label +
+                  " but received " + describe(item));
+    }
+    numbers.push_back(number);
+  };
+  if (value.IsNumber()) {
+    read(value, name);
+    return numbers;
+  }
+  if (!value.IsArray()) type_error("a number or an array of numbers", name, value);
+  Napi::Array array = value.As<Napi::Array>();
+  const uint32_t length = array.Length();
+  for (uint32_t i = 0; i < length; ++i) {
+    read(array.Get(i), std::string(name) + "[" + std::to_string(i) + "]");
+  }
+  return numbers;
+}
+
 void Options::require(bool ok, const char* name, const std::string& expected, double value) {
   if (!ok) {
     range_error(std::string(op_) + ": Expected " + expected + " for " + name + " but received " +

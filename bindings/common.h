@@ -198,6 +198,11 @@ class Options {
   bool boolean(const char* name, bool fallback);
   // One of `choices` (strings); returns its index, `fallback` when absent.
   int choice(const char* name, std::initializer_list<const char*> choices, int fallback);
+  // A string of comma-separated items (verl's form, spaces around items ignored) or an
+  // array of strings; empty when absent.
+  std::vector<std::string> string_list(const char* name);
+  // One finite number (a list of one) or an array of finite numbers; empty when absent.
+  std::vector<double> number_list(const char* name);
 
   // RangeError unless `ok`: "<op>: Expected <expected> for <name> but received <value>".
   void require(bool ok, const char* name, const std::string& expected, double value);

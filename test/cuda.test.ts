@@ -13,6 +13,7 @@ import {
   groupAdvantages,
   info,
   ppoLoss,
+  rolloutCorrection,
   sequenceLogprobs,
   sequenceLogprobsBackward,
   tokenLogprobs,
@@ -161,6 +162,7 @@ function toDevice<T extends object>(options: T): cuda.OnDevice<T> {
   const convert = (value: unknown): unknown => {
     if (value instanceof Uint16Array) return cuda.DeviceArray.from(value, 'bf16');
     if (ArrayBuffer.isView(value)) return cuda.DeviceArray.from(value as Float32Array);
+    if (Array.isArray(value)) return value.map(convert);
     if (value !== null && typeof value === 'object') {
       return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, convert(v)]));
     }
@@ -221,6 +223,15 @@ describe('ops on the GPU agree with the CPU', { skip: gpu }, () => {
   for (const variant of ['sigmoid', 'hinge', 'ipo', 'robust'] as const) {
     const pairs = { policyChosen: rng.normals(50, 10), policyRejected: rng.normals(50, 10), refChosen: rng.normals(50, 10), refRejected: rng.normals(50, 10), variant };
     cases.push([`dpoLoss ${variant}`, () => dpoLoss(pairs), () => dpoLoss(toDevice(pairs)), 1e-5]);
+  }
+  const rolloutInputs = { logp, rolloutLogp: oldLogp, mask, seqOffsets };
+  const chain = { rolloutRs: ['token_k1', 'seq_sum_k2', 'seq_mean_k3', 'seq_max_k3'] as const, rolloutRsThreshold: [1.5, 2, 0.05, 0.3] };
+  for (const rolloutIs of ['none', 'token', 'sequence'] as const) {
+    const bands = rolloutIs === 'none' ? [{}] : [{ rolloutIsBatchNormalize: true }, { rolloutIsThresholdLower: 0.5, rolloutIsThreshold: 3 }];
+    for (const band of bands) {
+      const options = { ...rolloutInputs, rolloutIs, ...band, ...chain };
+      cases.push([`rolloutCorrection ${rolloutIs} ${JSON.stringify(band)}`, () => rolloutCorrection(options), () => rolloutCorrection(toDevice(options)), 1e-5]);
+    }
   }
   const vocabSize = 1000;
   const logits = rng.normals(30 * vocabSize, 3);

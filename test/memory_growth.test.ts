@@ -35,6 +35,8 @@ import {
   sequenceLogprobsAsync,
   sequenceLogprobsBackward,
   sequenceLogprobsBackwardAsync,
+  rolloutCorrection,
+  rolloutCorrectionAsync,
   tokenLogprobs,
   tokenLogprobsAsync,
   tokenLogprobsBackward,
@@ -96,6 +98,7 @@ function calls(): [string, () => unknown][] {
   const tokenInputs = { logits: rng.normals(16 * v, 2), vocabSize: v, labels };
   const token = { ...tokenInputs, withEntropy: true };
   const tokenBackward = { ...tokenInputs, gradLogp: rng.normals(16), gradEntropy: rng.normals(16) };
+  const rollout = { logp, rolloutLogp: rng.floats(n, -3, 0), mask, seqOffsets, rolloutIs: 'token' as const, rolloutRs: 'token_k1,seq_mean_k3', rolloutRsThreshold: [2, 0.5] };
   // Errors raised by the C call after the outputs were allocated (a bad label, a bad role).
   const badLabels = Int32Array.from(labels).fill(v, 15);
   const badRoles = Uint8Array.from(roles).fill(9, n - 1);
@@ -116,6 +119,9 @@ function calls(): [string, () => unknown][] {
     ['tokenLogprobsAsync', () => tokenLogprobsAsync(token)],
     ['tokenLogprobsBackward', () => tokenLogprobsBackward(tokenBackward)],
     ['tokenLogprobsBackwardAsync', () => tokenLogprobsBackwardAsync(tokenBackward)],
+    ['rolloutCorrection', () => rolloutCorrection(rollout)],
+    ['rolloutCorrectionAsync', () => rolloutCorrectionAsync(rollout)],
+    ['rolloutCorrection bad option (refused by the core)', () => expectError(() => rolloutCorrection({ ...rollout, rolloutRsThreshold: [2, -1] }))],
     ['tokenLogprobs bad label (throws)', () => expectError(() => tokenLogprobs({ ...token, labels: badLabels }))],
     ['tokenLogprobsAsync bad label (rejects)', () => tokenLogprobsAsync({ ...token, labels: badLabels }).then(unexpected, () => undefined)],
     ['feedbackMask bad role (throws)', () => expectError(() => feedbackMask({ ...feedback, roles: badRoles }))],

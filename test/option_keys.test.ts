@@ -21,6 +21,7 @@ const CALLS: Record<string, Record<string, unknown>> = {
   sequenceLogprobsBackward: { gradSeq: f32(1), mask: u8(1, 1), seqOffsets: i32(0, 2) },
   tokenLogprobs: { logits: f32(1, 2, 3, 4), vocabSize: 2, labels: i32(0, 1) },
   tokenLogprobsBackward: { logits: f32(1, 2, 3, 4), vocabSize: 2, labels: i32(0, 1), gradLogp: f32(1, 1) },
+  rolloutCorrection: { logp: f32(-1, -2), rolloutLogp: f32(-1.1, -2), mask: u8(1, 1), seqOffsets: i32(0, 2) },
 };
 
 type Op = (options: unknown) => unknown;
@@ -57,6 +58,8 @@ describe('one validation layer: the core decides ranges, the binding names the J
     ['ppoLoss', 'seqOffsets', { ...ppo, aggregation: 'seq-mean-token-sum' }, TypeError, /^ppoLoss: Expected seqOffsets with a seq-mean-\* aggregation but received undefined$/],
     ['ppoLoss', 'seqOffsets[1]', { ...ppo, seqOffsets: i32(0, 3, 2) }, RangeError, /^ppoLoss: Expected non-decreasing seqOffsets but received seqOffsets\[2\] = 2 < seqOffsets\[1\] = 3$/],
     ['groupAdvantages', 'groupSize', { rewards: f32(1, 2, 3), groupSize: 2 }, RangeError, /^groupAdvantages: Expected a groupSize >= 1 that divides rewards\.length \(3\) for groupSize but received 2$/],
+    ['rolloutCorrection', 'rolloutRsThreshold', { ...CALLS.rolloutCorrection, rolloutRs: 'token_k2,seq_sum_k3', rolloutRsThreshold: [1, -1] }, RangeError, /^rolloutCorrection: Expected a finite number > 0 for rolloutRsThreshold\['seq_sum_k3'\] but received -1$/],
+    ['rolloutCorrection', 'rolloutIsThresholdLower', { ...CALLS.rolloutCorrection, rolloutIsThresholdLower: 3 }, RangeError, /^rolloutCorrection: Expected a number in \(0, rolloutIsThreshold\] \(or 0 for TIS\) for rolloutIsThresholdLower but received 3$/],
     ['groupAdvantages', 'epsilon', { ...CALLS.groupAdvantages, epsilon: -1 }, RangeError, /for epsilon but received -1$/],
     ['dpoLoss', 'labelSmoothing', { ...CALLS.dpoLoss, labelSmoothing: 0.5 }, RangeError, /^dpoLoss: Expected a number in \[0, 0\.5\) for labelSmoothing but received 0.5$/],
     ['tokenLogprobs', 'temperature', { ...CALLS.tokenLogprobs, temperature: 0 }, RangeError, /^tokenLogprobs: Expected a number in \[1e-37, 1e\+37\] for temperature but received 0$/],

@@ -6,14 +6,19 @@
  * multi-turn tool-calling agent whose trajectory trains on exactly the ids sampled.
  */
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { startServer, type RunningServer } from '../app/serve/server.js';
 import { TOKEN, VOCAB, decode, encode } from '../app/demo/vocab.js';
-import { MultiTurnReasoner, TokenAgentPolicy, type ParsedTurn } from '../lib/agents/index.js';
+import { ChatCompletionPolicy, MultiTurnReasoner, TokenAgentPolicy, type ParsedTurn } from '../lib/agents/index.js';
 import { Role } from '../lib/kernels/index.js';
-import { PolicyRequestError, TokenCompletionClient, type PoolStats } from '../lib/chat_client/index.js';
+import { OpenAIChatClient, PolicyRequestError, TokenCompletionClient, type PoolStats } from '../lib/chat_client/index.js';
 import { ToolRegistry } from '../lib/tools/registry.js';
 import { packTrajectories, parseTrajectory, type ChatTemplate, type Tokenizer } from '../lib/trajectory/index.js';
 
@@ -87,6 +92,8 @@ async function deadPort(): Promise<string> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return `http://127.0.0.1:${port}`;
 }
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('tirl serve and the token client', () => {
   let served: RunningServer;
@@ -234,4 +241,47 @@ describe('tirl serve and the token client', () => {
     assert.deepEqual(actionLogprobs, answered.flatMap((a) => a.choices[0]!.logprobs.token_logprobs).map(Math.fround));
     assert.equal(Array.from(batch.roles).filter((role) => role === Role.action).length, answered.reduce((n, a) => n + a.choices[0]!.token_ids.length, 0));
   });
+
+  test('over chat completions, the agent keeps the prompt_token_ids and token_ids the server returns', async () => {
+    const chat = new OpenAIChatClient({ baseUrl: `${served.url}/v1`, model: served.model });
+    const policy = new ChatCompletionPolicy(chat, { maxTokens: 6, logprobs: true, returnTokenIds: true, seed: 3 });
+    const trajectory = await new MultiTurnReasoner({ policy, maxTurns: 3 }).run({ prompt: 'what is 2 plus 3 ?' });
+    assert.ok(trajectory.turns.length >= 2);
+    assert.deepEqual(trajectory.promptTokenIds, prompt);
+    assert.ok(trajectory.turns.every((turn) => turn.action.tokenIds !== undefined && turn.action.logprobs!.length === turn.action.tokenIds.length));
+    // The server re-rendered each context from the messages; it extended the record exactly, so nothing drifted.
+    assert.equal(trajectory.metadata?.contextDrift, undefined);
+    const batch = packTrajectories([trajectory], { tokenizer: demoTokenizer, template: demoTemplate });
+    assert.equal(batch.exact[0], 1);
+  });
+
+  test('npx tirl serve: --checkpoint serves a trained policy (the same log-probs), SIGTERM stops it, bad flags exit 2', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tirl-serve-'));
+    closers.push(async () => rmSync(dir, { recursive: true, force: true }));
+    await served.policy.saveState(dir);
+    const child = spawn(process.execPath, [join(root, 'bin', 'tirl.js'), 'serve', '--port', '0', '--checkpoint', dir], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString('utf8');
+        const match = /at (http:\/\/\S+) /.exec(output);
+        if (match !== null) resolve(match[1]!);
+      });
+      child.once('exit', (code) => reject(new Error(`tirl serve exited with ${code}: ${output}`)));
+    });
+    const body = { model: 'tirl-demo', prompt, max_tokens: 5, seed: 9, logprobs: 0, return_token_ids: true };
+    const ask = async (base: string) => (await (await fetch(`${base}/v1/completions`, { method: 'POST', body: JSON.stringify(body) })).json()) as { choices: Array<{ token_ids: number[]; logprobs: { token_logprobs: number[] } }> };
+    const [fromCli, fromTest] = await Promise.all([ask(url), ask(served.url)]);
+    assert.deepEqual(fromCli.choices[0]!.token_ids, fromTest.choices[0]!.token_ids);
+    assert.deepEqual(fromCli.choices[0]!.logprobs.token_logprobs, fromTest.choices[0]!.logprobs.token_logprobs);
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
+    for (const args of [['serve'], ['serve', '--port', '1', '--seed', '2', '--checkpoint', dir], ['serve', '--port', 'x']]) {
+      const result = spawnSync(process.execPath, [join(root, 'bin', 'tirl.js'), ...args], { cwd: root, encoding: 'utf8' });
+      assert.equal(result.status, 2, result.stderr);
+      assert.match(result.stderr, /usage: tirl serve/);
+    }
+  });
 });
+

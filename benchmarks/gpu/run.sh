@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU proof for tirl, for a machine with an NVIDIA GPU, nvcc and PyTorch; no Node.js and no
 # network needed. Builds libtirl, libtirl_cuda and tirl_gpu_check with CMake, checks every
-# op on the GPU against the CPU kernels, times each against PyTorch eager CUDA and a
-# device-to-device copy, and writes gpu_check.json, results.json and results.md to $OUT.
+# op on the GPU against the CPU kernels (ctest -L gpu: one test per op), times each against
+# PyTorch eager CUDA and a device-to-device copy, and writes gpu_check.json, results.json
+# and results.md to $OUT.
 #
 #   bash benchmarks/gpu/run.sh [--build-only] [--quick]
 #
@@ -48,6 +49,8 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
 status=0
 echo "== C ABI test (CPU and CUDA)"
 "$BUILD_DIR/tirl_c_abi_test" | tee "$OUT/c_abi_test.txt" || status=$?
+echo "== GPU vs CPU checks, one ctest test per op (native/test/gpu/<op>.cc)"
+ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure | tee "$OUT/gpu_tests.txt" || status=$?
 echo "== GPU vs CPU checks and tirl timings"
 check_status=0
 "$BUILD_DIR/tirl_gpu_check" --json "$OUT/gpu_check.json" "${quick[@]}" | tee "$OUT/gpu_check.txt" || check_status=$?
@@ -57,5 +60,5 @@ if [[ ! -s "$OUT/gpu_check.json" ]]; then
   exit 1
 fi
 echo "== PyTorch eager peers, results table"
-python3 benchmarks/gpu/torch_peers.py --tirl "$OUT/gpu_check.json" --out "$OUT" "${quick[@]}"
+python3 benchmarks/peers/torch_peers.py --gpu --tirl "$OUT/gpu_check.json" --out "$OUT" "${quick[@]}"
 exit "$status"

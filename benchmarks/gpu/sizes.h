@@ -1,4 +1,5 @@
-// The benchmark shapes, shared by gpu_check.cc; torch_peers.py repeats them (keep in step).
+// The benchmark shapes of the GPU checks (native/test/gpu/); benchmarks/peers/torch_peers.py
+// repeats them for its GPU peers (keep in step).
 #pragma once
 
 #include <cstdint>

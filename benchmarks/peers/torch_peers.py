@@ -2,22 +2,40 @@
 """PyTorch eager peers of the tirl kernels, written the way verl and TRL write them.
 
 Each op is the code a trainer runs today: log_softmax + gather for token log-probs,
-elementwise clamp/exp/max chains for the PPO loss, autograd for every backward. Inputs are
-drawn here with the same shapes and distributions as benchmarks/data.ts (not the same
-values: timings do not depend on them).
+elementwise clamp/exp/max chains for the PPO loss, autograd for every backward. The
+formulas are written once (verl_ppo_loss, trl_dpo_loss, grpo_advantages, log_probs) and
+timed on the CPU for `tirl bench` and on a GPU for benchmarks/gpu/run.sh.
 
-Two modes:
-  --serve           (used by `tirl bench`) first stdin line: {"threads": T, "cases": [...]};
+Three modes:
+  --serve           (used by `tirl bench`, CPU) first stdin line: {"threads": T, "cases": [...]};
                     then one JSON command per line, one JSON reply per line:
                     {"cmd": "setup", "id"} -> {"ok": true} | {"error"}
                     {"cmd": "sample", "id", "inner"} -> {"seconds", "cpuSeconds": per call}
                     {"cmd": "drop", "id"} -> {"ok": true}
-  CASES.json        standalone: {"threads", "cases", "reps"}; prints {"id": median seconds}.
+                    Inputs have the shapes and distributions of benchmarks/data.ts (not
+                    the same values: timings do not depend on them).
+  CASES.json        standalone (CPU): {"threads", "cases", "reps"}; prints {"id": median seconds}.
+  --gpu --tirl gpu_check.json --out DIR [--quick]
+                    (used by benchmarks/gpu/run.sh) the CUDA peers at the sizes of
+                    benchmarks/gpu/sizes.h, merged with gpu_check's JSON into results.json
+                    and a Markdown table results.md. Without PyTorch or CUDA it still writes
+                    the table of tirl's results, saying the peers are missing.
 """
+import argparse
 import gc
 import json
+import os
+import statistics
 import sys
 import time
+
+# benchmarks/gpu/sizes.h (keep in step).
+PPO_TOKENS = 1048576
+SEQUENCE_LENGTH = 1024
+GROUP_REWARDS = 65536
+GROUP_SIZE = 16
+DPO_PAIRS = 65536
+LOGITS_SHAPES = [(4096, 32000), (1024, 151936)]
 
 
 def tool_use_roles(torch, num_seqs, seq_len, generator):
@@ -39,9 +57,62 @@ def tool_use_roles(torch, num_seqs, seq_len, generator):
     return roles
 
 
+# ------------------------------------------------------------------ the formulas, once
+
 def masked_mean(values, mask):
     return (values * mask).sum() / (mask.sum() + 1e-8)  # verl's core_algos.masked_mean
 
+
+def verl_ppo_loss(torch, logp, old_logp, advantages, mask, clip_low, clip_high, dual_clip):
+    """verl compute_policy_loss_vanilla, token-mean: (loss, clipfrac, clipfrac_lower, ppo_kl)."""
+    negative_approx_kl = torch.clamp(logp - old_logp, min=-20.0, max=20.0)
+    ratio = torch.exp(negative_approx_kl)
+    ppo_kl = masked_mean(-negative_approx_kl, mask)
+    pg_losses1 = -advantages * ratio
+    pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+    clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
+    pg_clipfrac = masked_mean(torch.gt(pg_losses2, pg_losses1).float(), mask)
+    pg_losses3 = -advantages * dual_clip
+    clip_pg_losses2 = torch.min(pg_losses3, clip_pg_losses1)
+    pg_clipfrac_lower = masked_mean(
+        torch.gt(clip_pg_losses1, pg_losses3) * (advantages < 0).float(), mask)
+    pg_losses = torch.where(advantages < 0, clip_pg_losses2, clip_pg_losses1)
+    return masked_mean(pg_losses, mask), pg_clipfrac, pg_clipfrac_lower, ppo_kl
+
+
+def low_var_kl(torch, logp, ref_logp):
+    """verl's low_var_kl (k3) per token, with its clamps."""
+    log_ratio = torch.clamp(ref_logp - logp, min=-20, max=20)
+    return torch.clamp(torch.exp(log_ratio) - log_ratio - 1, min=-10, max=10)
+
+
+def trl_dpo_loss(F, policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta, label_smoothing):
+    """TRL DPOTrainer.dpo_loss, sigmoid: (mean loss, reward accuracy)."""
+    logits = (policy_chosen - policy_rejected) - (ref_chosen - ref_rejected)
+    losses = (-F.logsigmoid(beta * logits) * (1 - label_smoothing)
+              - F.logsigmoid(-beta * logits) * label_smoothing)
+    chosen_rewards = beta * (policy_chosen - ref_chosen).detach()
+    rejected_rewards = beta * (policy_rejected - ref_rejected).detach()
+    return losses.mean(), (chosen_rewards > rejected_rewards).float().mean()
+
+
+def grpo_advantages(scores, group_size):
+    """GRPO outcome advantages over contiguous groups, vectorised (verl loops over a dict of
+    groups in Python, which is far slower; this is its best form)."""
+    grouped = scores.view(-1, group_size)
+    mean = grouped.mean(dim=-1, keepdim=True)
+    std = grouped.std(dim=-1, keepdim=True)  # unbiased
+    return ((grouped - mean) / (std + 1e-6)).view(-1)
+
+
+def log_probs(torch, logits, labels):
+    """verl logprobs_from_logits: log_softmax + gather, in f32 (verl's .float() for bf16)."""
+    if logits.dtype != torch.float32:
+        return torch.log_softmax(logits, dim=-1, dtype=torch.float32).gather(-1, labels).squeeze(-1)
+    return torch.log_softmax(logits, dim=-1).gather(-1, labels).squeeze(-1)
+
+
+# ------------------------------------------------------------------ CPU cases (tirl bench)
 
 def ppo_loss(torch, numSeqs, seqLen, kl, clipLow, clipHigh, dualClip, klCoef):
     """verl compute_policy_loss_vanilla (token-mean) + low_var_kl (k3), then backward."""
@@ -54,23 +125,10 @@ def ppo_loss(torch, numSeqs, seqLen, kl, clipLow, clipHigh, dualClip, klCoef):
 
     def call():
         logp.grad = None
-        negative_approx_kl = torch.clamp(logp - old_logp, min=-20.0, max=20.0)
-        ratio = torch.exp(negative_approx_kl)
-        ppo_kl = masked_mean(-negative_approx_kl, mask)
-        pg_losses1 = -advantages * ratio
-        pg_losses2 = -advantages * torch.clamp(ratio, 1 - clipLow, 1 + clipHigh)
-        clip_pg_losses1 = torch.maximum(pg_losses1, pg_losses2)
-        pg_clipfrac = masked_mean(torch.gt(pg_losses2, pg_losses1).float(), mask)
-        pg_losses3 = -advantages * dualClip
-        clip_pg_losses2 = torch.min(pg_losses3, clip_pg_losses1)
-        pg_clipfrac_lower = masked_mean(
-            torch.gt(clip_pg_losses1, pg_losses3) * (advantages < 0).float(), mask)
-        pg_losses = torch.where(advantages < 0, clip_pg_losses2, clip_pg_losses1)
-        loss = masked_mean(pg_losses, mask)
+        loss, pg_clipfrac, pg_clipfrac_lower, ppo_kl = verl_ppo_loss(
+            torch, logp, old_logp, advantages, mask, clipLow, clipHigh, dualClip)
         if kl:
-            log_ratio = torch.clamp(ref_logp - logp, min=-20, max=20)
-            kld = torch.clamp(torch.exp(log_ratio) - log_ratio - 1, min=-10, max=10)
-            loss = loss + klCoef * masked_mean(kld, mask)
+            loss = loss + klCoef * masked_mean(low_var_kl(torch, logp, ref_logp), mask)
         loss.backward()
         return loss.item(), pg_clipfrac.item(), pg_clipfrac_lower.item(), ppo_kl.item()
 
@@ -87,40 +145,31 @@ def token_logprobs(torch, numTokens, vocabSize, dtype, backward):
     labels = torch.randint(0, vocabSize, (numTokens, 1), generator=g)
     grad_logp = torch.randn(numTokens, generator=g)
 
-    def log_probs():
-        if dtype == 'bf16':  # read bf16, compute in f32 (what verl's .float() does)
-            return torch.log_softmax(logits, dim=-1, dtype=torch.float32).gather(-1, labels).squeeze(-1)
-        return torch.log_softmax(logits, dim=-1).gather(-1, labels).squeeze(-1)
-
     if not backward:
         def forward():
             with torch.no_grad():
-                return log_probs()
+                return log_probs(torch, logits, labels)
         return forward
 
     logits.requires_grad_()
 
     def forward_backward():
         logits.grad = None
-        log_probs().backward(grad_logp)
+        log_probs(torch, logits, labels).backward(grad_logp)
         return logits.grad
 
     return forward_backward
 
 
 def group_advantages(torch, numRewards, groupSize, seqLen):
-    """GRPO outcome advantages, vectorised over contiguous groups (verl loops over a dict of
-    groups in Python, which is far slower; this is its best form), optionally broadcast to
-    the action tokens of a [B, seqLen] batch as verl does (scores.unsqueeze(-1) * mask)."""
+    """GRPO outcome advantages (grpo_advantages), optionally broadcast to the action tokens
+    of a [B, seqLen] batch as verl does (scores.unsqueeze(-1) * mask)."""
     g = torch.Generator().manual_seed(3)
     scores = torch.randint(0, 2, (numRewards,), generator=g).float()
     mask = tool_use_roles(torch, numRewards, seqLen, g) == 1 if seqLen > 0 else None
 
     def call():
-        grouped = scores.view(-1, groupSize)
-        mean = grouped.mean(dim=-1, keepdim=True)
-        std = grouped.std(dim=-1, keepdim=True)  # unbiased
-        advantages = ((grouped - mean) / (std + 1e-6)).view(-1)
+        advantages = grpo_advantages(scores, groupSize)
         if mask is not None:
             return advantages.unsqueeze(-1) * mask
         return advantages
@@ -140,14 +189,9 @@ def dpo_loss(torch, numPairs, beta, labelSmoothing):
     def call():
         policy_chosen.grad = None
         policy_rejected.grad = None
-        logits = (policy_chosen - policy_rejected) - (ref_chosen - ref_rejected)
-        losses = (-F.logsigmoid(beta * logits) * (1 - labelSmoothing)
-                  - F.logsigmoid(-beta * logits) * labelSmoothing)
-        chosen_rewards = beta * (policy_chosen - ref_chosen).detach()
-        rejected_rewards = beta * (policy_rejected - ref_rejected).detach()
-        loss = losses.mean()
+        loss, accuracy = trl_dpo_loss(F, policy_chosen, policy_rejected, ref_chosen, ref_rejected,
+                                      beta, labelSmoothing)
         loss.backward()
-        accuracy = (chosen_rewards > rejected_rewards).float().mean()
         return loss.item(), accuracy.item()
 
     return call
@@ -179,6 +223,105 @@ def sequence_logprobs(torch, numSeqs, seqLen, backward):
     return lambda: (logp * mask).sum(dim=-1)
 
 
+def rollout_correction(torch, numSeqs, seqLen):
+    """verl's compute_rollout_correction_and_rejection_mask (rollout_corr_helper.py, commit
+    1dda039b) with the K3-RS-Token-TIS preset, as verl runs it on padded [B, T] tensors:
+    token-level weights truncated at 2 with compute_is_metrics, seq_mean_k3 rejection at
+    0.01 with compute_rs_metrics, and compute_offpolicy_metrics; .item() per metric."""
+    g = torch.Generator().manual_seed(1)
+    response_mask = (tool_use_roles(torch, numSeqs, seqLen, g) == 1).float()
+    old_log_prob = -5 * torch.rand(numSeqs, seqLen, generator=g)
+    rollout_log_prob = old_log_prob + 0.1 * torch.randn(numSeqs, seqLen, generator=g)
+    bound, upper, lower, rs_upper = 20.0, 2.0, 0.5, 0.01
+
+    def msum(values, mask, axis=None):
+        valid = torch.where(mask.bool(), values, 0.0)
+        return (valid * mask).sum() if axis is None else (valid * mask).sum(dim=axis)
+
+    def mmean(values, mask, axis=None):
+        return msum(values, mask, axis) / ((mask.sum() if axis is None else mask.sum(dim=axis)) + 1e-8)
+
+    def call():
+        metrics = {}
+        mask_bool = response_mask.bool()
+        log_ratio = old_log_prob - rollout_log_prob
+        # compute_rollout_correction_weights + compute_is_metrics (token level, TIS)
+        raw = torch.exp(torch.clamp(log_ratio, min=-bound, max=bound)) * response_mask
+        weights = raw.clamp(max=upper)
+        metrics["rollout_is_mean"] = mmean(weights, response_mask).item()
+        metrics["rollout_is_ratio_fraction_high"] = mmean((raw > upper).float(), response_mask).item()
+        metrics["rollout_is_ratio_fraction_low"] = mmean((raw < lower).float(), response_mask).item()
+        metrics["rollout_is_max"] = weights.masked_fill(~mask_bool, float("-inf")).max().item()
+        metrics["rollout_is_min"] = weights.masked_fill(~mask_bool, float("inf")).min().item()
+        clamped = weights.clamp(min=0.0, max=upper)
+        mean_clamped = mmean(clamped, response_mask)
+        var = mmean(clamped.square(), response_mask) - mean_clamped.square()
+        metrics["rollout_is_std"] = torch.sqrt(torch.clamp(var, min=0.0)).item()
+        normalized = clamped / (mean_clamped + 1e-8)
+        metrics["rollout_is_eff_sample_size"] = 1.0 / mmean(normalized.square(), response_mask).item()
+        seq_w = mmean(weights, response_mask, axis=-1)
+        metrics["rollout_is_seq_mean"] = seq_w.mean().item()
+        metrics["rollout_is_seq_std"] = seq_w.std().item()
+        metrics["rollout_is_seq_max"] = seq_w.max().item()
+        metrics["rollout_is_seq_min"] = seq_w.min().item()
+        metrics["rollout_is_seq_max_deviation"] = (seq_w - 1.0).abs().max().item()
+        raw_seq = mmean(raw, response_mask, axis=-1)
+        metrics["rollout_is_seq_fraction_high"] = (raw_seq > upper).float().mean().item()
+        metrics["rollout_is_seq_fraction_low"] = (raw_seq < lower).float().mean().item()
+        weights = weights.detach()
+        # compute_rollout_rejection_mask + compute_rs_metrics (seq_mean_k3)
+        safe = torch.clamp(log_ratio, min=-bound, max=bound)
+        token_k3 = torch.exp(safe) - 1.0 - safe
+        seq_valid = response_mask.sum(dim=-1) > 0
+        seq_stat = mmean(token_k3, response_mask, axis=-1)
+        keep = (seq_stat <= rs_upper).unsqueeze(-1).expand_as(mask_bool)
+        per_token = seq_stat.unsqueeze(-1).expand_as(response_mask)
+        p = "rollout_rs_seq_mean_k3"
+        valid_values = seq_stat[seq_valid]
+        metrics[f"{p}_mean"] = mmean(per_token, response_mask).item()
+        metrics[f"{p}_max"] = valid_values.max().item()
+        metrics[f"{p}_min"] = valid_values.min().item()
+        metrics[f"{p}_fraction_high"] = (valid_values > rs_upper).float().mean().item()
+        metrics[f"{p}_fraction_low"] = 0.0
+        stat_std = per_token.clamp(min=0.0, max=rs_upper)
+        m = mmean(stat_std, response_mask)
+        metrics[f"{p}_std"] = torch.sqrt(torch.clamp(mmean(stat_std.square(), response_mask) - m.square(), min=0.0)).item()
+        metrics[f"{p}_seq_mean"] = valid_values.mean().item()
+        metrics[f"{p}_seq_std"] = valid_values.std().item()
+        metrics[f"{p}_seq_max"] = valid_values.max().item()
+        metrics[f"{p}_seq_min"] = valid_values.min().item()
+        metrics[f"{p}_seq_max_deviation"] = valid_values.abs().max().item()
+        metrics[f"{p}_seq_fraction_high"] = (valid_values > rs_upper).float().mean().item()
+        keep_mask = keep.float()
+        metrics[f"{p}_masked_fraction"] = mmean(1 - keep_mask, response_mask).item()
+        seq_keep = (~((~keep) & mask_bool)).all(dim=-1).float()
+        metrics[f"{p}_seq_masked_fraction"] = (((1.0 - seq_keep) * seq_valid.float()).sum() / seq_valid.float().sum()).item()
+        metrics["rollout_rs_masked_fraction"] = mmean(1 - keep_mask, response_mask).item()
+        metrics["rollout_rs_seq_masked_fraction"] = ((~((keep_mask > 0.5) & mask_bool) & mask_bool).any(dim=-1)).float().mean().item()
+        modified_mask = response_mask * keep_mask
+        # compute_offpolicy_metrics
+        mean_train = mmean(old_log_prob, response_mask, axis=-1)
+        metrics["training_ppl"] = torch.exp(-mean_train).mean().item()
+        metrics["training_log_ppl"] = (-mean_train).mean().item()
+        metrics["kl"] = mmean(rollout_log_prob - old_log_prob, response_mask).item()
+        metrics["k3_kl"] = mmean(torch.exp(log_ratio) - log_ratio - 1, response_mask).item()
+        mean_rollout = mmean(rollout_log_prob, response_mask, axis=-1)
+        metrics["rollout_ppl"] = torch.exp(-mean_rollout).mean().item()
+        metrics["rollout_log_ppl"] = (-mean_rollout).mean().item()
+        diff = mean_rollout - mean_train
+        metrics["log_ppl_diff"] = diff.mean().item()
+        metrics["log_ppl_abs_diff"] = diff.abs().mean().item()
+        metrics["log_ppl_diff_max"] = diff.max().item()
+        metrics["log_ppl_diff_min"] = diff.min().item()
+        metrics["ppl_ratio"] = torch.exp(diff).mean().item()
+        metrics["chi2_token"] = (mmean(torch.exp(safe).square(), response_mask) - 1.0).item()
+        seq_sum = torch.clamp(msum(log_ratio, response_mask, axis=-1), min=-bound, max=bound)
+        metrics["chi2_seq"] = (torch.exp(2.0 * seq_sum).mean() - 1.0).item()
+        return weights, modified_mask, metrics
+
+    return call
+
+
 BUILDERS = {
     'ppoLoss': ppo_loss,
     'tokenLogprobs': token_logprobs,
@@ -186,6 +329,7 @@ BUILDERS = {
     'dpoLoss': dpo_loss,
     'feedbackMask': feedback_mask,
     'sequenceLogprobs': sequence_logprobs,
+    'rolloutCorrection': rollout_correction,
 }
 
 
@@ -256,8 +400,218 @@ def standalone(path):
                       'seconds': medians}))
 
 
+# ------------------------------------------------------------------ GPU peers (benchmarks/gpu/run.sh)
+
+def cuda_cuda_timed(torch, fn, iterations):
+    """Median milliseconds of fn() over CUDA events, after 3 warm-up calls."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iterations):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def gpu_peers(torch, iterations):
+    """Yields (op, shape, torch_ms, note) for each peer."""
+    F = torch.nn.functional
+    dev = "cuda"
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    # ppoLoss: verl core_algos.compute_policy_loss (vanilla), token-mean, forward + backward.
+    n = PPO_TOKENS
+    logp = (torch.randn(n, device=dev, generator=g) * 0.7 - 1.5).requires_grad_()
+    old = logp.detach() + 0.3 * torch.randn(n, device=dev, generator=g)
+    adv = torch.randn(n, device=dev, generator=g)
+    mask = (torch.rand(n, device=dev, generator=g) < 0.8).float()
+    ref = logp.detach() + 0.2 * torch.randn(n, device=dev, generator=g)
+
+    def ppo(kl_coef=0.0):
+        loss, pg_clipfrac, pg_clipfrac_lower, ppo_kl = verl_ppo_loss(
+            torch, logp, old, adv, mask, 0.2, 0.2, 3.0)
+        if kl_coef:
+            kld = low_var_kl(torch, logp, ref)
+            per_seq = (kld * mask).view(-1, SEQUENCE_LENGTH).sum(-1) / mask.view(-1, SEQUENCE_LENGTH).sum(-1).clamp(min=1)
+            loss = loss + kl_coef * per_seq.mean()
+        loss.backward()
+        logp.grad = None
+        return ppo_kl, pg_clipfrac, pg_clipfrac_lower
+
+    yield "ppoLoss", "N=1048576 token-mean", cuda_timed(torch, ppo, iterations), "verl compute_policy_loss, fwd+bwd"
+    yield "ppoLoss", "N=1048576 seq-mean k3", cuda_timed(torch, lambda: ppo(0.001), iterations), "verl + low_var_kl, fwd+bwd"
+
+    # feedbackMask: response mask from roles and per-sequence keep, with per-sequence counts.
+    b = n // SEQUENCE_LENGTH
+    roles = torch.randint(0, 4, (n,), device=dev, dtype=torch.uint8, generator=g)
+    keep = torch.rand(b, device=dev, generator=g) < 0.9
+    lengths = torch.full((b,), SEQUENCE_LENGTH, device=dev, dtype=torch.int64)
+
+    def feedback_mask():
+        seq = torch.repeat_interleave(torch.arange(b, device=dev), lengths, output_size=n)
+        m = (roles == 1) & keep[seq]
+        counts = torch.zeros(b, device=dev, dtype=torch.int32).index_add_(0, seq, m.int())
+        return m, counts
+
+    yield "feedbackMask", "N=1048576 B=1024", cuda_timed(torch, feedback_mask, iterations), "repeat_interleave + index_add_"
+
+    # sequenceLogprobs: TRL's (per_token_logps * mask).sum(-1) on the padded [B, T] batch.
+    token_logp = torch.randn(b, SEQUENCE_LENGTH, device=dev, generator=g) - 2
+    seq_mask = (torch.rand(b, SEQUENCE_LENGTH, device=dev, generator=g) < 0.7).float()
+    grad_seq = torch.randn(b, device=dev, generator=g)
+    yield "sequenceLogprobs", "N=1048576 B=1024", timed(
+        torch, lambda: (token_logp * seq_mask).sum(-1), iterations), "TRL (logps * mask).sum(-1)"
+    yield "sequenceLogprobsBackward", "N=1048576 B=1024", timed(
+        torch, lambda: grad_seq[:, None] * seq_mask, iterations), "autograd of the sum: grad[:, None] * mask"
+
+    # groupAdvantages: verl compute_grpo_outcome_advantage is a Python loop over the batch;
+    # the contiguous case vectorised is the stronger peer, timed here.
+    rewards = torch.randn(GROUP_REWARDS, device=dev, generator=g)
+
+    yield "groupAdvantages", "N=65536 groupSize=16", cuda_timed(
+        torch, lambda: grpo_advantages(rewards, GROUP_SIZE), iterations), "view(-1, G) mean/std"
+
+    # dpoLoss: TRL DPOTrainer.dpo_loss, sigmoid, forward + backward.
+    p = DPO_PAIRS
+    pc = (torch.randn(p, device=dev, generator=g) * 10 - 50).requires_grad_()
+    pr = (torch.randn(p, device=dev, generator=g) * 10 - 55).requires_grad_()
+    rc = torch.randn(p, device=dev, generator=g) * 10 - 50
+    rr = torch.randn(p, device=dev, generator=g) * 10 - 55
+
+    def dpo():
+        loss, accuracy = trl_dpo_loss(F, pc, pr, rc, rr, 0.1, 0.0)
+        loss.backward()
+        pc.grad = None
+        pr.grad = None
+        return accuracy
+
+    yield "dpoLoss", "P=65536 sigmoid", cuda_timed(torch, dpo, iterations), "TRL dpo_loss, fwd+bwd"
+
+    # tokenLogprobs: verl logprobs_from_logits (log_softmax + gather) and entropy_from_logits.
+    for tokens, vocab in LOGITS_SHAPES:
+        labels = torch.randint(0, vocab, (tokens,), device=dev, generator=g)
+        grad = torch.randn(tokens, device=dev, generator=g)
+        for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+            shape = f"{tokens}x{vocab} {name}"
+            logits = (torch.rand(tokens, vocab, device=dev, generator=g) * 16 - 8).to(dtype)
+
+            def forward(entropy=False):
+                logp = log_probs(torch, logits, labels[:, None])
+                if entropy:
+                    pd = torch.softmax(logits.float(), dim=-1)
+                    h = torch.logsumexp(logits.float(), dim=-1) - (pd * logits.float()).sum(-1)
+                    return logp, h
+                return logp
+
+            yield "tokenLogprobs", shape, cuda_timed(torch, forward, iterations), "log_softmax + gather"
+            yield "tokenLogprobs+entropy", shape, cuda_timed(torch, lambda: forward(True), iterations), \
+                "+ verl entropy_from_logits"
+            leaf = logits.detach().requires_grad_()
+
+            def backward():
+                (log_probs(torch, leaf, labels[:, None]) * grad).sum().backward()
+                leaf.grad = None
+
+            yield "tokenLogprobs fwd+bwd", shape, cuda_timed(torch, backward, iterations), "autograd, grad in the logits dtype"
+            del logits, leaf
+            torch.cuda.empty_cache()
+
+
+def gpu_report(argv):
+    parser = argparse.ArgumentParser(prog="torch_peers.py --gpu")
+    parser.add_argument("--tirl", required=True, help="gpu_check's JSON")
+    parser.add_argument("--out", required=True, help="directory for results.json and results.md")
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+
+    with open(args.tirl) as f:
+        tirl = json.load(f)
+    peer_rows, torch_note = [], None
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("torch.cuda.is_available() is False")
+        torch_note = f"PyTorch {torch.__version__}, CUDA {torch.version.cuda}"
+        for op, shape, ms, note in gpu_peers(torch, 5 if args.quick else 20):
+            peer_rows.append({"op": op, "shape": shape, "torchMs": ms, "torch": note})
+            print(f"torch {op:28s} {shape:22s} {ms:9.4f} ms  ({note})", flush=True)
+    except Exception as error:  # report, do not hide: the tirl results still stand
+        torch_note = f"PyTorch peers not run: {error!r}"
+        print(torch_note, file=sys.stderr)
+
+    torch_ms = {(r["op"], r["shape"]): r for r in peer_rows}
+    # tirl's forward+backward pairs compared with torch's fused autograd timings.
+    benches = {(b["op"], b["shape"]): b for b in tirl["benchmarks"]}
+    for (op, shape), forward in list(benches.items()):
+        backward = benches.get(("tokenLogprobsBackward", shape))
+        if op == "tokenLogprobs" and backward:
+            ms = forward["tirlMs"] + backward["tirlMs"]
+            benches[("tokenLogprobs fwd+bwd", shape)] = {
+                "tirlMs": ms, "tirlGBs": (forward["bytes"] + backward["bytes"]) / ms / 1e6,
+                "fractionOfCopyBandwidth": (forward["copyMs"] + backward["copyMs"]) / ms}
+    tirl_ms = {key: b["tirlMs"] for key, b in benches.items()}
+    rows = []
+    for (op, shape), ms in tirl_ms.items():
+        bench = benches[(op, shape)]
+        peer = torch_ms.get((op, shape))
+        rows.append({
+            "op": op, "shape": shape, "tirlMs": ms,
+            "fractionOfCopyBandwidth": bench["fractionOfCopyBandwidth"] if bench else None,
+            "tirlGBs": bench["tirlGBs"] if bench else None,
+            "torchMs": peer["torchMs"] if peer else None,
+            "torch": peer["torch"] if peer else None,
+            "speedupOverTorch": peer["torchMs"] / ms if peer else None,
+        })
+    for (op, shape), peer in torch_ms.items():
+        if (op, shape) not in tirl_ms:
+            rows.append({"op": op, "shape": shape, "tirlMs": None, "torchMs": peer["torchMs"],
+                         "torch": peer["torch"], "note": "no tirl CUDA kernel"})
+
+    result = {"gpu": tirl["gpu"], "torch": torch_note, "copyBandwidthGBs": tirl["copyBandwidthGBs"],
+              "fatal": tirl.get("fatal", ""),
+              "checks": tirl["checks"], "noCudaKernel": tirl["noCudaKernel"], "rows": rows}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(result, f, indent=2)
+
+    fmt = lambda x, spec: "—" if x is None else format(x, spec)  # noqa: E731
+    failed = [c for c in tirl["checks"] if not c["passed"]]
+    lines = [
+        f"# tirl on {tirl['gpu']}",
+        "",
+        f"Correctness: {len(tirl['checks']) - len(failed)}/{len(tirl['checks'])} GPU-vs-CPU checks passed"
+        + (f"; failed: {', '.join(c['op'] + ' ' + c['case'] for c in failed)}" if failed else "") + ".",
+        f"No CUDA kernel: {', '.join(tirl['noCudaKernel']) or 'none'}. {torch_note}.",
+        f"Device-to-device copy: {tirl['copyBandwidthGBs']:.0f} GB/s (read + write)."
+        + (f" gpu_check stopped early: {tirl['fatal']}." if tirl.get("fatal") else ""),
+        "",
+        "| op | shape | tirl ms | tirl GB/s | of copy bandwidth | PyTorch eager ms | speed-up |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        frac = r.get("fractionOfCopyBandwidth")
+        speedup = r.get("speedupOverTorch")
+        share = "—" if frac is None else "%.0f%%" % (100 * frac)
+        faster = "—" if speedup is None else "%.1fx" % speedup
+        lines.append(
+            f"| {r['op']} | {r['shape']} | {fmt(r['tirlMs'], '.4f')} | {fmt(r.get('tirlGBs'), '.0f')} | "
+            f"{share} | {fmt(r['torchMs'], '.4f')} | {faster} |")
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 if __name__ == '__main__':
-    if sys.argv[1:] == ['--serve']:
+    if sys.argv[1:2] == ['--gpu']:
+        gpu_report(sys.argv[2:])
+    elif sys.argv[1:] == ['--serve']:
         serve()
     elif len(sys.argv) == 2:
         standalone(sys.argv[1])

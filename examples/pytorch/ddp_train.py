@@ -45,14 +45,14 @@ class Policy(torch.nn.Module):
         return self.head(hidden)  # [B, LENGTH, VOCAB]
 
 
-def rollout(policy, step):
+def rollout(policy, step, device):
     """Samples GROUP responses per prompt (Gumbel-max with seeded noise): token ids, roles
     (action up to and including EOS, padding after it), rewards and group ids."""
     g = torch.Generator().manual_seed(1000 + step)
-    prompt_ids = torch.arange(PROMPTS).repeat_interleave(GROUP)
+    prompt_ids = torch.arange(PROMPTS, device=device).repeat_interleave(GROUP)
     with torch.no_grad():
         logits = policy(prompt_ids)
-    noise = -torch.log(-torch.log(torch.rand(logits.shape, generator=g)))
+    noise = -torch.log(-torch.log(torch.rand(logits.shape, generator=g))).to(device)
     tokens = (logits + noise).argmax(-1)
     ended = torch.cumsum((tokens == EOS).int(), dim=1)
     after_eos = (ended - (tokens == EOS).int()) > 0
@@ -79,14 +79,14 @@ def shares(batch_size, world):
     return bounds
 
 
-def train(steps, rank=0, world=1, distributed=False, log=print):
-    policy = Policy()
+def train(steps, rank=0, world=1, distributed=False, log=print, device=torch.device("cpu")):
+    policy = Policy().to(device)
     model = torch.nn.parallel.DistributedDataParallel(policy) if distributed else policy
     optimizer = torch.optim.SGD(model.parameters(), lr=LR)
     if log:
         log(f"{'step':>4} {'reward':>8} {'loss':>10} {'clip':>6} {'kl':>9} {'tokens':>6}")
     for step in range(steps):
-        batch = rollout(policy, step)
+        batch = rollout(policy, step, device)
         first, last = shares(PROMPTS * GROUP, world)[rank]
         mine = {key: value[first:last] for key, value in batch.items()}
         if distributed:
@@ -109,7 +109,7 @@ def train(steps, rank=0, world=1, distributed=False, log=print):
             loss.backward()
             optimizer.step()
         summary = torch.tensor([float(loss), stats.clip_fraction * stats.masked_tokens, stats.approx_kl *
-                                stats.masked_tokens, float(stats.masked_tokens)], dtype=torch.float64)
+                                stats.masked_tokens, float(stats.masked_tokens)], dtype=torch.float64, device=device)
         if distributed:
             dist.all_reduce(summary)
             summary[0] /= world
@@ -133,12 +133,16 @@ def main():
         return 0
     dist.init_process_group(args.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device("cpu")
+    if args.backend == "nccl":  # one GPU per rank; tirl's kernels run on the tensors' CUDA device
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
     if rank == 0:
         print(f"tirl {tirl.version()} on {world} ranks ({args.backend}), shares {shares(PROMPTS * GROUP, world)}")
-    policy = train(args.steps, rank, world, distributed=True, log=print if rank == 0 else None)
+    policy = train(args.steps, rank, world, distributed=True, log=print if rank == 0 else None, device=device)
     status = 0
     if rank == 0 and args.check:
-        reference = train(args.steps, log=None)
+        reference = train(args.steps, log=None, device=device)
         worst = 0.0
         for (name, p), q in zip(policy.named_parameters(), reference.parameters()):
             worst = max(worst, float(((p - q).abs() / (q.abs() + 1e-6)).max()))

@@ -4,3 +4,4 @@ export * from './dpo_loss.js';
 export * from './sequence_logprobs.js';
 export * from './ppo_loss.js';
 export * from './token_logprobs.js';
+export * from './rollout_correction.js';

@@ -59,6 +59,48 @@ static void test_ppo_loss(void) {
   CHECK(strstr(tirl_last_error(), "seq_offsets") != NULL, "message: %s", tirl_last_error());
 }
 
+static void test_policy_loss(void) {
+  /* tirl_policy_loss equals tirl_ppo_loss for 'vanilla'; 'gpg' is -logp * A, gradient -A
+   * (verl core_algos.py at 1dda039b); a wrong struct_size is refused. */
+  const float logp[3] = {-1.0f, -2.0f, -0.5f};
+  const float old_logp[3] = {-1.1f, -1.5f, -0.5f};
+  const float advantages[3] = {1.0f, -1.0f, 2.0f};
+  const uint8_t mask[3] = {1, 1, 1};
+  float grad[3], grad_ppo[3];
+  tirl_ppo_result ppo;
+  tirl_ppo_options ppo_options = tirl_ppo_options_default();
+  CHECK(tirl_ppo_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &ppo_options,
+                      grad_ppo, &ppo, tirl_cpu()) == TIRL_OK, "ppo_loss: %s", tirl_last_error());
+  tirl_policy_loss_options options = tirl_policy_loss_options_default();
+  tirl_policy_loss_result result;
+  memset(&result, 0, sizeof result);
+  result.struct_size = sizeof result;
+  tirl_status s = tirl_policy_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL,
+                                   &options, grad, &result, tirl_cpu());
+  CHECK(s == TIRL_OK, "policy_loss vanilla: %s", tirl_last_error());
+  CHECK(result.ppo.loss == ppo.loss && memcmp(grad, grad_ppo, sizeof grad) == 0,
+        "vanilla policy_loss %.9g != ppo_loss %.9g", result.ppo.loss, ppo.loss);
+  options.policy_loss = TIRL_POLICY_GPG;
+  s = tirl_policy_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                       &result, tirl_cpu());
+  CHECK(s == TIRL_OK, "policy_loss gpg: %s", tirl_last_error());
+  CHECK(fabs(result.ppo.loss - (1.0 - 2.0 + 1.0) / 3.0) < 1e-6, "gpg loss %.9g", result.ppo.loss);
+  CHECK(fabs(grad[0] + 1.0 / 3) < 1e-6 && fabs(grad[1] - 1.0 / 3) < 1e-6 &&
+            fabs(grad[2] + 2.0 / 3) < 1e-6,
+        "gpg grad %g %g %g", grad[0], grad[1], grad[2]);
+  options.policy_loss = TIRL_POLICY_DRO;
+  s = tirl_policy_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                       &result, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "dro_beta") != NULL,
+        "dro without dro_beta: %s", tirl_last_error());
+  options = tirl_policy_loss_options_default();
+  options.struct_size -= 8;
+  s = tirl_policy_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                       &result, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "struct_size") != NULL,
+        "wrong struct_size: %s", tirl_last_error());
+}
+
 static void test_errors(void) {
   const uint8_t roles[3] = {0, 7, 1};
   const int32_t offsets[2] = {0, 3};
@@ -284,10 +326,54 @@ static void test_sizes_past_64_bit_bytes(void) {
   }
 }
 
+/* Two sequences, d = logp - rollout_logp = [0, ln 3, -ln 2 | 1.5 (masked out: 9)]. */
+static void test_rollout_correction(void) {
+  const float logp[5] = {-1, -1, -1, -1, -1};
+  const float rollout[5] = {-1, (float)(-1 - log(3.0)), (float)(-1 + log(2.0)), -2.5f, -10};
+  const uint8_t mask[5] = {1, 1, 1, 1, 0};
+  const int32_t offsets[3] = {0, 3, 5};
+  float weights[5];
+  uint8_t kept[5];
+  tirl_rollout_correction_result r;
+  tirl_rollout_correction_options o = tirl_rollout_correction_options_default();
+  CHECK(o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE && o.rollout_is_threshold == 2.0 && o.rollout_rs == 0,
+        "rollout_correction defaults");
+  o.rollout_is = TIRL_ROLLOUT_IS_TOKEN;
+  o.rollout_rs = 1u << TIRL_ROLLOUT_RS_TOKEN_K1 | 1u << TIRL_ROLLOUT_RS_SEQ_MAX_K2;
+  o.rollout_rs_threshold[TIRL_ROLLOUT_RS_TOKEN_K1] = 2.5;  /* ratio 1/3 is below 1/2.5 */
+  o.rollout_rs_threshold[TIRL_ROLLOUT_RS_SEQ_MAX_K2] = 0.7; /* max k2: 0.60 | 1.125 */
+  tirl_status s = tirl_rollout_correction(logp, rollout, mask, 5, offsets, 2, &o, weights, kept, &r,
+                                          tirl_cpu());
+  CHECK(s == TIRL_OK, "rollout_correction: %s", tirl_last_error());
+  const float expected_weights[5] = {1, 2, 0.5f, 2, 0};
+  const uint8_t expected_kept[5] = {1, 0, 1, 0, 0};
+  for (int t = 0; t < 5; ++t) {
+    CHECK(fabsf(weights[t] - expected_weights[t]) < 1e-6f, "weights[%d] = %g", t, weights[t]);
+  }
+  CHECK(memcmp(kept, expected_kept, 5) == 0, "rollout_correction mask");
+  CHECK(r.masked_tokens == 4 && r.valid_seqs == 2 && r.non_finite == 0, "rollout_correction counts");
+  CHECK(fabs(r.rollout_rs_masked_fraction - 0.5) < 1e-12, "rollout_rs_masked_fraction %g",
+        r.rollout_rs_masked_fraction);
+  CHECK(fabs(r.rollout_rs[TIRL_ROLLOUT_RS_SEQ_MAX_K2].seq_max - 1.125) < 1e-9, "seq_max_k2 seq_max");
+  CHECK(fabs(r.kl - (log(2.0) - log(3.0) - 1.5) / 4) < 1e-7, "kl %g", r.kl);
+  /* The mask in place gives the same. */
+  uint8_t in_place[5];
+  memcpy(in_place, mask, 5);
+  s = tirl_rollout_correction(logp, rollout, in_place, 5, offsets, 2, &o, weights, in_place, &r,
+                              tirl_cpu());
+  CHECK(s == TIRL_OK && memcmp(in_place, expected_kept, 5) == 0, "rollout_correction in place");
+  /* A rejection option without its threshold is refused by name. */
+  o.rollout_rs |= 1u << TIRL_ROLLOUT_RS_SEQ_MEAN_K3;
+  s = tirl_rollout_correction(logp, rollout, mask, 5, offsets, 2, &o, weights, kept, &r, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "rollout_rs_threshold[TIRL_ROLLOUT_RS_SEQ_MEAN_K3]") != NULL,
+        "missing threshold: %s", tirl_last_error());
+}
+
 int main(void) {
   printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
   test_feedback_mask();
   test_ppo_loss();
+  test_policy_loss();
   test_errors();
   test_token_logprobs();
   test_threads_deterministic();
@@ -295,6 +381,7 @@ int main(void) {
   test_group_advantages();
   test_dpo_loss();
   test_sequence_logprobs();
+  test_rollout_correction();
   test_enum_values_out_of_range();
   test_empty_batch_huge_vocabulary();
   test_sizes_past_64_bit_bytes();

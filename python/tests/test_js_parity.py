@@ -111,7 +111,31 @@ def test_every_op_bitwise_equal_to_the_js_api(tmp_path):
                                                         keep=u8(torch.tensor([1, 0, 1, 1])))})
     cases.append({"op": "sequenceLogprobs", "options": dict(logp=f32(logp), mask=u8(mask), seqOffsets=i32(offsets),
                                                             average=True)})
+    rollout_logp = old + 0.3 * torch.randn(n, generator=g)
+    rollout_variants = [
+        dict(rollout_is="token", rollout_rs="token_k1,seq_mean_k3", rollout_rs_threshold=[1.5, 0.05]),
+        dict(rollout_is="sequence", rollout_is_threshold=3.0, rollout_is_threshold_lower=0.2,
+             rollout_is_batch_normalize=True, rollout_rs=["seq_max_k2", "seq_sum_k1"],
+             rollout_rs_threshold=[0.5, 2.0], rollout_rs_threshold_lower=0.8),
+    ]
+    js_names = dict(rollout_is="rolloutIs", rollout_is_threshold="rolloutIsThreshold",
+                    rollout_is_threshold_lower="rolloutIsThresholdLower",
+                    rollout_is_batch_normalize="rolloutIsBatchNormalize", rollout_rs="rolloutRs",
+                    rollout_rs_threshold="rolloutRsThreshold",
+                    rollout_rs_threshold_lower="rolloutRsThresholdLower")
+    for variant in rollout_variants:
+        js = dict(logp=f32(old), rolloutLogp=f32(rollout_logp), mask=u8(mask), seqOffsets=i32(offsets))
+        js.update({js_names[key]: value for key, value in variant.items()})
+        cases.append({"op": "rolloutCorrection", "options": js})
     results = run_node(cases, tmp_path)
+    rollout_results = results[len(results) - len(rollout_variants):]
+    results = results[:len(results) - len(rollout_variants)]
+    for variant, got in zip(rollout_variants, rollout_results):
+        weights_t, kept, metrics = tirl.rollout_correction(old, rollout_logp, mask, cu_seqlens=offsets, **variant)
+        assert torch.equal(as_f32(got["weights"]), weights_t)
+        assert got["mask"] == kept.to(torch.uint8).tolist()
+        assert got["nonFinite"] == metrics.pop("non_finite") and got["maskedTokens"] == metrics.pop("masked_tokens")
+        assert got["stats"] == metrics
 
     for (op, loss, stats, grad), got in zip(expected, results):
         assert got["loss"] == stats.loss and float(loss) == float(torch.tensor(stats.loss, dtype=torch.float32))

@@ -2,6 +2,7 @@
 in both layouts, plus the argument checks."""
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -318,3 +319,54 @@ def test_library_info():
     assert torch.equal(one, two)
     with pytest.raises(ValueError):
         tirl.set_num_threads(0)
+
+
+def test_rollout_correction_hand_example_and_layouts():
+    # d = logp - rollout_logp = [0, ln 3, -ln 2]: weights [1, 3 -> 2, 1/2]; token_k1 with the
+    # ratio bound 2.5 rejects the token whose rollout/trainer ratio is 1/3 (verl's convention).
+    logp = torch.tensor([-1.0, -1.0, -1.0])
+    rollout = torch.tensor([-1.0, -1.0 - math.log(3), -1.0 + math.log(2)])
+    mask = torch.ones(3, dtype=torch.bool)
+    weights, kept, metrics = tirl.rollout_correction(
+        logp, rollout, mask, cu_seqlens=torch.tensor([0, 3], dtype=torch.int32), rollout_is="token",
+        rollout_rs="token_k1", rollout_rs_threshold=2.5)
+    assert torch.allclose(weights, torch.tensor([1.0, 2.0, 0.5]))
+    assert kept.tolist() == [True, False, True]
+    assert metrics["rollout_rs_masked_fraction"] == pytest.approx(1 / 3)
+    assert metrics["rollout_is_mean"] == pytest.approx(3.5 / 3, rel=1e-6)
+    assert metrics["kl"] == pytest.approx((math.log(2) - math.log(3)) / 3, rel=1e-6)
+    # Padded [B, T] equals packed with cu_seqlens.
+    g = torch.Generator().manual_seed(4)
+    lp = -torch.rand(4, 16, generator=g) * 3
+    rlp = lp + 0.2 * torch.randn(4, 16, generator=g)
+    m = torch.rand(4, 16, generator=g) > 0.2
+    options = dict(rollout_is="sequence", rollout_rs=["seq_mean_k3"], rollout_rs_threshold=0.02)
+    padded = tirl.rollout_correction(lp, rlp, m, **options)
+    packed = tirl.rollout_correction(lp.reshape(-1), rlp.reshape(-1), m.reshape(-1),
+                                     cu_seqlens=torch.arange(0, 65, 16, dtype=torch.int32), **options)
+    assert torch.equal(padded[0].reshape(-1), packed[0]) and torch.equal(padded[1].reshape(-1), packed[1])
+    assert padded[2] == packed[2]
+
+
+def test_rollout_correction_errors_name_the_argument():
+    x = torch.zeros(4)
+    mask = torch.ones(4, dtype=torch.bool)
+    offsets = torch.tensor([0, 4], dtype=torch.int32)
+    with pytest.raises(ValueError, match="rollout_is"):
+        tirl.rollout_correction(x, x, mask, cu_seqlens=offsets, rollout_is="geo")
+    with pytest.raises(ValueError, match="rollout_rs\\[0\\]"):
+        tirl.rollout_correction(x, x, mask, cu_seqlens=offsets, rollout_rs="token_k4", rollout_rs_threshold=1.0)
+    with pytest.raises(ValueError, match="rollout_rs_threshold\\[TIRL_ROLLOUT_RS_SEQ_MEAN_K2\\]"):
+        tirl.rollout_correction(x, x, mask, cu_seqlens=offsets, rollout_rs="seq_mean_k2")
+    with pytest.raises(ValueError, match="rollout_is_threshold"):
+        tirl.rollout_correction(x, x, mask, cu_seqlens=offsets, rollout_is_threshold=-1.0)
+    with pytest.raises(ValueError, match="rollout_logp"):
+        tirl.rollout_correction(x, torch.zeros(3), mask, cu_seqlens=offsets)
+
+
+def test_unsupported_device_is_a_value_error():
+    meta = torch.empty(2, 3, device="meta")
+    with pytest.raises(ValueError, match="logp"):
+        tirl.ppo_loss(meta, meta, meta, torch.ones(2, 3, dtype=torch.bool, device="meta"))
+    with pytest.raises(ValueError, match="old_logp"):
+        tirl.ppo_loss(torch.zeros(2, 3), meta, meta, torch.ones(2, 3, dtype=torch.bool))

@@ -1,5 +1,6 @@
 """tirl for PyTorch: tirl's fused RL kernels (PPO/GRPO/GSPO losses, group advantages, DPO,
-log-probs from logits, loss masks) as autograd functions over the tensors' own memory.
+log-probs from logits, loss masks, rollout correction) as autograd functions over the
+tensors' own memory.
 
     import tirl
     logp = tirl.token_logprobs(logits, labels)              # [B, T], grad into logits
@@ -12,8 +13,9 @@ The kernels are the same libtirl.so the npm package ships (``tirl.library_path``
 from __future__ import annotations
 
 from . import _abi
-from .ops import (ACTION, FEEDBACK, PADDING, PROMPT, DpoStats, PpoStats, dpo_loss, feedback_mask,
-                  group_advantages, ppo_loss, sequence_logprobs, token_logprobs)
+from .ops import (ACTION, FEEDBACK, PADDING, PROMPT, DpoStats, PpoStats, advantages, dpo_loss, feedback_mask,
+                  group_advantages, ppo_loss, rollout_correction, sequence_logprobs,
+                  token_logprobs)
 
 __version__ = "0.1.0"
 
@@ -56,7 +58,8 @@ def cuda_status() -> str:
 __all__ = [
     "ACTION", "FEEDBACK", "PADDING", "PROMPT",
     "DpoStats", "PpoStats",
-    "cuda_available", "cuda_status", "dpo_loss", "feedback_mask", "group_advantages",
-    "library_path", "num_threads", "ppo_loss", "sequence_logprobs", "set_num_threads",
+    "advantages", "cuda_available", "cuda_status", "dpo_loss", "feedback_mask", "group_advantages",
+    "library_path", "num_threads", "ppo_loss", "rollout_correction", "sequence_logprobs",
+    "set_num_threads",
     "simd_level", "token_logprobs", "version",
 ]

@@ -5,11 +5,12 @@
  */
 import assert from 'node:assert/strict';
 
-import type { KlEstimator, PpoAggregation, PpoLossOptions } from '../../lib/index.js';
+import type { KlEstimator, PolicyLoss, PpoAggregation, PpoLossOptions, RolloutCorrectionOptions, RolloutRejectionOption } from '../../lib/index.js';
 import { finiteDifferenceGradient as dpoGradient, referenceLoss as dpoReference, referenceRewards } from '../reference/dpo_loss.js';
 import { reference as feedbackReference } from '../reference/feedback_mask.js';
 import { reference as groupReference } from '../reference/group_advantages.js';
-import { finiteDifferenceGradient as ppoGradient, reference as ppoReference } from '../reference/ppo_loss.js';
+import { policyFiniteDifference as ppoGradient, policyReference as ppoReference } from '../reference/policy_loss.js';
+import { rolloutCorrectionReference } from '../../benchmarks/peers/rollout_correction.js';
 import { reference as sequenceReference, referenceBackward as sequenceBackwardReference } from '../reference/sequence_logprobs.js';
 import { fromBf16, reference as tokenReference, referenceGrad as tokenGradReference, toBf16 } from '../reference/token_logprobs.js';
 import { assertClose, Random } from '../support.js';
@@ -23,6 +24,7 @@ export const OP_NAMES = [
   'sequenceLogprobsBackward',
   'tokenLogprobs',
   'tokenLogprobsBackward',
+  'rolloutCorrection',
 ] as const;
 export type OpName = (typeof OP_NAMES)[number];
 
@@ -91,7 +93,8 @@ function poison(rng: Random, array: Float32Array, values = [NaN, Infinity, -Infi
 }
 
 const AGGREGATIONS: readonly PpoAggregation[] = ['token-mean', 'token-sum', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'];
-const ESTIMATORS: readonly KlEstimator[] = ['k1', 'k2', 'k3', 'abs'];
+const ESTIMATORS: readonly KlEstimator[] = ['k1', 'k2', 'k3', 'abs', 'low_var_kl', 'mse', 'k1+', 'k3+', 'low_var_kl+', 'abs+'];
+const POLICY_LOSSES: readonly PolicyLoss[] = ['vanilla', 'gspo', 'dppo_tv', 'dppo_kl', 'sapo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean', 'dro', 'cispo', 'reinforce', 'bypass_mode'];
 const DPO_VARIANTS = ['sigmoid', 'hinge', 'ipo', 'robust'] as const;
 
 /** Gradients by finite differences cost O(N^2): checked for calls up to this many tokens. */
@@ -118,6 +121,22 @@ const ppoLoss: OpSpec = {
     { name: 'klCoef', kind: 'number' },
     { name: 'klEstimator', kind: 'choice', choices: ESTIMATORS },
     { name: 'ratioLevel', kind: 'choice', choices: ['token', 'sequence'] },
+    { name: 'policyLoss', kind: 'choice', choices: POLICY_LOSSES },
+    { name: 'clipRatioC', kind: 'number' },
+    { name: 'tauPos', kind: 'number' },
+    { name: 'tauNeg', kind: 'number' },
+    { name: 'clipCovRatio', kind: 'number' },
+    { name: 'clipCovLb', kind: 'number' },
+    { name: 'clipCovUb', kind: 'number' },
+    { name: 'seed', kind: 'integer' },
+    { name: 'klCovRatio', kind: 'number' },
+    { name: 'ppoKlCoef', kind: 'number' },
+    { name: 'droBeta', kind: 'number' },
+    { name: 'lossType', kind: 'choice', choices: ['ppo_clip', 'reinforce'] },
+    { name: 'rolloutIs', kind: 'choice', choices: ['none', 'token', 'sequence'] },
+    { name: 'rolloutIsThreshold', kind: 'number' },
+    { name: 'rolloutIsThresholdLower', kind: 'number' },
+    { name: 'rolloutIsBatchNormalize', kind: 'boolean' },
   ],
   outMembers: { grad: 'f32' },
   build(rng) {
@@ -134,20 +153,61 @@ const ppoLoss: OpSpec = {
     }
     const o: Options = { logp: poison(rng, logp), oldLogp: poison(rng, oldLogp), advantages: poison(rng, rng.normals(n)), mask: rng.mask(n, rng.next()) };
     const aggregation = rng.pick(AGGREGATIONS);
-    const sequence = rng.next() < 0.25;
+    // Half the calls the original PPO clip (policyLoss absent), else any policy loss with
+    // only the options it reads.
+    const loss: PolicyLoss = rng.next() < 0.5 ? 'vanilla' : rng.pick(POLICY_LOSSES);
+    if (loss !== 'vanilla' || rng.next() < 0.1) o.policyLoss = loss;
+    const lossType = loss === 'bypass_mode' && rng.next() < 0.6 ? 'reinforce' : 'ppo_clip';
+    if (loss === 'bypass_mode' && (lossType === 'reinforce' || rng.next() < 0.3)) o.lossType = lossType;
+    const clips = loss === 'vanilla' || loss === 'gspo' || loss === 'dppo_tv' || loss === 'dppo_kl' || loss === 'clip_cov' || loss === 'geo_mean' || loss === 'cispo' || (loss === 'bypass_mode' && lossType === 'ppo_clip');
+    const sequence = loss === 'gspo' || (loss === 'vanilla' && rng.next() < 0.25);
     if (rng.next() < 0.8) o.aggregation = aggregation;
-    if (sequence) o.ratioLevel = 'sequence';
-    else if (rng.next() < 0.2) o.ratioLevel = 'token';
-    if (sequence || (o.aggregation !== undefined && aggregation.startsWith('seq')) || rng.next() < 0.5) o.seqOffsets = seqOffsets;
-    if (rng.next() < 0.5) o.clipLow = sequence ? 0.05 : rng.uniform(0, 0.4);
-    if (rng.next() < 0.3) o.clipHigh = sequence ? 0.08 : rng.uniform(0, 0.5);
-    if (rng.next() < 0.3) o.dualClip = rng.uniform(1.1, 5);
+    if (loss === 'vanilla') {
+      if (sequence) o.ratioLevel = 'sequence';
+      else if (rng.next() < 0.2) o.ratioLevel = 'token';
+    }
+    switch (loss) {
+      case 'dppo_tv':
+      case 'dppo_kl':
+        if (rng.next() < 0.6) o.clipRatioC = rng.uniform(0.5, 5);
+        break;
+      case 'sapo':
+        if (rng.next() < 0.6) o.tauPos = rng.uniform(0.2, 3);
+        if (rng.next() < 0.6) o.tauNeg = rng.uniform(0.2, 3);
+        break;
+      case 'clip_cov':
+        if (rng.next() < 0.8) o.clipCovRatio = rng.uniform(0.001, 0.5);
+        if (rng.next() < 0.6) o.clipCovLb = rng.uniform(-1, 0.5);
+        if (rng.next() < 0.6) o.clipCovUb = rng.uniform(1, 6);
+        if (rng.next() < 0.6) o.seed = rng.int(0, 1000);
+        break;
+      case 'kl_cov':
+        if (rng.next() < 0.8) o.klCovRatio = rng.uniform(0.001, 0.5);
+        if (rng.next() < 0.6) o.ppoKlCoef = rng.uniform(0, 2);
+        break;
+      case 'dro':
+        o.droBeta = rng.uniform(0.01, 2);
+        break;
+      case 'bypass_mode':
+        if (lossType === 'reinforce') {
+          if (rng.next() < 0.8) o.rolloutIs = rng.pick(['none', 'token', 'sequence']);
+          if (rng.next() < 0.5) o.rolloutIsThreshold = rng.uniform(0.5, 5);
+          if (rng.next() < 0.3) o.rolloutIsThresholdLower = rng.uniform(0.05, 0.5);
+          if (rng.next() < 0.3) o.rolloutIsBatchNormalize = rng.next() < 0.5;
+        }
+        break;
+    }
+    const needsSequences = sequence || loss === 'geo_mean' || o.rolloutIs === 'sequence' || (o.aggregation !== undefined && aggregation.startsWith('seq')) || (loss === 'sapo' && o.aggregation === undefined);
+    if (needsSequences || rng.next() < 0.5) o.seqOffsets = seqOffsets;
+    if (clips && rng.next() < 0.5) o.clipLow = sequence ? 0.05 : rng.uniform(0, 0.4);
+    if (clips && rng.next() < 0.3) o.clipHigh = sequence ? 0.08 : rng.uniform(0, 0.5);
+    if ((loss === 'vanilla' || (loss === 'bypass_mode' && lossType === 'ppo_clip')) && !sequence && rng.next() < 0.3) o.dualClip = rng.uniform(1.1, 5);
     if (rng.next() < 0.4) {
       o.refLogp = poison(rng, refLogp);
       if (rng.next() < 0.7) o.klCoef = rng.uniform(0, 0.5);
       if (rng.next() < 0.7) o.klEstimator = rng.pick(ESTIMATORS);
     }
-    if (rng.next() < 0.3) o.weights = poison(rng, rng.floats(n, 0.1, 2));
+    if (loss !== 'bypass_mode' && rng.next() < 0.3) o.weights = poison(rng, rng.floats(n, 0.1, 2));
     if (rng.next() < 0.2) o.tokenNormalizer = rng.uniform(1, 1000);
     if (rng.next() < 0.2) o.seqNormalizer = rng.uniform(1, 100);
     if (rng.next() < 0.2) o.horizon = rng.uniform(1, 4096);
@@ -169,6 +229,7 @@ const ppoLoss: OpSpec = {
     assertClose(got.approxKl, want.approxKl, { label: 'approxKl' });
     assert.equal(got.nonFinite, want.nonFinite, 'nonFinite');
     assert.equal(got.maskedTokens, want.maskedTokens, 'maskedTokens');
+    if (o.policyLoss === 'clip_cov' || o.policyLoss === 'kl_cov') assert.equal(got.selectedTokens, want.selectedTokens, 'selectedTokens');
     assert.ok(got.grad instanceof Float32Array && got.grad.length === o.logp.length, 'grad length');
     if (o.logp.length > GRADIENT_CHECK_LIMIT) return;
     const fd = ppoGradient(o);
@@ -184,7 +245,11 @@ const ppoLoss: OpSpec = {
     // Central differences of a float64 loss L carry a rounding error of about 1e-16 |L| / h.
     const fdNoise = 1e-11 * want.magnitude;
     for (let t = 0; t < fd.length; t++) {
+      // A non-finite input: PyTorch's autograd gives what IEEE gives (0 * Inf = NaN through
+      // an unclamped exp), which differences of the loss do not see.
+      const finiteInputs = [o.logp[t], o.oldLogp[t], o.advantages[t]].every(Number.isFinite);
       if (!o.mask[t]) assert.equal(got.grad[t], 0, `grad[${t}] masked out`);
+      else if (!finiteInputs) continue;
       // NaN: a kink (one-sided derivative); Inf: a normaliser so small that the loss overflows.
       else if (Number.isFinite(fd[t])) assertClose(got.grad[t], fd[t], { rtol: 1e-5, atol: 1e-6 * largest + 1e-6 * termScale(t) + fdNoise, label: `grad[${t}]` });
     }
@@ -465,6 +530,84 @@ const tokenLogprobsBackward: OpSpec = {
   },
 };
 
+
+const REJECTION_OPTIONS: readonly RolloutRejectionOption[] = [
+  'token_k1', 'token_k2', 'token_k3', 'seq_sum_k1', 'seq_sum_k2', 'seq_sum_k3',
+  'seq_mean_k1', 'seq_mean_k2', 'seq_mean_k3', 'seq_max_k2', 'seq_max_k3',
+];
+
+const rolloutCorrection: OpSpec = {
+  name: 'rolloutCorrection',
+  arguments: [
+    { name: 'logp', kind: 'f32', required: true },
+    { name: 'rolloutLogp', kind: 'f32', required: true },
+    { name: 'mask', kind: 'u8', required: true },
+    { name: 'seqOffsets', kind: 'i32', required: true },
+    { name: 'rolloutIs', kind: 'choice', choices: ['none', 'token', 'sequence'] },
+    { name: 'rolloutIsThreshold', kind: 'number' },
+    { name: 'rolloutIsThresholdLower', kind: 'number' },
+    { name: 'rolloutIsBatchNormalize', kind: 'boolean' },
+    { name: 'rolloutRs', kind: 'choice', choices: REJECTION_OPTIONS },
+    { name: 'rolloutRsThreshold', kind: 'number' },
+    { name: 'rolloutRsThresholdLower', kind: 'number' },
+  ],
+  outMembers: { weights: 'f32', mask: 'u8' },
+  build(rng) {
+    const b = size(rng, 6, 300);
+    const seqOffsets = offsets(rng, b, [1, 8, 40, 400]);
+    const n = seqOffsets[b];
+    const logp = new Float32Array(n);
+    const rolloutLogp = new Float32Array(n);
+    const scale = rng.pick([0.01, 0.3, 3, 30]);
+    for (let t = 0; t < n; t++) {
+      logp[t] = rng.uniform(-6, -0.01);
+      rolloutLogp[t] = logp[t] + rng.normal() * scale;
+    }
+    const o: Options = { logp: poison(rng, logp), rolloutLogp: poison(rng, rolloutLogp), mask: rng.mask(n, rng.next()), seqOffsets };
+    const level = rng.pick(['none', 'token', 'sequence', undefined] as const);
+    if (level !== undefined) o.rolloutIs = level;
+    if (level !== 'none') {
+      if (rng.next() < 0.6) o.rolloutIsThreshold = rng.pick([1, 1.5, 2, 5, 100]);
+      if (rng.next() < 0.3) o.rolloutIsThresholdLower = rng.uniform(0.1, (o.rolloutIsThreshold as number | undefined) ?? 2);
+      if (rng.next() < 0.4) o.rolloutIsBatchNormalize = rng.next() < 0.7;
+    }
+    if (rng.next() < 0.7) {
+      const chosen = REJECTION_OPTIONS.filter(() => rng.next() < 0.25);
+      if (chosen.length === 0) chosen.push(rng.pick(REJECTION_OPTIONS));
+      o.rolloutRs = rng.next() < 0.2 ? chosen.join(',') : chosen;
+      const bound = () => rng.pick([1, 1.01, 1.5, 4, 0.001, 0.05, 2]);
+      const thresholds = chosen.map((option) => (option.endsWith('k1') ? Math.max(1, bound()) : bound()));
+      o.rolloutRsThreshold = chosen.length === 1 || rng.next() < 0.5 ? Math.max(...thresholds) : thresholds;
+      if (chosen.some((option) => option.endsWith('k1')) && rng.next() < 0.3) o.rolloutRsThresholdLower = rng.uniform(0.2, 1);
+    }
+    const u = rng.next();
+    if (u < 0.2) o.out = { weights: new Float32Array(n).fill(NaN), mask: new Uint8Array(n).fill(7) };
+    else if (u < 0.3) o.out = { mask: o.mask }; // the documented in-place mask
+    return o;
+  },
+  check(options, result) {
+    const o = options as unknown as RolloutCorrectionOptions;
+    const got = result as { weights: Float32Array; mask: Uint8Array; stats: Record<string, number>; nonFinite: number; maskedTokens: number };
+    const want = rolloutCorrectionReference(o);
+    // The kernel writes float32: the reference rounded to float32 (a bound of 5e-324 is 0).
+    assertClose(got.weights, Float32Array.from(want.weights), { rtol: 2e-7, atol: 0, label: 'weights' });
+    assert.deepEqual([...got.mask], [...want.mask], 'mask');
+    assert.deepEqual(Object.keys(got.stats).sort(), Object.keys(want.stats).sort(), 'stats keys');
+    for (const [key, value] of Object.entries(want.stats)) {
+      // Sums of up to 40,000 doubles in another order. A std of equal values is 0 in the
+      // kernel's moments and rounding noise of the mean in the reference's two passes: its
+      // tolerance scales with the values.
+      const prefix = key.replace(/_(seq_)?std$/, '');
+      const scale = key.endsWith('_seq_std')
+        ? Math.abs(want.stats[`${prefix}_seq_max`]) + Math.abs(want.stats[`${prefix}_seq_min`])
+        : key.endsWith('_std') ? Math.abs(want.stats[`${prefix}_max`] ?? 0) + Math.abs(want.stats[`${prefix}_mean`] ?? 0) : 0;
+      const atol = 1e-8 + (Number.isFinite(scale) ? 1e-12 * scale : 0);
+      assertClose(got.stats[key], value, { rtol: 1e-7, atol, label: key });
+    }
+    assert.equal(got.nonFinite, want.nonFinite, 'nonFinite');
+  },
+};
+
 export const OPS: Readonly<Record<OpName, OpSpec>> = {
   ppoLoss,
   groupAdvantages,
@@ -474,4 +617,5 @@ export const OPS: Readonly<Record<OpName, OpSpec>> = {
   sequenceLogprobsBackward,
   tokenLogprobs,
   tokenLogprobsBackward,
+  rolloutCorrection,
 };

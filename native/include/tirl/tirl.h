@@ -135,8 +135,13 @@ typedef enum tirl_aggregation TIRL_ENUM_BASE {
 typedef enum tirl_kl_estimator TIRL_ENUM_BASE {
   TIRL_KL_K1 = 0,
   TIRL_KL_K2 = 1,
-  TIRL_KL_K3 = 2,
-  TIRL_KL_ABS = 3
+  TIRL_KL_K3 = 2,  /* verl's 'k3' and 'low_var_kl' */
+  TIRL_KL_ABS = 3,
+  /* verl's straight-through '+' forms: the value of k1, k3 or abs, the gradient of k2
+     (logp - ref_logp, unclamped). */
+  TIRL_KL_K1_PLUS = 4,
+  TIRL_KL_K3_PLUS = 5,
+  TIRL_KL_ABS_PLUS = 6
 } tirl_kl_estimator;
 
 typedef enum tirl_ratio_level TIRL_ENUM_BASE {
@@ -280,6 +285,208 @@ TIRL_API tirl_status tirl_sequence_logprobs_backward(const float* grad_seq, cons
                                                      const int32_t* seq_offsets,
                                                      int64_t num_seqs, int32_t average,
                                                      float* grad_logp, tirl_device device);
+
+/* ---------------------------------------------------------------- rolloutCorrection
+ * The engine that sampled (vLLM, SGLang) is not the trainer: their log-probs differ. From
+ * d = logp - rollout_logp per masked-in token this computes importance weights, rejection
+ * masks and off-policy diagnostics, with verl's conventions and metric names
+ * (verl/trainer/ppo/rollout_corr_helper.py; formulas in docs/math.md).
+ */
+
+typedef enum tirl_rollout_is_level TIRL_ENUM_BASE {
+  TIRL_ROLLOUT_IS_NONE = 0,     /* no importance weights (weights are 1 on masked-in tokens) */
+  TIRL_ROLLOUT_IS_TOKEN = 1,    /* w_t = exp(clamp(d_t, -20, 20)) */
+  TIRL_ROLLOUT_IS_SEQUENCE = 2  /* every token of sequence i: exp(clamp(sum_t d_t, -20, 20)) */
+} tirl_rollout_is_level;
+
+/* Rejection options (verl's rollout_rs names); bit (1u << option) of options.rollout_rs.
+ * k1 = -d, k2 = d^2 / 2, k3 = exp(d) - 1 - d on the clamped d; token_* decide per token,
+ * seq_sum_* / seq_mean_* / seq_max_* per sequence from the masked sum, mean or max. */
+typedef enum tirl_rollout_rs_option TIRL_ENUM_BASE {
+  TIRL_ROLLOUT_RS_TOKEN_K1 = 0,
+  TIRL_ROLLOUT_RS_TOKEN_K2 = 1,
+  TIRL_ROLLOUT_RS_TOKEN_K3 = 2,
+  TIRL_ROLLOUT_RS_SEQ_SUM_K1 = 3,
+  TIRL_ROLLOUT_RS_SEQ_SUM_K2 = 4,
+  TIRL_ROLLOUT_RS_SEQ_SUM_K3 = 5,
+  TIRL_ROLLOUT_RS_SEQ_MEAN_K1 = 6,
+  TIRL_ROLLOUT_RS_SEQ_MEAN_K2 = 7,
+  TIRL_ROLLOUT_RS_SEQ_MEAN_K3 = 8,
+  TIRL_ROLLOUT_RS_SEQ_MAX_K2 = 9,
+  TIRL_ROLLOUT_RS_SEQ_MAX_K3 = 10,
+  TIRL_ROLLOUT_RS_COUNT = 11
+} tirl_rollout_rs_option;
+
+typedef struct tirl_rollout_correction_options {
+  tirl_rollout_is_level rollout_is;   /* TIRL_ROLLOUT_IS_SEQUENCE (verl's default) */
+  double rollout_is_threshold;        /* 2.0; upper bound of the weights; finite, > 0 */
+  double rollout_is_threshold_lower;  /* 0 = TIS: weights truncated at the upper bound;
+                                         > 0 (and <= upper) = IcePop: weights outside
+                                         [lower, upper] are 0 */
+  int32_t rollout_is_batch_normalize; /* 0; 1 = divide the weights by their batch mean */
+  uint32_t rollout_rs;                /* 0 = no rejection; bits (1u << tirl_rollout_rs_option)
+                                         of the options chained: a token is kept only if
+                                         every one keeps it */
+  /* Per option, indexed by tirl_rollout_rs_option; read only for enabled options.
+   * rollout_rs_threshold: required, finite, > 0. k2 / k3 options keep a statistic
+   * <= upper, and their rollout_rs_threshold_lower must be 0. k1 options (statistic
+   * -d = log(rollout / trainer)) take ratio bounds: keep log(lower) <= statistic <=
+   * log(upper), lower = rollout_rs_threshold_lower, or 1 / upper when that is 0. */
+  double rollout_rs_threshold[TIRL_ROLLOUT_RS_COUNT];
+  double rollout_rs_threshold_lower[TIRL_ROLLOUT_RS_COUNT];
+} tirl_rollout_correction_options;
+
+/* Statistics of one rejection option (verl's rollout_rs_<option>_<name>). "Sequences" are
+ * those with a masked-in token; the statistic of a sequence option is its sequence value
+ * at each of its tokens. Bounds are in the statistic's units (log of the ratio bounds for
+ * k1; lower 0 for k2 / k3). */
+typedef struct tirl_rollout_rs_stats {
+  double masked_fraction;     /* masked-in tokens this option rejects / masked-in tokens */
+  double seq_masked_fraction; /* sequences with a token it rejects / sequences */
+  double mean;                /* masked mean of the statistic */
+  double max, min;            /* over tokens (token options) or sequences (sequence options) */
+  double std;                 /* sqrt(E[x^2] - E[x]^2) of the statistic clamped to the bounds */
+  double fraction_high;       /* tokens (or sequences) above the upper bound */
+  double fraction_low;        /* ... below the lower bound (k1 only, else 0) */
+  double seq_mean, seq_std;   /* over sequences of the sequence value (the masked mean for
+                                 token options); std unbiased, 0 for one sequence */
+  double seq_max, seq_min;
+  double seq_max_deviation;   /* max |value| (the ideal is 0) */
+  double seq_fraction_high;   /* sequences with value above the upper bound */
+  double seq_fraction_low;    /* ... below the lower bound (k1 only, else 0) */
+} tirl_rollout_rs_stats;
+
+/* verl's metric names without the "rollout_corr/" prefix. Means over "sequences" are over
+ * sequences with a masked-in token; with no masked-in token every statistic is 0. */
+typedef struct tirl_rollout_correction_result {
+  /* Importance weights (all 0 when rollout_is is NONE), before batch normalisation. */
+  double rollout_is_mean;     /* masked mean of the applied weights */
+  double rollout_is_max;      /* token: max applied weight; sequence: exp(min(max_i sum d, 20)) */
+  double rollout_is_min;      /* token: min applied weight; sequence: exp(min_i sum d) */
+  double rollout_is_std;      /* std of the applied weights clamped to [0, upper] */
+  double rollout_is_eff_sample_size; /* 1 / E[(c / (E[c] + 1e-8))^2], c = clamp(w, 0, upper) */
+  double rollout_is_ratio_fraction_high; /* token: raw weight > upper; sequence: sum d > log upper */
+  double rollout_is_ratio_fraction_low;  /* ... < lower (1 / upper for TIS) */
+  double rollout_is_seq_mean, rollout_is_seq_std, rollout_is_seq_max, rollout_is_seq_min;
+                              /* over sequences of the mean applied weight per sequence */
+  double rollout_is_seq_max_deviation; /* max |sequence mean weight - 1| */
+  double rollout_is_seq_fraction_high; /* sequences whose mean raw weight is > upper */
+  double rollout_is_seq_fraction_low;  /* ... < lower */
+  double rollout_is_batch_norm_factor; /* the divisor applied (1 when off or <= 1e-8) */
+  double rollout_is_oob_ratio;         /* IcePop: masked tokens with raw weight outside the band */
+  /* Rejection (0 when rollout_rs is 0). */
+  double rollout_rs_masked_fraction;     /* masked-in tokens rejected by any option */
+  double rollout_rs_seq_masked_fraction; /* sequences with a rejected token */
+  tirl_rollout_rs_stats rollout_rs[TIRL_ROLLOUT_RS_COUNT]; /* enabled options only, else 0 */
+  /* Off-policy diagnostics (always). */
+  double training_ppl;      /* mean over sequences of exp(-mean logp) */
+  double training_log_ppl;  /* mean over sequences of -mean logp */
+  double kl;                /* masked mean of rollout_logp - logp: KL(rollout || trainer) */
+  double k3_kl;             /* masked mean of exp(d) - d - 1 (d not clamped, as verl) */
+  double rollout_ppl, rollout_log_ppl;
+  double log_ppl_diff;      /* mean over sequences of mean rollout_logp - mean logp */
+  double log_ppl_abs_diff, log_ppl_diff_max, log_ppl_diff_min;
+  double ppl_ratio;         /* mean over sequences of exp(log_ppl_diff) */
+  double chi2_token;        /* masked mean of exp(2 clamp(d)) - 1 */
+  double chi2_seq;          /* mean over sequences of exp(2 clamp(sum d)) - 1 */
+  int64_t masked_tokens;    /* masked-in tokens */
+  int64_t valid_seqs;       /* sequences with a masked-in token */
+  int64_t non_finite;       /* masked-in tokens with a non-finite logp or rollout_logp */
+} tirl_rollout_correction_result;
+
+TIRL_API tirl_rollout_correction_options tirl_rollout_correction_options_default(void);
+
+/*
+ * Rollout correction over the ragged batch. logp (the trainer's log-probs, verl's
+ * old_log_prob), rollout_logp, mask: [num_tokens]; seq_offsets: [num_seqs + 1].
+ * weights: [num_tokens] receives the importance weights (0 where masked out; pass them to
+ * tirl_ppo_loss's weights, no gradient flows through them). mask_out: [num_tokens]
+ * receives the mask with rejected tokens cleared (verl's modified response_mask; it may
+ * be `mask` itself). result must not be NULL. NaN and Inf propagate into
+ * the statistics as IEEE says and are counted in non_finite; a NaN statistic rejects.
+ */
+TIRL_API tirl_status tirl_rollout_correction(const float* logp, const float* rollout_logp,
+                                             const uint8_t* mask, int64_t num_tokens,
+                                             const int32_t* seq_offsets, int64_t num_seqs,
+                                             const tirl_rollout_correction_options* options,
+                                             float* weights, uint8_t* mask_out,
+                                             tirl_rollout_correction_result* result,
+                                             tirl_device device);
+
+/* ---------------------------------------------------------------- ppoLoss: every policy loss
+ *
+ * tirl_policy_loss computes any of verl's registered policy losses (verl's registry keys in
+ * the comments), fused with its gradient; see docs/math.md, "Policy losses". With
+ * TIRL_POLICY_VANILLA and TIRL_POLICY_GSPO it equals tirl_ppo_loss (GSPO is
+ * ratio_level = TIRL_RATIO_SEQUENCE). tirl_ppo_options and tirl_ppo_loss stay as they are.
+ */
+typedef enum tirl_policy_loss_kind TIRL_ENUM_BASE {
+  TIRL_POLICY_VANILLA = 0,     /* 'vanilla': PPO clip (dual clip with ppo.dual_clip) */
+  TIRL_POLICY_GSPO = 1,        /* 'gspo': sequence-level ratio */
+  TIRL_POLICY_DPPO_TV = 2,     /* 'dppo_tv': binary total-variation trust region */
+  TIRL_POLICY_DPPO_KL = 3,     /* 'dppo_kl': binary KL trust region */
+  TIRL_POLICY_SAPO = 4,        /* 'sapo': soft sigmoid gate */
+  TIRL_POLICY_GPG = 5,         /* 'gpg': -logp * A */
+  TIRL_POLICY_CLIP_COV = 6,    /* 'clip_cov': PPO clip, random high-covariance tokens dropped */
+  TIRL_POLICY_KL_COV = 7,      /* 'kl_cov': -A r, |log-ratio| penalty on top-covariance tokens */
+  TIRL_POLICY_GEO_MEAN = 8,    /* 'geo_mean': GMPO, geometric mean of clipped token ratios */
+  TIRL_POLICY_DRO = 9,         /* 'dro': -(logp A - beta/2 (logp - old_logp)^2) */
+  TIRL_POLICY_CISPO = 10,      /* 'cispo': -sg(clip(r)) A logp */
+  TIRL_POLICY_REINFORCE = 11,  /* 'reinforce': -A logp (weights = detached IS weights) */
+  TIRL_POLICY_BYPASS_MODE = 12 /* 'bypass_mode': old_logp is the rollout's; see loss_type */
+} tirl_policy_loss_kind;
+
+typedef enum tirl_bypass_loss_type TIRL_ENUM_BASE {
+  TIRL_BYPASS_PPO_CLIP = 0, /* vanilla on (logp, old_logp = rollout logp), no IS weights */
+  TIRL_BYPASS_REINFORCE = 1 /* reinforce with IS weights computed from logp - old_logp */
+} tirl_bypass_loss_type;
+
+/* Defaults from tirl_policy_loss_options_default(); verl's config key in the comment. */
+typedef struct tirl_policy_loss_options {
+  uint32_t struct_size;            /* sizeof(tirl_policy_loss_options): set by the default */
+  tirl_policy_loss_kind policy_loss; /* TIRL_POLICY_VANILLA (loss_mode) */
+  tirl_ppo_options ppo;            /* clipping (DPPO: the divergence bounds), aggregation,
+                                      normalisers, KL term; tirl_ppo_options_default() */
+  double clip_ratio_c;             /* 3.0 (clip_ratio_c): DPPO's truncation, > 1 */
+  double tau_pos;                  /* 1.0 (tau_pos): SAPO, > 0 */
+  double tau_neg;                  /* 1.05 (tau_neg): SAPO, > 0 */
+  double clip_cov_ratio;           /* 0.0002 (clip_cov_ratio), in (0, 1] */
+  double clip_cov_lb;              /* 1.0 (clip_cov_lb) */
+  double clip_cov_ub;              /* 5.0 (clip_cov_ub), > clip_cov_lb */
+  double kl_cov_ratio;             /* 0.0002 (kl_cov_ratio), in (0, 1] */
+  double ppo_kl_coef;              /* 0.1 (ppo_kl_coef), >= 0 */
+  double dro_beta;                 /* 0 = unset (dro_beta); 'dro' needs > 0 */
+  uint64_t seed;                   /* 0: clip_cov's random pick (docs/math.md) */
+  tirl_bypass_loss_type loss_type; /* TIRL_BYPASS_PPO_CLIP (rollout_correction.loss_type) */
+  tirl_rollout_is_level rollout_is; /* TIRL_ROLLOUT_IS_NONE (rollout_correction.rollout_is; the
+                                       rolloutCorrection section's enum) */
+  double rollout_is_threshold;     /* 2.0: upper bound, > 0 */
+  double rollout_is_threshold_lower; /* 0 = TIS (truncate); > 0: IcePop band [lower, upper] */
+  int32_t rollout_is_batch_normalize; /* 0: 1 = divide the weights by their mean */
+} tirl_policy_loss_options;
+
+typedef struct tirl_policy_loss_result {
+  uint32_t struct_size;   /* sizeof(tirl_policy_loss_result): set by the caller */
+  tirl_ppo_result ppo;    /* loss, pg_loss, kl_loss, statistics (meaning per loss: docs/math.md) */
+  int64_t selected_tokens; /* clip_cov: tokens zeroed; kl_cov: tokens given the KL term */
+  double rollout_is_batch_norm_factor; /* bypass_mode reinforce with batch normalisation; else 1 */
+} tirl_policy_loss_result;
+
+TIRL_API tirl_policy_loss_options tirl_policy_loss_options_default(void);
+
+/*
+ * Any policy loss over masked tokens, fused with its gradient. Arguments as tirl_ppo_loss;
+ * options->struct_size and result->struct_size must be the sizes of this header's structs.
+ * seq_offsets is also needed by geo_mean and by bypass_mode's sequence-level IS weights.
+ * weights may be NULL; bypass_mode takes none (it computes its own).
+ */
+TIRL_API tirl_status tirl_policy_loss(const float* logp, const float* old_logp,
+                                      const float* advantages, const uint8_t* mask,
+                                      int64_t num_tokens, const int32_t* seq_offsets,
+                                      int64_t num_seqs, const float* ref_logp,
+                                      const float* weights,
+                                      const tirl_policy_loss_options* options, float* grad,
+                                      tirl_policy_loss_result* result, tirl_device device);
 
 /* ---------------------------------------------------------------- tokenLogprobs */
 

@@ -1,0 +1,68 @@
+// rolloutCorrection's CPU backend (formulas in math/rollout_correction.h; checks in
+// api/rollout_correction.cc).
+//
+// Work is handed out by sequences, grouped by where they start: chunk c owns the
+// sequences starting in tokens [c * kTokensPerChunk, (c + 1) * kTokensPerChunk) (the last
+// chunk also those starting at num_tokens, which are empty) and walks each of them whole,
+// in order, into its own partial sums. The partial sums are merged in chunk order. Chunk
+// boundaries depend on the sizes only, so results are bitwise identical for any thread
+// count. A sequence longer than a chunk is walked by one thread: the walk is a few
+// nanoseconds per token, and splitting a sequence would need a second merge per value.
+#include <algorithm>
+#include <vector>
+
+#include "common/error.h"
+#include "common/parallel.h"
+#include "cpu/ops.h"
+#include "math/rollout_correction.h"
+
+namespace tirl::cpu {
+namespace {
+
+constexpr int64_t kTokensPerChunk = 16384;
+
+}  // namespace
+
+tirl_status rollout_correction(const float* logp, const float* rollout_logp, const uint8_t* mask,
+                               int64_t num_tokens, const int32_t* seq_offsets, int64_t num_seqs,
+                               const tirl_rollout_correction_options* options_pointer,
+                               float* weights, uint8_t* mask_out,
+                               tirl_rollout_correction_result* result, tirl_device) {
+  const tirl_rollout_correction_options& options = *options_pointer;
+  const RolloutSetup setup = rollout_setup(options);
+  const int slots = setup.num_slots;
+  const int64_t num_chunks = chunk_count(num_tokens, kTokensPerChunk);
+  std::vector<double> partial(static_cast<size_t>(std::max<int64_t>(num_chunks, 1) * slots));
+  for (int64_t chunk = 0; chunk < std::max<int64_t>(num_chunks, 1); ++chunk) {
+    rollout_init(partial.data() + chunk * slots, slots);
+  }
+  auto body = [&](int64_t chunk) {
+    const int64_t first = chunk * kTokensPerChunk;
+    const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
+    const bool last_chunk = chunk == num_chunks - 1;
+    double* acc = partial.data() + chunk * slots;
+    int64_t s = std::lower_bound(seq_offsets, seq_offsets + num_seqs, first) - seq_offsets;
+    for (; s < num_seqs && (seq_offsets[s] < last || (last_chunk && seq_offsets[s] == last)); ++s) {
+      rollout_sequence(logp, rollout_logp, mask, seq_offsets[s], seq_offsets[s + 1], setup,
+                       weights, mask_out, acc);
+    }
+  };
+  parallel_for(num_chunks, body);
+  for (int64_t chunk = 1; chunk < num_chunks; ++chunk) {
+    rollout_merge(partial.data(), partial.data() + chunk * slots, slots);
+  }
+  const bool normalize = options.rollout_is_batch_normalize != 0;
+  const double norm_mean = rollout_batch_norm_mean(setup, normalize, partial.data());
+  if (norm_mean > 0) {
+    auto divide = [&](int64_t chunk) {
+      const int64_t first = chunk * kTokensPerChunk;
+      const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
+      for (int64_t t = first; t < last; ++t) weights[t] = rollout_normalized_weight(weights[t], norm_mean);
+    };
+    parallel_for(num_chunks, divide);
+  }
+  rollout_finalize(setup, normalize, partial.data(), norm_mean, result);
+  return ok();
+}
+
+}  // namespace tirl::cpu

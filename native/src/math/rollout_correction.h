@@ -1,0 +1,574 @@
+// Rollout correction (docs/math.md): the engine that sampled (vLLM, SGLang) is not the
+// trainer, so their log-probs differ. From the log-ratio d = logp - rollout_logp of each
+// masked-in token this computes importance weights (token or sequence level; truncated,
+// TIS, or zeroed outside a band, IcePop), rejection masks (token_k*, seq_sum_k*,
+// seq_mean_k*, seq_max_k*) and verl's off-policy diagnostics, following verl's
+// verl/trainer/ppo/rollout_corr_helper.py.
+//
+// Both backends walk a sequence with rollout_sequence() below and merge the per-sequence
+// contributions with rollout_merge(); they differ only in how sequences are handed out
+// and in which fixed order the partial sums are merged. rollout_finalize() turns the
+// merged sums into the result on the host.
+#pragma once
+
+#include <math.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "math/common.h"
+#include "tirl/tirl.h"
+
+namespace tirl {
+
+// verl's SAFETY_BOUND: log-ratios are clamped to [-20, 20] before exponentiating.
+constexpr double kRolloutSafetyBound = 20.0;
+constexpr int kRolloutOptions = TIRL_ROLLOUT_RS_COUNT;
+
+// ---------------------------------------------------------------- per-token formulas
+
+// Neither NaN nor infinite (without <cmath>'s isfinite, which device code lacks).
+TIRL_HD inline bool rollout_finite(double x) { return x - x == 0.0; }
+
+// clamp(d, -20, 20); NaN stays NaN.
+TIRL_HD inline double rollout_safe_log_ratio(double d) {
+  return d < -kRolloutSafetyBound ? -kRolloutSafetyBound
+                                  : (d > kRolloutSafetyBound ? kRolloutSafetyBound : d);
+}
+
+// Maximum and minimum that let NaN win, as torch.max / torch.min do.
+TIRL_HD inline double rollout_max(double a, double b) { return (a != a || a > b) ? a : (b != b || b > a ? b : a); }
+TIRL_HD inline double rollout_min(double a, double b) { return (a != a || a < b) ? a : (b != b || b < a ? b : a); }
+
+// torch.clamp(x, lo, hi): NaN stays NaN.
+TIRL_HD inline double rollout_clamp(double x, double lo, double hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
+// The three divergence estimators of a rejection option, from the clamped log-ratio c
+// and rho = exp(c): k1 = -c, k2 = c^2 / 2, k3 = rho - 1 - c.
+TIRL_HD inline double rollout_k(int k, double c, double rho) {
+  return k == 1 ? -c : (k == 2 ? 0.5 * c * c : (rho - 1.0) - c);
+}
+
+// ---------------------------------------------------------------- rejection options
+
+enum RolloutAggregate : int { kAggToken = 0, kAggSeqSum = 1, kAggSeqMean = 2, kAggSeqMax = 3 };
+
+// The options run token_k1..3, seq_sum_k1..3, seq_mean_k1..3, seq_max_k2..3 (tirl.h).
+TIRL_HD inline int rollout_rs_estimator(int option) {  // 1, 2 or 3
+  return option < 9 ? option % 3 + 1 : option - 7;
+}
+TIRL_HD inline int rollout_rs_aggregate(int option) {  // a RolloutAggregate
+  return option < 9 ? option / 3 : kAggSeqMax;
+}
+
+// ---------------------------------------------------------------- per-call setup
+
+// Per-option slots of the partial sums (each option enabled gets one block of these).
+enum RolloutOptionSlot : int {
+  kRsStatSum = 0,   // sum over masked tokens of the statistic (a sequence value per token)
+  kRsStdCount,      // moments of the statistic clamped to [lower, upper] (std), per token
+  kRsStdMean,
+  kRsStdM2,
+  kRsTokenMax,      // token options: max / min of the statistic over masked tokens
+  kRsTokenMin,
+  kRsTokenHigh,     // token options: masked tokens above the upper / below the lower bound
+  kRsTokenLow,
+  kRsRejectedTokens,  // masked tokens this option rejects
+  kRsRejectedSeqs,    // valid sequences with a masked token it rejects
+  kRsSeqSum,          // over valid sequences of the sequence value v
+  kRsSeqStdCount,     // moments of v (seq_std)
+  kRsSeqStdMean,
+  kRsSeqStdM2,
+  kRsSeqMax,
+  kRsSeqMin,
+  kRsSeqAbsMax,       // max |v| (verl's seq_max_deviation from the ideal 0)
+  kRsSeqHigh,         // sequences with v above the upper / below the lower bound
+  kRsSeqLow,
+  kRsSlots
+};
+
+// Slots shared by every call. Counts are kept as doubles: exact below 2^53.
+enum RolloutSlot : int {
+  kTokens = 0,     // masked-in tokens
+  kValidSeqs,      // sequences with at least one
+  kNonFinite,      // masked-in tokens with a non-finite logp or rollout_logp
+  kKlSum,          // sum of rollout_logp - logp
+  kK3KlSum,        // sum of exp(d) - d - 1 (unclamped, as verl's k3_kl)
+  kRho2Sum,        // sum of exp(2 clamp(d))
+  kTrainLogPplSum,  // over valid sequences: -mean logp
+  kTrainPplSum,     // exp(-mean logp)
+  kRolloutLogPplSum,
+  kRolloutPplSum,
+  kLogPplDiffSum,   // mean rollout_logp - mean logp
+  kLogPplAbsDiffSum,
+  kLogPplDiffMax,
+  kLogPplDiffMin,
+  kPplRatioSum,     // exp(log_ppl_diff)
+  kChi2SeqSum,      // exp(2 clamp(sum d))
+  kIsWeightSum,     // over masked tokens: applied weight w
+  kIsWeightMax,     // token level: max / min of w
+  kIsWeightMin,
+  kIsClampSum,      // c = clamp(w, 0, upper): sums of c and c^2 (ESS), moments of c (std)
+  kIsClamp2Sum,
+  kIsStdCount,
+  kIsStdMean,
+  kIsStdM2,
+  kIsHigh,          // token level: tokens with raw weight > upper; sequence level: sequences
+  kIsLow,           // ... < lower
+  kIsOutOfBand,     // IcePop: masked tokens whose raw weight lies outside [lower, upper]
+  kIsLogMax,        // sequence level: max / min over sequences of sum d
+  kIsLogMin,
+  kIsSeqSum,        // over valid sequences of the mean applied weight sw
+  kIsSeqStdCount,   // moments of sw (seq_std)
+  kIsSeqStdMean,
+  kIsSeqStdM2,
+  kIsSeqMax,
+  kIsSeqMin,
+  kIsSeqDeviation,  // max |sw - 1|
+  kIsSeqHigh,       // sequences whose mean raw weight is > upper / < lower
+  kIsSeqLow,
+  kRsRejectedTokensAll,  // masked tokens rejected by any option
+  kRsRejectedSeqsAll,    // valid sequences with a rejected token
+  kRolloutBaseSlots
+};
+
+// A moments slot is the first of three, (count, mean, M2 = sum of squared deviations),
+// merged together with Chan et al.'s formula: a std from them does not cancel the way
+// E[x^2] - E[x]^2 does. kSlotMomentsPart marks the other two.
+enum RolloutSlotKind : int { kSlotSum = 0, kSlotMax = 1, kSlotMin = 2, kSlotMoments = 3, kSlotMomentsPart = 4 };
+
+TIRL_HD inline int rollout_base_slot_kind(int slot) {
+  switch (slot) {
+    case kLogPplDiffMax: case kIsWeightMax: case kIsLogMax: case kIsSeqMax: case kIsSeqDeviation:
+      return kSlotMax;
+    case kLogPplDiffMin: case kIsWeightMin: case kIsLogMin: case kIsSeqMin:
+      return kSlotMin;
+    case kIsStdCount: case kIsSeqStdCount:
+      return kSlotMoments;
+    case kIsStdMean: case kIsStdM2: case kIsSeqStdMean: case kIsSeqStdM2:
+      return kSlotMomentsPart;
+    default:
+      return kSlotSum;
+  }
+}
+
+TIRL_HD inline int rollout_option_slot_kind(int slot) {
+  switch (slot) {
+    case kRsTokenMax: case kRsSeqMax: case kRsSeqAbsMax: return kSlotMax;
+    case kRsTokenMin: case kRsSeqMin: return kSlotMin;
+    case kRsStdCount: case kRsSeqStdCount: return kSlotMoments;
+    case kRsStdMean: case kRsStdM2: case kRsSeqStdMean: case kRsSeqStdM2: return kSlotMomentsPart;
+    default: return kSlotSum;
+  }
+}
+
+// What every sequence walk needs, derived once per call from validated options.
+struct RolloutSetup {
+  int is_level;       // TIRL_ROLLOUT_IS_NONE / TOKEN / SEQUENCE
+  bool icepop;        // a lower bound was given: zero weights outside [is_lower, is_upper]
+  double is_upper;    // rollout_is_threshold
+  double is_lower;    // the lower bound, or 1 / upper for TIS (diagnostics only)
+  double is_log_upper, is_log_lower;
+  int num_options;              // enabled rejection options, in enum order
+  int option[kRolloutOptions];  // their enum values
+  // Bounds in the statistic's units: log(ratio bounds) for k1, the upper bound else;
+  // rs_lower is 0 (the clamp floor for std) for k2 / k3.
+  double rs_upper[kRolloutOptions], rs_lower[kRolloutOptions];
+  bool any_token_option, any_seq_option;
+  int num_slots;  // kRolloutBaseSlots + kRsSlots * num_options
+};
+
+TIRL_HD inline int rollout_slot_kind(int slot) {
+  return slot < kRolloutBaseSlots ? rollout_base_slot_kind(slot)
+                                  : rollout_option_slot_kind((slot - kRolloutBaseSlots) % kRsSlots);
+}
+
+// Index of option slot `slot` of the j-th enabled option.
+TIRL_HD inline int rollout_option_slot(int j, int slot) { return kRolloutBaseSlots + kRsSlots * j + slot; }
+
+// The empty value of a slot: 0 for sums and moments, -inf / +inf for max / min.
+TIRL_HD inline double rollout_identity(int kind) {
+  return kind == kSlotMax ? -INFINITY : (kind == kSlotMin ? INFINITY : 0.0);
+}
+
+TIRL_HD inline void rollout_init(double* acc, int num_slots) {
+  for (int i = 0; i < num_slots; ++i) acc[i] = rollout_identity(rollout_slot_kind(i));
+}
+
+// A sum, max or min slot merged with another.
+TIRL_HD inline double rollout_merge_one(int kind, double a, double b) {
+  return kind == kSlotSum ? a + b : (kind == kSlotMax ? rollout_max(a, b) : rollout_min(a, b));
+}
+
+// Moments (count, mean, M2) at m += (count_b, mean_b, m2_b) (Chan, Golub and LeVeque).
+TIRL_HD inline void rollout_moments_add(double* m, double count_b, double mean_b, double m2_b) {
+  if (count_b == 0) return;
+  if (m[0] == 0) {
+    m[0] = count_b;
+    m[1] = mean_b;
+    m[2] = m2_b + (mean_b - mean_b);  // NaN (or Inf) items make the std NaN, as torch's
+    return;
+  }
+  const double count = m[0] + count_b;
+  const double delta = mean_b - m[1];
+  m[1] += delta * (count_b / count);
+  m[2] += m2_b + delta * delta * (m[0] * count_b / count);
+  m[0] = count;
+}
+
+// acc += other, slot by slot (a moments slot with the two after it).
+TIRL_HD inline void rollout_merge(double* acc, const double* other, int num_slots) {
+  for (int i = 0; i < num_slots; ++i) {
+    const int kind = rollout_slot_kind(i);
+    if (kind == kSlotMoments) {
+      rollout_moments_add(acc + i, other[i], other[i + 1], other[i + 2]);
+      i += 2;
+    } else {
+      acc[i] = rollout_merge_one(kind, acc[i], other[i]);
+    }
+  }
+}
+
+inline RolloutSetup rollout_setup(const tirl_rollout_correction_options& o) {
+  RolloutSetup s{};
+  s.is_level = o.rollout_is;
+  s.icepop = o.rollout_is_threshold_lower > 0;
+  s.is_upper = o.rollout_is_threshold;
+  s.is_lower = s.icepop ? o.rollout_is_threshold_lower : 1.0 / o.rollout_is_threshold;
+  s.is_log_upper = std::log(s.is_upper);
+  s.is_log_lower = std::log(s.is_lower);
+  s.num_options = 0;
+  for (int option = 0; option < kRolloutOptions; ++option) {
+    if ((o.rollout_rs & (1u << option)) == 0) continue;
+    const int j = s.num_options++;
+    s.option[j] = option;
+    const double upper = o.rollout_rs_threshold[option];
+    if (rollout_rs_estimator(option) == 1) {
+      // verl: a k1 bound is a ratio bound; a missing lower one is 1 / upper.
+      const double lower = o.rollout_rs_threshold_lower[option] > 0
+                               ? o.rollout_rs_threshold_lower[option] : 1.0 / upper;
+      s.rs_upper[j] = std::log(upper);
+      s.rs_lower[j] = std::log(lower);
+    } else {
+      s.rs_upper[j] = upper;
+      s.rs_lower[j] = 0.0;
+    }
+    if (rollout_rs_aggregate(option) == kAggToken) {
+      s.any_token_option = true;
+    } else {
+      s.any_seq_option = true;
+    }
+  }
+  s.num_slots = kRolloutBaseSlots + kRsSlots * s.num_options;
+  return s;
+}
+
+// Whether statistic `value` passes option j: [lower, upper] for k1, <= upper else. NaN fails.
+TIRL_HD inline bool rollout_rs_keep(const RolloutSetup& s, int j, double value) {
+  return rollout_rs_estimator(s.option[j]) == 1 ? (value >= s.rs_lower[j] && value <= s.rs_upper[j])
+                                                : value <= s.rs_upper[j];
+}
+
+// The applied weight from a raw one: min(raw, upper) for TIS, raw inside [lower, upper]
+// and 0 outside for IcePop.
+TIRL_HD inline double rollout_applied_weight(const RolloutSetup& s, double raw) {
+  if (!s.icepop) return raw > s.is_upper ? s.is_upper : raw;
+  return (raw >= s.is_lower && raw <= s.is_upper) ? raw : 0.0;
+}
+
+// ---------------------------------------------------------------- one sequence
+
+// Walks tokens [begin, end) of one sequence: writes its weights (0 where masked out; 1
+// on masked-in tokens when importance weights are off) and its output mask (the input
+// mask with rejected tokens cleared), and adds its contributions to `acc` (which may be
+// shared by the sequences of one chunk, walked in order). Reads each input once per pass.
+TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_logp,
+                                     const uint8_t* mask, int64_t begin, int64_t end,
+                                     const RolloutSetup& s, float* weights, uint8_t* mask_out,
+                                     double* acc) {
+  constexpr int kMaxTokenOptions = 3;  // token_k1, token_k2, token_k3
+  double n = 0, sum_d = 0, sum_lp = 0, sum_rlp = 0;
+  double sum_k[4] = {0, 0, 0, 0};
+  double max_k[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  double sum_w = 0, sum_raw = 0, token_rejected = 0;
+  double option_rejected[kMaxTokenOptions] = {0, 0, 0};
+  const bool token_is = s.is_level == TIRL_ROLLOUT_IS_TOKEN;
+  for (int64_t t = begin; t < end; ++t) {
+    if (mask[t] == 0) {
+      weights[t] = 0.0f;
+      mask_out[t] = 0;
+      continue;
+    }
+    const double lp = logp[t], rlp = rollout_logp[t];
+    const double d = lp - rlp;
+    const double c = rollout_safe_log_ratio(d);
+    const double rho = ::exp(c);
+    n += 1;
+    sum_d += d;
+    sum_lp += lp;
+    sum_rlp += rlp;
+    acc[kNonFinite] += (rollout_finite(lp) && rollout_finite(rlp)) ? 0.0 : 1.0;
+    acc[kKlSum] += rlp - lp;
+    acc[kK3KlSum] += ((c == d ? rho : ::exp(d)) - d) - 1.0;
+    acc[kRho2Sum] += rho * rho;
+    for (int k = 1; k <= 3; ++k) {
+      const double value = rollout_k(k, c, rho);
+      sum_k[k] += value;
+      max_k[k] = rollout_max(max_k[k], value);
+    }
+    float w_out = 1.0f;
+    if (token_is) {
+      const double w = rollout_applied_weight(s, rho);
+      const double clamped = rollout_clamp(w, 0.0, s.is_upper);
+      w_out = static_cast<float>(w);
+      sum_w += w;
+      sum_raw += rho;
+      acc[kIsWeightSum] += w;
+      acc[kIsWeightMax] = rollout_max(acc[kIsWeightMax], w);
+      acc[kIsWeightMin] = rollout_min(acc[kIsWeightMin], w);
+      acc[kIsClampSum] += clamped;
+      acc[kIsClamp2Sum] += clamped * clamped;
+      rollout_moments_add(acc + kIsStdCount, 1.0, clamped, 0.0);
+      acc[kIsHigh] += rho > s.is_upper ? 1.0 : 0.0;
+      acc[kIsLow] += rho < s.is_lower ? 1.0 : 0.0;
+      if (s.icepop) acc[kIsOutOfBand] += (rho < s.is_lower || rho > s.is_upper) ? 1.0 : 0.0;
+    }
+    weights[t] = w_out;
+    bool keep = true;
+    if (s.any_token_option) {
+      int token_option = 0;
+      for (int j = 0; j < s.num_options; ++j) {
+        if (rollout_rs_aggregate(s.option[j]) != kAggToken) continue;
+        const double value = rollout_k(rollout_rs_estimator(s.option[j]), c, rho);
+        const double clamped = rollout_clamp(value, s.rs_lower[j], s.rs_upper[j]);
+        const bool pass = rollout_rs_keep(s, j, value);
+        double* o = acc + rollout_option_slot(j, 0);
+        o[kRsStatSum] += value;
+        rollout_moments_add(o + kRsStdCount, 1.0, clamped, 0.0);
+        o[kRsTokenMax] = rollout_max(o[kRsTokenMax], value);
+        o[kRsTokenMin] = rollout_min(o[kRsTokenMin], value);
+        o[kRsTokenHigh] += value > s.rs_upper[j] ? 1.0 : 0.0;
+        if (rollout_rs_estimator(s.option[j]) == 1) o[kRsTokenLow] += value < s.rs_lower[j] ? 1.0 : 0.0;
+        o[kRsRejectedTokens] += pass ? 0.0 : 1.0;
+        option_rejected[token_option++] += pass ? 0.0 : 1.0;
+        keep = keep && pass;
+      }
+    }
+    token_rejected += keep ? 0.0 : 1.0;
+    mask_out[t] = keep ? 1 : 0;
+  }
+  if (n == 0) return;  // nothing masked in: weights and mask are all 0, no statistic changes
+
+  acc[kTokens] += n;
+  acc[kValidSeqs] += 1;
+  const double train_mean = sum_lp / n, rollout_mean = sum_rlp / n;
+  const double log_ppl_diff = rollout_mean - train_mean;
+  acc[kTrainLogPplSum] += -train_mean;
+  acc[kTrainPplSum] += ::exp(-train_mean);
+  acc[kRolloutLogPplSum] += -rollout_mean;
+  acc[kRolloutPplSum] += ::exp(-rollout_mean);
+  acc[kLogPplDiffSum] += log_ppl_diff;
+  acc[kLogPplAbsDiffSum] += ::fabs(log_ppl_diff);
+  acc[kLogPplDiffMax] = rollout_max(acc[kLogPplDiffMax], log_ppl_diff);
+  acc[kLogPplDiffMin] = rollout_min(acc[kLogPplDiffMin], log_ppl_diff);
+  acc[kPplRatioSum] += ::exp(log_ppl_diff);
+  const double seq_c = rollout_safe_log_ratio(sum_d);
+  acc[kChi2SeqSum] += ::exp(2.0 * seq_c);
+
+  // Importance weights: per-sequence statistics (sw = mean applied weight).
+  float seq_weight = 1.0f;
+  if (s.is_level != TIRL_ROLLOUT_IS_NONE) {
+    double sw, raw_mean;
+    if (token_is) {
+      sw = sum_w / n;
+      raw_mean = sum_raw / n;
+    } else {
+      raw_mean = ::exp(seq_c);
+      sw = rollout_applied_weight(s, raw_mean);
+      seq_weight = static_cast<float>(sw);
+      const double clamped = rollout_clamp(sw, 0.0, s.is_upper);
+      acc[kIsWeightSum] += n * sw;
+      acc[kIsClampSum] += n * clamped;
+      acc[kIsClamp2Sum] += n * clamped * clamped;
+      rollout_moments_add(acc + kIsStdCount, n, clamped, 0.0);
+      acc[kIsHigh] += sum_d > s.is_log_upper ? 1.0 : 0.0;
+      acc[kIsLow] += sum_d < s.is_log_lower ? 1.0 : 0.0;
+      if (s.icepop) acc[kIsOutOfBand] += (raw_mean < s.is_lower || raw_mean > s.is_upper) ? n : 0.0;
+      acc[kIsLogMax] = rollout_max(acc[kIsLogMax], sum_d);
+      acc[kIsLogMin] = rollout_min(acc[kIsLogMin], sum_d);
+    }
+    acc[kIsSeqSum] += sw;
+    rollout_moments_add(acc + kIsSeqStdCount, 1.0, sw, 0.0);
+    acc[kIsSeqMax] = rollout_max(acc[kIsSeqMax], sw);
+    acc[kIsSeqMin] = rollout_min(acc[kIsSeqMin], sw);
+    acc[kIsSeqDeviation] = rollout_max(acc[kIsSeqDeviation], ::fabs(sw - 1.0));
+    acc[kIsSeqHigh] += raw_mean > s.is_upper ? 1.0 : 0.0;
+    acc[kIsSeqLow] += raw_mean < s.is_lower ? 1.0 : 0.0;
+  }
+
+  // Rejection: sequence values of every option, decisions of the sequence options.
+  bool seq_keep = true;
+  int token_option = 0;
+  for (int j = 0; j < s.num_options; ++j) {
+    const int option = s.option[j];
+    const int k = rollout_rs_estimator(option);
+    const int aggregate = rollout_rs_aggregate(option);
+    double* o = acc + rollout_option_slot(j, 0);
+    const double v = aggregate == kAggSeqSum ? sum_k[k]
+                     : aggregate == kAggSeqMax ? max_k[k]
+                                              : sum_k[k] / n;  // token options: the mean too
+    if (aggregate == kAggToken) {
+      o[kRsRejectedSeqs] += option_rejected[token_option++] > 0 ? 1.0 : 0.0;
+    } else {
+      const bool pass = rollout_rs_keep(s, j, v);
+      const double clamped = rollout_clamp(v, s.rs_lower[j], s.rs_upper[j]);
+      o[kRsStatSum] += n * v;
+      rollout_moments_add(o + kRsStdCount, n, clamped, 0.0);
+      o[kRsRejectedTokens] += pass ? 0.0 : n;
+      o[kRsRejectedSeqs] += pass ? 0.0 : 1.0;
+      seq_keep = seq_keep && pass;
+    }
+    o[kRsSeqSum] += v;
+    rollout_moments_add(o + kRsSeqStdCount, 1.0, v, 0.0);
+    o[kRsSeqMax] = rollout_max(o[kRsSeqMax], v);
+    o[kRsSeqMin] = rollout_min(o[kRsSeqMin], v);
+    o[kRsSeqAbsMax] = rollout_max(o[kRsSeqAbsMax], ::fabs(v));
+    o[kRsSeqHigh] += v > s.rs_upper[j] ? 1.0 : 0.0;
+    if (k == 1) o[kRsSeqLow] += v < s.rs_lower[j] ? 1.0 : 0.0;
+  }
+  const double rejected = seq_keep ? token_rejected : n;
+  acc[kRsRejectedTokensAll] += rejected;
+  acc[kRsRejectedSeqsAll] += rejected > 0 ? 1.0 : 0.0;
+
+  // Second pass, only where the sequence decides for all its tokens. It does not read the
+  // mask again (mask_out may be the mask itself): the first pass left weight 1 exactly on
+  // the masked-in tokens.
+  const bool write_weight = s.is_level == TIRL_ROLLOUT_IS_SEQUENCE;
+  if (write_weight || !seq_keep) {
+    for (int64_t t = begin; t < end; ++t) {
+      if (write_weight && weights[t] != 0.0f) weights[t] = seq_weight;
+      if (!seq_keep) mask_out[t] = 0;
+    }
+  }
+}
+
+// The batch-normalisation divisor (verl: the masked mean of the applied weights at token
+// level, the mean sequence weight at sequence level), or 0 when it is off or not > 1e-8
+// (weights are then left as they are).
+TIRL_HD inline double rollout_batch_norm_mean(const RolloutSetup& s, bool batch_normalize,
+                                              const double* acc) {
+  if (!batch_normalize || s.is_level == TIRL_ROLLOUT_IS_NONE) return 0.0;
+  const double mean = s.is_level == TIRL_ROLLOUT_IS_TOKEN
+                          ? (acc[kTokens] > 0 ? acc[kIsWeightSum] / acc[kTokens] : 0.0)
+                          : (acc[kValidSeqs] > 0 ? acc[kIsSeqSum] / acc[kValidSeqs] : 0.0);
+  return mean > 1e-8 ? mean : 0.0;
+}
+
+// A weight after batch normalisation by `mean` (from rollout_batch_norm_mean, > 0).
+TIRL_HD inline float rollout_normalized_weight(float w, double mean) {
+  return static_cast<float>(static_cast<double>(w) / mean);
+}
+
+// ---------------------------------------------------------------- the result
+
+namespace rollout_detail {
+inline double mean_of(double sum, double count) { return count > 0 ? sum / count : 0.0; }
+inline double extreme_or_zero(double value, double count) { return count > 0 ? value : 0.0; }
+// From moments (count, mean, M2): the population std sqrt(M2 / count), verl's
+// sqrt(E[x^2] - E[x]^2) of a statistic, or the unbiased sqrt(M2 / (count - 1)), torch.std;
+// 0 for fewer than two items. NaN stays NaN.
+inline double moments_std(const double* m, bool unbiased) {
+  if (!(m[0] > 1)) return 0.0;
+  return std::sqrt(m[2] / (unbiased ? m[0] - 1 : m[0]));
+}
+}  // namespace rollout_detail
+
+// Every statistic of the result from the merged sums. `norm_mean` is what
+// rollout_batch_norm_mean returned.
+inline void rollout_finalize(const RolloutSetup& s, bool batch_normalize, const double* acc,
+                             double norm_mean, tirl_rollout_correction_result* r) {
+  using namespace rollout_detail;
+  *r = tirl_rollout_correction_result{};
+  const double tokens = acc[kTokens], seqs = acc[kValidSeqs];
+  r->masked_tokens = static_cast<int64_t>(tokens);
+  r->valid_seqs = static_cast<int64_t>(seqs);
+  r->non_finite = static_cast<int64_t>(acc[kNonFinite]);
+
+  // Off-policy diagnostics.
+  r->training_ppl = mean_of(acc[kTrainPplSum], seqs);
+  r->training_log_ppl = mean_of(acc[kTrainLogPplSum], seqs);
+  r->kl = mean_of(acc[kKlSum], tokens);
+  r->k3_kl = mean_of(acc[kK3KlSum], tokens);
+  r->rollout_ppl = mean_of(acc[kRolloutPplSum], seqs);
+  r->rollout_log_ppl = mean_of(acc[kRolloutLogPplSum], seqs);
+  r->log_ppl_diff = mean_of(acc[kLogPplDiffSum], seqs);
+  r->log_ppl_abs_diff = mean_of(acc[kLogPplAbsDiffSum], seqs);
+  r->log_ppl_diff_max = extreme_or_zero(acc[kLogPplDiffMax], seqs);
+  r->log_ppl_diff_min = extreme_or_zero(acc[kLogPplDiffMin], seqs);
+  r->ppl_ratio = mean_of(acc[kPplRatioSum], seqs);
+  r->chi2_token = tokens > 0 ? acc[kRho2Sum] / tokens - 1.0 : 0.0;
+  r->chi2_seq = seqs > 0 ? acc[kChi2SeqSum] / seqs - 1.0 : 0.0;
+
+  // Importance weights.
+  if (s.is_level != TIRL_ROLLOUT_IS_NONE) {
+    const bool token = s.is_level == TIRL_ROLLOUT_IS_TOKEN;
+    r->rollout_is_mean = mean_of(acc[kIsWeightSum], tokens);
+    if (token) {
+      r->rollout_is_max = extreme_or_zero(acc[kIsWeightMax], tokens);
+      r->rollout_is_min = extreme_or_zero(acc[kIsWeightMin], tokens);
+      r->rollout_is_ratio_fraction_high = mean_of(acc[kIsHigh], tokens);
+      r->rollout_is_ratio_fraction_low = mean_of(acc[kIsLow], tokens);
+    } else {
+      r->rollout_is_max = seqs > 0 ? std::exp(rollout_min(acc[kIsLogMax], kRolloutSafetyBound)) : 0.0;
+      r->rollout_is_min = seqs > 0 ? std::exp(acc[kIsLogMin]) : 0.0;
+      r->rollout_is_ratio_fraction_high = mean_of(acc[kIsHigh], seqs);
+      r->rollout_is_ratio_fraction_low = mean_of(acc[kIsLow], seqs);
+    }
+    r->rollout_is_std = moments_std(acc + kIsStdCount, false);
+    if (tokens > 0) {
+      const double mean_clamped = acc[kIsClampSum] / tokens;
+      const double normalized2 =
+          acc[kIsClamp2Sum] / tokens / ((mean_clamped + 1e-8) * (mean_clamped + 1e-8));
+      // verl divides by it; no weight at all (every one zeroed by IcePop) reads as 0.
+      r->rollout_is_eff_sample_size = normalized2 == 0 ? 0.0 : 1.0 / normalized2;
+    }
+    r->rollout_is_seq_mean = mean_of(acc[kIsSeqSum], seqs);
+    r->rollout_is_seq_std = moments_std(acc + kIsSeqStdCount, true);
+    r->rollout_is_seq_max = extreme_or_zero(acc[kIsSeqMax], seqs);
+    r->rollout_is_seq_min = extreme_or_zero(acc[kIsSeqMin], seqs);
+    r->rollout_is_seq_max_deviation = extreme_or_zero(acc[kIsSeqDeviation], seqs);
+    r->rollout_is_seq_fraction_high = mean_of(acc[kIsSeqHigh], seqs);
+    r->rollout_is_seq_fraction_low = mean_of(acc[kIsSeqLow], seqs);
+    r->rollout_is_oob_ratio = s.icepop ? mean_of(acc[kIsOutOfBand], tokens) : 0.0;
+    r->rollout_is_batch_norm_factor = batch_normalize ? (norm_mean > 0 ? norm_mean : 1.0) : 1.0;
+  }
+
+  // Rejection.
+  r->rollout_rs_masked_fraction = mean_of(acc[kRsRejectedTokensAll], tokens);
+  r->rollout_rs_seq_masked_fraction = mean_of(acc[kRsRejectedSeqsAll], seqs);
+  for (int j = 0; j < s.num_options; ++j) {
+    const int option = s.option[j];
+    const double* o = acc + rollout_option_slot(j, 0);
+    tirl_rollout_rs_stats& m = r->rollout_rs[option];
+    const bool token = rollout_rs_aggregate(option) == kAggToken;
+    m.masked_fraction = mean_of(o[kRsRejectedTokens], tokens);
+    m.seq_masked_fraction = mean_of(o[kRsRejectedSeqs], seqs);
+    m.mean = mean_of(o[kRsStatSum], tokens);
+    m.max = extreme_or_zero(token ? o[kRsTokenMax] : o[kRsSeqMax], token ? tokens : seqs);
+    m.min = extreme_or_zero(token ? o[kRsTokenMin] : o[kRsSeqMin], token ? tokens : seqs);
+    m.fraction_high = token ? mean_of(o[kRsTokenHigh], tokens) : mean_of(o[kRsSeqHigh], seqs);
+    m.fraction_low = token ? mean_of(o[kRsTokenLow], tokens) : mean_of(o[kRsSeqLow], seqs);
+    m.std = moments_std(o + kRsStdCount, false);
+    m.seq_mean = mean_of(o[kRsSeqSum], seqs);
+    m.seq_std = moments_std(o + kRsSeqStdCount, true);
+    m.seq_max = extreme_or_zero(o[kRsSeqMax], seqs);
+    m.seq_min = extreme_or_zero(o[kRsSeqMin], seqs);
+    m.seq_max_deviation = extreme_or_zero(o[kRsSeqAbsMax], seqs);
+    m.seq_fraction_high = mean_of(o[kRsSeqHigh], seqs);
+    m.seq_fraction_low = mean_of(o[kRsSeqLow], seqs);
+  }
+}
+
+}  // namespace tirl
