@@ -16,7 +16,7 @@
 
 #include "tirl/tirl.h"
 
-#define TIRL_CUDA_BACKEND_VERSION 3
+#define TIRL_CUDA_BACKEND_VERSION 4
 #define TIRL_CUDA_BACKEND_SYMBOL "tirl_cuda_backend_v1"
 #define TIRL_CUDA_LIBRARY_NAME "libtirl_cuda.so"
 
