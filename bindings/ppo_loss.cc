@@ -1,19 +1,86 @@
+#include <string>
+#include <vector>
+
 #include "common.h"
 
 namespace tirl::binding {
 namespace {
+
+// verl's registry keys, in tirl_policy_loss_kind order.
+constexpr std::initializer_list<const char*> kPolicyLosses = {
+    "vanilla", "gspo",     "dppo_tv", "dppo_kl", "sapo",      "gpg",        "clip_cov",
+    "kl_cov",  "geo_mean", "dro",     "cispo",   "reinforce", "bypass_mode"};
+
+// The options a loss reads beyond the shared ones (the arrays, aggregation, normalisers,
+// dpSize, the KL term): verl's config keys in camelCase.
+std::vector<const char*> own_options(tirl_policy_loss_kind loss, bool bypass_reinforce) {
+  switch (loss) {
+    case TIRL_POLICY_VANILLA: return {"clipLow", "clipHigh", "dualClip", "ratioLevel", "weights"};
+    case TIRL_POLICY_GSPO: return {"clipLow", "clipHigh", "weights"};
+    case TIRL_POLICY_DPPO_TV:
+    case TIRL_POLICY_DPPO_KL: return {"clipLow", "clipHigh", "clipRatioC", "weights"};
+    case TIRL_POLICY_SAPO: return {"tauPos", "tauNeg", "weights"};
+    case TIRL_POLICY_CLIP_COV:
+      return {"clipLow", "clipHigh", "clipCovRatio", "clipCovLb", "clipCovUb", "seed", "weights"};
+    case TIRL_POLICY_KL_COV: return {"klCovRatio", "ppoKlCoef", "weights"};
+    case TIRL_POLICY_GEO_MEAN: return {"clipLow", "clipHigh", "weights"};
+    case TIRL_POLICY_DRO: return {"droBeta", "weights"};
+    case TIRL_POLICY_CISPO: return {"clipLow", "clipHigh", "weights"};
+    case TIRL_POLICY_BYPASS_MODE:
+      if (bypass_reinforce) {
+        return {"lossType", "rolloutIs", "rolloutIsThreshold", "rolloutIsThresholdLower",
+                "rolloutIsBatchNormalize"};
+      }
+      return {"lossType", "clipLow", "clipHigh", "dualClip"};
+    default: return {"weights"};  // gpg, reinforce
+  }
+}
+
+// Every loss-specific option name.
+constexpr const char* kLossOptions[] = {
+    "clipLow",      "clipHigh",  "dualClip",  "ratioLevel", "weights",    "clipRatioC",
+    "tauPos",       "tauNeg",    "clipCovRatio", "clipCovLb", "clipCovUb", "seed",
+    "klCovRatio",   "ppoKlCoef", "droBeta",   "lossType",   "rolloutIs",  "rolloutIsThreshold",
+    "rolloutIsThresholdLower", "rolloutIsBatchNormalize"};
 
 struct PpoLossCall {
   tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   ArrayView<float> logp, old_logp, advantages, ref_logp, weights, grad;
   ArrayView<uint8_t> mask;
   ArrayView<int32_t> seq_offsets;
-  tirl_ppo_options options = tirl_ppo_options_default();
-  tirl_ppo_result stats{};
+  tirl_policy_loss_options options = tirl_policy_loss_options_default();
+  tirl_policy_loss_result stats{};
   Napi::ObjectReference grad_ref;
 
   static PpoLossCall parse(Options& o) {
     PpoLossCall c;
+    c.stats.struct_size = sizeof c.stats;
+    tirl_policy_loss_options& q = c.options;
+    q.policy_loss =
+        static_cast<tirl_policy_loss_kind>(o.choice("policyLoss", kPolicyLosses, q.policy_loss));
+    const tirl_policy_loss_kind loss = q.policy_loss;
+    if (loss == TIRL_POLICY_BYPASS_MODE) {
+      q.loss_type = static_cast<tirl_bypass_loss_type>(
+          o.choice("lossType", {"ppo_clip", "reinforce"}, q.loss_type));
+    }
+    const bool bypass_reinforce =
+        loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE;
+    // An option this loss does not read is a TypeError naming it and the loss.
+    const std::vector<const char*> own = own_options(loss, bypass_reinforce);
+    const auto reads = [&](const char* name) {
+      for (const char* n : own) {
+        if (std::string(n) == name) return true;
+      }
+      return false;
+    };
+    std::string label = std::string("not read by policyLoss '") + kPolicyLosses.begin()[loss] + "'";
+    if (loss == TIRL_POLICY_BYPASS_MODE) {
+      label += bypass_reinforce ? " with lossType 'reinforce'" : " with lossType 'ppo_clip'";
+    }
+    for (const char* name : kLossOptions) {
+      if (!reads(name)) o.refuse(name, label);
+    }
+
     c.logp = o.array<float>("logp", true);
     const int64_t n = c.logp.length;
     const std::string per_token = "one per token: logp.length";
@@ -25,64 +92,108 @@ struct PpoLossCall {
     o.require_length(c.mask, "mask", n, per_token);
     c.ref_logp = o.array<float>("refLogp", false);
     o.require_length(c.ref_logp, "refLogp", n, per_token);
-    c.weights = o.array<float>("weights", false);
-    o.require_length(c.weights, "weights", n, per_token);
+    if (reads("weights")) {
+      c.weights = o.array<float>("weights", false);
+      o.require_length(c.weights, "weights", n, per_token);
+    }
 
     // Values pass through: the C call checks their ranges (and which arrays they need).
-    tirl_ppo_options& p = c.options;
-    p.clip_low = o.number("clipLow", p.clip_low);
-    // From JavaScript, clipHigh defaults to clipLow (a symmetric clip).
-    p.clip_high = o.number("clipHigh", p.clip_low);
-    p.dual_clip = o.unless_zero("dualClip", p.dual_clip);
+    tirl_ppo_options& p = q.ppo;
+    if (reads("clipLow")) {
+      p.clip_low = o.number("clipLow", p.clip_low);
+      // From JavaScript, clipHigh defaults to clipLow (a symmetric clip).
+      p.clip_high = o.number("clipHigh", p.clip_low);
+    }
+    if (reads("dualClip")) p.dual_clip = o.unless_zero("dualClip", p.dual_clip);
+    // verl's GSPO and SAPO aggregate with seq-mean-token-mean whatever loss_agg_mode says:
+    // that is their default here.
+    const bool sequence_mean = loss == TIRL_POLICY_GSPO || loss == TIRL_POLICY_SAPO;
     p.aggregation = static_cast<tirl_aggregation>(
         o.choice("aggregation",
                  {"token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
                   "seq-mean-token-sum-norm"},
-                 p.aggregation));
+                 sequence_mean ? TIRL_AGG_SEQ_MEAN_TOKEN_MEAN : p.aggregation));
     p.token_normalizer = o.unless_zero("tokenNormalizer", p.token_normalizer);
     p.seq_normalizer = o.unless_zero("seqNormalizer", p.seq_normalizer);
     p.horizon = o.unless_zero("horizon", p.horizon);
     p.dp_size = o.number("dpSize", p.dp_size);
     p.kl_coef = o.number("klCoef", p.kl_coef);
-    p.kl_estimator = static_cast<tirl_kl_estimator>(
-        o.choice("klEstimator", {"k1", "k2", "k3", "abs"}, p.kl_estimator));
-    p.ratio_level =
-        static_cast<tirl_ratio_level>(o.choice("ratioLevel", {"token", "sequence"}, p.ratio_level));
+    // 'low_var_kl' is verl's name of k3, 'mse' of k2; a '+' is the straight-through form.
+    static const tirl_kl_estimator kEstimators[] = {
+        TIRL_KL_K1, TIRL_KL_K2,      TIRL_KL_K3,      TIRL_KL_ABS,     TIRL_KL_K3,
+        TIRL_KL_K2, TIRL_KL_K1_PLUS, TIRL_KL_K3_PLUS, TIRL_KL_K3_PLUS, TIRL_KL_ABS_PLUS};
+    p.kl_estimator = kEstimators[o.choice(
+        "klEstimator",
+        {"k1", "k2", "k3", "abs", "low_var_kl", "mse", "k1+", "k3+", "low_var_kl+", "abs+"}, 2)];
+    if (reads("ratioLevel")) {
+      p.ratio_level = static_cast<tirl_ratio_level>(
+          o.choice("ratioLevel", {"token", "sequence"}, p.ratio_level));
+    }
+    q.clip_ratio_c = o.number("clipRatioC", q.clip_ratio_c);
+    q.tau_pos = o.number("tauPos", q.tau_pos);
+    q.tau_neg = o.number("tauNeg", q.tau_neg);
+    q.clip_cov_ratio = o.number("clipCovRatio", q.clip_cov_ratio);
+    q.clip_cov_lb = o.number("clipCovLb", q.clip_cov_lb);
+    q.clip_cov_ub = o.number("clipCovUb", q.clip_cov_ub);
+    q.kl_cov_ratio = o.number("klCovRatio", q.kl_cov_ratio);
+    q.ppo_kl_coef = o.number("ppoKlCoef", q.ppo_kl_coef);
+    if (loss == TIRL_POLICY_DRO && !o.has("droBeta")) {
+      o.type_error("a number > 0 (policyLoss 'dro' needs it)", "droBeta", o.env().Undefined());
+    }
+    q.dro_beta = o.unless_zero("droBeta", q.dro_beta);
+    q.seed = static_cast<uint64_t>(o.integer("seed", 0, 0, 9007199254740991LL));
+    q.rollout_is = static_cast<tirl_rollout_is_level>(
+        o.choice("rolloutIs", {"none", "token", "sequence"}, q.rollout_is));
+    q.rollout_is_threshold = o.number("rolloutIsThreshold", q.rollout_is_threshold);
+    q.rollout_is_threshold_lower =
+        o.unless_zero("rolloutIsThresholdLower", q.rollout_is_threshold_lower);
+    q.rollout_is_batch_normalize = o.boolean("rolloutIsBatchNormalize", false) ? 1 : 0;
+
     c.seq_offsets = o.array<int32_t>("seqOffsets", false);
     if (c.seq_offsets.present && c.seq_offsets.length < 1) {
       o.range_error(std::string(o.op()) +
                     ": Expected seqOffsets to have at least 1 element (B + 1) but received length 0");
     }
     c.grad = o.output<float>("grad", n, c.grad_ref);
+    // The core's messages name the C fields.
+    o.name_as("policy_loss", "policyLoss");
     return c;
   }
 
   tirl_status run() {
-    return tirl_ppo_loss(logp.data, old_logp.data, advantages.data, mask.data, logp.length,
-                         seq_offsets.present ? seq_offsets.data : nullptr,
-                         seq_offsets.present ? seq_offsets.length - 1 : 0,
-                         ref_logp.present ? ref_logp.data : nullptr,
-                         weights.present ? weights.data : nullptr, &options, grad.data, &stats,
-                         device);
+    return tirl_policy_loss(logp.data, old_logp.data, advantages.data, mask.data, logp.length,
+                            seq_offsets.present ? seq_offsets.data : nullptr,
+                            seq_offsets.present ? seq_offsets.length - 1 : 0,
+                            ref_logp.present ? ref_logp.data : nullptr,
+                            weights.present ? weights.data : nullptr, &options, grad.data, &stats,
+                            device);
   }
 
   Napi::Value result(Napi::Env env) {
+    const tirl_ppo_result& s = stats.ppo;
     Napi::Object r = Napi::Object::New(env);
-    r.Set("loss", Napi::Number::New(env, stats.loss));
-    r.Set("pgLoss", Napi::Number::New(env, stats.pg_loss));
-    if (ref_logp.present) r.Set("klLoss", Napi::Number::New(env, stats.kl_loss));
+    r.Set("loss", Napi::Number::New(env, s.loss));
+    r.Set("pgLoss", Napi::Number::New(env, s.pg_loss));
+    if (ref_logp.present) r.Set("klLoss", Napi::Number::New(env, s.kl_loss));
     r.Set("grad", grad_ref.Value());
-    r.Set("clipFraction", Napi::Number::New(env, stats.clip_fraction));
-    r.Set("clipFractionLower", Napi::Number::New(env, stats.clip_fraction_lower));
-    r.Set("approxKl", Napi::Number::New(env, stats.approx_kl));
-    r.Set("nonFinite", Napi::Number::New(env, static_cast<double>(stats.non_finite)));
-    r.Set("maskedTokens", Napi::Number::New(env, static_cast<double>(stats.masked_tokens)));
+    r.Set("clipFraction", Napi::Number::New(env, s.clip_fraction));
+    r.Set("clipFractionLower", Napi::Number::New(env, s.clip_fraction_lower));
+    r.Set("approxKl", Napi::Number::New(env, s.approx_kl));
+    r.Set("nonFinite", Napi::Number::New(env, static_cast<double>(s.non_finite)));
+    r.Set("maskedTokens", Napi::Number::New(env, static_cast<double>(s.masked_tokens)));
+    if (options.policy_loss == TIRL_POLICY_CLIP_COV || options.policy_loss == TIRL_POLICY_KL_COV) {
+      r.Set("selectedTokens", Napi::Number::New(env, static_cast<double>(stats.selected_tokens)));
+    }
+    if (options.rollout_is_batch_normalize != 0) {
+      r.Set("rolloutIsBatchNormFactor",
+            Napi::Number::New(env, stats.rollout_is_batch_norm_factor));
+    }
     return r;
   }
 };
 
 }  // namespace
 
-TIRL_BINDING(ppo_loss, PpoLossCall)
+TIRL_BINDING(policy_loss, PpoLossCall)
 
 }  // namespace tirl::binding

@@ -18,11 +18,62 @@ export type PpoAggregation =
   | 'seq-mean-token-sum-norm';
 
 /**
- * Estimator of KL(policy ‖ reference) per token, with x = logp - refLogp: `'k1'` = x,
- * `'k2'` = x²/2, `'abs'` = |x|, `'k3'` = e^(-x') + x' - 1 with x' = clamp(x, -20, 20),
- * clamped to [-10, 10] (verl's low_var_kl).
+ * Estimator of KL(policy ‖ reference) per token, with x = logp - refLogp (verl's
+ * `kl_penalty` names): `'k1'` = x, `'k2'` (= `'mse'`) = x²/2, `'abs'` = |x|, `'k3'`
+ * (= `'low_var_kl'`) = e^(-x') + x' - 1 with x' = clamp(x, -20, 20), clamped to [-10, 10].
+ * A `'+'` (`'k1+'`, `'k3+'`, `'low_var_kl+'`, `'abs+'`) is verl's straight-through form: the
+ * value of the estimator, the gradient of k2 (x, unclamped). verl's `'full'` needs the whole
+ * vocabulary's logits (verl itself raises NotImplementedError) and is not offered.
  */
-export type KlEstimator = 'k1' | 'k2' | 'k3' | 'abs';
+export type KlEstimator =
+  | 'k1'
+  | 'k2'
+  | 'k3'
+  | 'abs'
+  | 'low_var_kl'
+  | 'mse'
+  | 'k1+'
+  | 'k3+'
+  | 'low_var_kl+'
+  | 'abs+';
+
+/**
+ * The policy loss, by verl's registry key (`actor.policy_loss.loss_mode`); formulas in
+ * docs/math.md, "Policy losses". Each reads only its own options beyond the shared ones
+ * (arrays, `aggregation`, normalisers, `dpSize`, the KL term); any other option is a TypeError.
+ * - `'vanilla'`: PPO clip (`clipLow`, `clipHigh`, `dualClip`, `ratioLevel`, `weights`).
+ * - `'gspo'`: vanilla with GSPO's sequence ratio (`clipLow`, `clipHigh`, `weights`);
+ *   aggregation default `'seq-mean-token-mean'`, as verl forces.
+ * - `'dppo_tv'`, `'dppo_kl'`: -A·sg(min(r, clipRatioC))·logp on tokens inside the binary
+ *   TV / KL trust region of radius `clipLow` / `clipHigh` (`clipRatioC`, `weights`).
+ * - `'sapo'`: -A·sigmoid(τ(r - 1))·4/τ, τ = `tauPos` for A > 0 else `tauNeg`; aggregation
+ *   default `'seq-mean-token-mean'`, as verl forces.
+ * - `'gpg'`: -logp·A. `'reinforce'`: -A·logp·w (the weights, detached).
+ * - `'clip_cov'`: vanilla (unclamped ratio, no dual clip) with a random `clipCovRatio` share
+ *   of the tokens whose covariance lies in (`clipCovLb`, `clipCovUb`) zeroed (`seed`).
+ * - `'kl_cov'`: -A·r, plus `ppoKlCoef`·|logp - oldLogp| on the `klCovRatio` share of tokens
+ *   with the largest covariance.
+ * - `'geo_mean'`: GMPO, -Ā_i·exp(mean_t clipped log-ratio) per sequence, mean over sequences
+ *   (`clipLow`, `clipHigh`, `weights`; `aggregation` shapes only the KL term).
+ * - `'dro'`: -(logp·A - droBeta/2·(logp - oldLogp)²) (`droBeta`, required).
+ * - `'cispo'`: -sg(clamp(r, 1 - clipLow, 1 + clipHigh))·A·logp.
+ * - `'bypass_mode'`: `oldLogp` is the rollout engine's; `lossType` `'ppo_clip'` is vanilla,
+ *   `'reinforce'` is REINFORCE with importance weights computed here (`rolloutIs`, ...).
+ */
+export type PolicyLoss =
+  | 'vanilla'
+  | 'gspo'
+  | 'dppo_tv'
+  | 'dppo_kl'
+  | 'sapo'
+  | 'gpg'
+  | 'clip_cov'
+  | 'kl_cov'
+  | 'geo_mean'
+  | 'dro'
+  | 'cispo'
+  | 'reinforce'
+  | 'bypass_mode';
 
 export interface PpoLossOptions {
   /** Log-probs of the sampled tokens under the current policy, `[N]`: the gradient is taken with respect to these. */
@@ -92,6 +143,49 @@ export interface PpoLossOptions {
    * `'seq-mean-token-mean'`). Default `'token'`.
    */
   ratioLevel?: 'token' | 'sequence';
+  /** The policy loss; see {@link PolicyLoss}. Default `'vanilla'`. */
+  policyLoss?: PolicyLoss;
+  /** `'dppo_tv'`, `'dppo_kl'`: bound of the detached ratio (verl's clip_ratio_c), > 0. Default 3. */
+  clipRatioC?: number;
+  /** `'sapo'`: temperature of the gate for A > 0, > 0. Default 1. */
+  tauPos?: number;
+  /** `'sapo'`: temperature of the gate for A <= 0, > 0. Default 1.05. */
+  tauNeg?: number;
+  /** `'clip_cov'`: share of the masked tokens to zero, in (0, 1]; at least one token. Default 0.0002. */
+  clipCovRatio?: number;
+  /** `'clip_cov'`: a token is a candidate when its covariance is > this. Default 1. */
+  clipCovLb?: number;
+  /** `'clip_cov'`: ... and < this (> clipCovLb). Default 5. */
+  clipCovUb?: number;
+  /**
+   * `'clip_cov'`: seed of the random pick, an integer in [0, 2^53). The candidates with the
+   * smallest splitmix64(splitmix64(seed) xor tokenIndex) are zeroed: a uniform random subset,
+   * the same for a seed and the data on any thread count (not PyTorch's randperm stream).
+   * Default 0.
+   */
+  seed?: number;
+  /** `'kl_cov'`: share of the masked tokens given the KL penalty, in (0, 1]; at least one token. Default 0.0002. */
+  klCovRatio?: number;
+  /** `'kl_cov'`: weight of the |log-ratio| penalty, >= 0. Default 0.1 (verl's config default). */
+  ppoKlCoef?: number;
+  /** `'dro'`: weight of the quadratic log-ratio penalty, > 0. Required by `'dro'`. */
+  droBeta?: number;
+  /** `'bypass_mode'`: `'ppo_clip'` (vanilla) or `'reinforce'`. Default `'ppo_clip'`. */
+  lossType?: 'ppo_clip' | 'reinforce';
+  /**
+   * `'bypass_mode'` with `'reinforce'`: importance weights π/π_rollout, detached, at
+   * `'token'` level, exp(clamp(logp - oldLogp, -20, 20)), or `'sequence'` level,
+   * exp(clamp(Σ masked log-ratios, -20, 20)) (needs `seqOffsets`); `'none'` = plain
+   * REINFORCE. Rejection masks are the rolloutCorrection op's: multiply them into `mask`.
+   * Default `'none'`.
+   */
+  rolloutIs?: 'none' | 'token' | 'sequence';
+  /** Upper bound of the weights, > 0: truncated to it (TIS), or the band's top (IcePop). Default 2. */
+  rolloutIsThreshold?: number;
+  /** IcePop: weights outside [rolloutIsThresholdLower, rolloutIsThreshold] become 0. Default: off (TIS). */
+  rolloutIsThresholdLower?: number;
+  /** Divide the weights by their masked mean (per token, or per sequence). Default false. */
+  rolloutIsBatchNormalize?: boolean;
   /** Array to write the gradient into instead of allocating (`grad`: `[N]`). */
   out?: { grad?: Float32Array };
 }
@@ -105,11 +199,21 @@ export interface PpoLossResult {
   klLoss?: number;
   /** dLoss/dlogp, `[N]`; 0 on masked-out tokens. */
   grad: Float32Array;
-  /** Fraction of masked-in tokens where the clipped term is larger (L2 > L1). */
+  /**
+   * verl's pg_clipfrac. Vanilla, GSPO, bypass 'ppo_clip': fraction of masked-in tokens where
+   * the clipped term is larger (L2 > L1). DPPO: outside the trust region. CISPO: ratio
+   * clipped. clip_cov: tokens zeroed. geo_mean: log-ratio clipped with A > 0. Else 0.
+   */
   clipFraction: number;
-  /** Fraction of masked-in tokens where the dual clip is active (0 when it is off). */
+  /**
+   * verl's pg_clipfrac_lower. Vanilla: where the dual clip is active (0 when it is off).
+   * DPPO: inside the region with r > clipRatioC. geo_mean: clipped with A < 0. Else 0.
+   */
   clipFractionLower: number;
-  /** Masked mean of -clamp(logp - oldLogp, -20, 20) over masked-in tokens. */
+  /**
+   * verl's ppo_kl: masked mean of -(logp - oldLogp), clamped to [-20, 20] where the loss
+   * clamps its ratio (vanilla, DPPO, SAPO, CISPO); kl_cov: of |logp - oldLogp|.
+   */
   approxKl: number;
   /**
    * Masked-in tokens with a non-finite input (logp, oldLogp, advantages, and refLogp and
@@ -118,6 +222,10 @@ export interface PpoLossResult {
   nonFinite: number;
   /** Masked-in tokens. */
   maskedTokens: number;
+  /** `'clip_cov'`: tokens zeroed; `'kl_cov'`: tokens given the KL penalty. */
+  selectedTokens?: number;
+  /** `'bypass_mode'` with `rolloutIsBatchNormalize`: the mean the weights were divided by (1 if it was <= 1e-8). */
+  rolloutIsBatchNormFactor?: number;
 }
 
 declare module '../native.js' {
@@ -128,8 +236,10 @@ declare module '../native.js' {
 }
 
 /**
- * The PPO clipped surrogate over the masked tokens of a ragged batch, with its exact
- * gradient, in one pass (verl's `compute_policy_loss` and `agg_loss`): ratio
+ * A policy loss over the masked tokens of a ragged batch, with its exact gradient: by
+ * default the PPO clipped surrogate, else any of verl's policy losses by `policyLoss` (see
+ * {@link PolicyLoss} and docs/math.md, "Policy losses"). The default, in one pass (verl's
+ * `compute_policy_loss_vanilla` and `agg_loss`): ratio
  * r = exp(clamp(logp - oldLogp, -20, 20)), loss max(-A·r, -A·clamp(r, 1 - clipLow,
  * 1 + clipHigh)), optional dual clip, KL to a reference, per-token weights, GSPO's sequence
  * ratio, and the five aggregations. Where a clamp is active the gradient is 0; where the
@@ -137,9 +247,10 @@ declare module '../native.js' {
  * torch.maximum gives). A zero default normaliser (nothing masked in) gives loss 0 and
  * gradient 0. Statistics are means over all masked-in tokens.
  *
- * @throws TypeError for a wrong argument type or a missing required array (`seqOffsets`
- *   for the `seq-*` aggregations and GSPO, `refLogp` with `klCoef > 0`); RangeError for a
- *   length or value out of range.
+ * @throws TypeError for a wrong argument type, a missing required array (`seqOffsets`
+ *   for the `seq-*` aggregations, GSPO, geo_mean and sequence-level IS weights, `refLogp`
+ *   with `klCoef > 0`) or option (`droBeta` for `'dro'`), an option the chosen loss does not
+ *   read or a misspelt one; RangeError for a length or value out of range.
  */
 export function ppoLoss(options: OnDevice<PpoLossOptions>): OnDevice<PpoLossResult>;
 export function ppoLoss(options: PpoLossOptions): PpoLossResult;

@@ -376,7 +376,7 @@ void fuzz_ppo_loss(Decoder& in) {
   in.number(options.horizon);
   in.number(options.dp_size);
   in.number(options.kl_coef);
-  in.enumeration(options.kl_estimator, 4);
+  in.enumeration(options.kl_estimator, 7);
   in.enumeration(options.ratio_level, 2);
   const bool null_options = in.one_in(32), null_result = in.one_in(32);
   Buffer<float> grad = in.optional_array<float>(num_tokens);
@@ -387,6 +387,68 @@ void fuzz_ppo_loss(Decoder& in) {
                          offsets.get(), num_seqs, ref_logp.get(), weights.get(),
                          null_options ? nullptr : &options, grad.get(),
                          null_result ? nullptr : &result, device);
+  });
+}
+
+// tirl_policy_loss: every loss, its own options, a wrong struct_size now and then.
+void fuzz_policy_loss(Decoder& in) {
+  const int64_t num_tokens = in.size(64);
+  const int64_t num_seqs = in.size(8);
+  Buffer<float> logp = in.array<float>(num_tokens), old_logp = in.array<float>(num_tokens),
+                advantages = in.array<float>(num_tokens);
+  in.fill_floats(logp);
+  in.fill_floats(old_logp);
+  in.fill_floats(advantages);
+  Buffer<uint8_t> mask = in.array<uint8_t>(num_tokens);
+  in.fill_bytes(mask, false);
+  Buffer<int32_t> offsets = in.one_in(4) ? Buffer<int32_t>{} : in.offsets(num_seqs, num_tokens);
+  Buffer<float> ref_logp = in.optional_array<float>(num_tokens),
+                weights = in.optional_array<float>(num_tokens);
+  in.fill_floats(ref_logp);
+  in.fill_floats(weights);
+  tirl_policy_loss_options options = tirl_policy_loss_options_default();
+  in.enumeration(options.policy_loss, 13);
+  tirl_ppo_options& p = options.ppo;
+  in.number(p.clip_low);
+  in.number(p.clip_high);
+  in.number(p.dual_clip);
+  in.enumeration(p.aggregation, 5);
+  in.number(p.token_normalizer);
+  in.number(p.seq_normalizer);
+  in.number(p.horizon);
+  in.number(p.dp_size);
+  in.number(p.kl_coef);
+  in.enumeration(p.kl_estimator, 7);
+  in.enumeration(p.ratio_level, 2);
+  in.number(options.clip_ratio_c);
+  in.number(options.tau_pos);
+  in.number(options.tau_neg);
+  in.number(options.clip_cov_ratio);
+  in.number(options.clip_cov_lb);
+  in.number(options.clip_cov_ub);
+  in.number(options.kl_cov_ratio);
+  in.number(options.ppo_kl_coef);
+  in.number(options.dro_beta);
+  options.seed = in.byte();
+  in.enumeration(options.loss_type, 2);
+  in.enumeration(options.rollout_is, 3);
+  in.number(options.rollout_is_threshold);
+  in.number(options.rollout_is_threshold_lower);
+  if (in.one_in(8)) options.rollout_is_batch_normalize = in.byte() % 3;
+  if (in.one_in(32)) options.struct_size = in.byte();
+  const bool null_options = in.one_in(32), null_result = in.one_in(32);
+  Buffer<float> grad = in.optional_array<float>(num_tokens);
+  tirl_policy_loss_result result;
+  std::memset(&result, 0, sizeof result);
+  result.struct_size = in.one_in(32) ? in.byte() : sizeof result;
+  const uint32_t result_size = result.struct_size;
+  const tirl_device device = in.device();
+  run("tirl_policy_loss", in, device, {output(grad), {&result.ppo, sizeof result.ppo}}, [&] {
+    result.struct_size = result_size;
+    return tirl_policy_loss(logp.get(), old_logp.get(), advantages.get(), mask.get(), num_tokens,
+                            offsets.get(), num_seqs, ref_logp.get(), weights.get(),
+                            null_options ? nullptr : &options, grad.get(),
+                            null_result ? nullptr : &result, device);
   });
 }
 
@@ -695,6 +757,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 8: fuzz_library(in); break;
       case 9: if (cuda_fuzzable) fuzz_cuda_helpers(in); break;
       case 10: fuzz_rollout_correction(in); break;
+      case 11: fuzz_policy_loss(in); break;
       default: break;
     }
   }

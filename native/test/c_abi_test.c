@@ -59,6 +59,48 @@ static void test_ppo_loss(void) {
   CHECK(strstr(tirl_last_error(), "seq_offsets") != NULL, "message: %s", tirl_last_error());
 }
 
+static void test_policy_loss(void) {
+  /* tirl_policy_loss equals tirl_ppo_loss for 'vanilla'; 'gpg' is -logp * A, gradient -A
+   * (verl core_algos.py at 1dda039b); a wrong struct_size is refused. */
+  const float logp[3] = {-1.0f, -2.0f, -0.5f};
+  const float old_logp[3] = {-1.1f, -1.5f, -0.5f};
+  const float advantages[3] = {1.0f, -1.0f, 2.0f};
+  const uint8_t mask[3] = {1, 1, 1};
+  float grad[3], grad_ppo[3];
+  tirl_ppo_result ppo;
+  tirl_ppo_options ppo_options = tirl_ppo_options_default();
+  CHECK(tirl_ppo_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &ppo_options,
+                      grad_ppo, &ppo, tirl_cpu()) == TIRL_OK, "ppo_loss: %s", tirl_last_error());
+  tirl_policy_loss_options options = tirl_policy_loss_options_default();
+  tirl_policy_loss_result result;
+  memset(&result, 0, sizeof result);
+  result.struct_size = sizeof result;
+  tirl_status s = tirl_policy_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL,
+                                   &options, grad, &result, tirl_cpu());
+  CHECK(s == TIRL_OK, "policy_loss vanilla: %s", tirl_last_error());
+  CHECK(result.ppo.loss == ppo.loss && memcmp(grad, grad_ppo, sizeof grad) == 0,
+        "vanilla policy_loss %.9g != ppo_loss %.9g", result.ppo.loss, ppo.loss);
+  options.policy_loss = TIRL_POLICY_GPG;
+  s = tirl_policy_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                       &result, tirl_cpu());
+  CHECK(s == TIRL_OK, "policy_loss gpg: %s", tirl_last_error());
+  CHECK(fabs(result.ppo.loss - (1.0 - 2.0 + 1.0) / 3.0) < 1e-6, "gpg loss %.9g", result.ppo.loss);
+  CHECK(fabs(grad[0] + 1.0 / 3) < 1e-6 && fabs(grad[1] - 1.0 / 3) < 1e-6 &&
+            fabs(grad[2] + 2.0 / 3) < 1e-6,
+        "gpg grad %g %g %g", grad[0], grad[1], grad[2]);
+  options.policy_loss = TIRL_POLICY_DRO;
+  s = tirl_policy_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                       &result, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "dro_beta") != NULL,
+        "dro without dro_beta: %s", tirl_last_error());
+  options = tirl_policy_loss_options_default();
+  options.struct_size -= 8;
+  s = tirl_policy_loss(logp, old_logp, advantages, mask, 3, NULL, 0, NULL, NULL, &options, grad,
+                       &result, tirl_cpu());
+  CHECK(s == TIRL_ERROR_INVALID_ARGUMENT && strstr(tirl_last_error(), "struct_size") != NULL,
+        "wrong struct_size: %s", tirl_last_error());
+}
+
 static void test_errors(void) {
   const uint8_t roles[3] = {0, 7, 1};
   const int32_t offsets[2] = {0, 3};
@@ -331,6 +373,7 @@ int main(void) {
   printf("tirl %s, %d threads, simd %s\n", tirl_version(), (int)tirl_num_threads(), tirl_simd_level());
   test_feedback_mask();
   test_ppo_loss();
+  test_policy_loss();
   test_errors();
   test_token_logprobs();
   test_threads_deterministic();

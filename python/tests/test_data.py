@@ -88,3 +88,16 @@ def test_malformed_lines_name_the_line_and_field():
     with pytest.raises(ValueError, match="line 1: expected a reward"):
         tirl.data.collate(sequences)
     assert tirl.data.collate(sequences, advantages=None).advantages is None
+
+
+@pytest.mark.skipif(not hasattr(tirl._abi.lib, "tirl_advantages"), reason="the library has no tirl_advantages")
+def test_other_estimators_through_tirl_advantages():
+    records = [{"id": str(i), "prompt": "p", "promptTokenIds": [1], "groupId": "g" if i < 3 else "h",
+                "turns": [{"action": {"text": "x", "tokenIds": [2, 3]}}], "reward": float(i)} for i in range(5)]
+    sequences = list(tirl.data.read_sequences(io.StringIO("\n".join(json.dumps(r) for r in records))))
+    batch = tirl.data.collate(sequences, advantages="rloo")
+    expected, _ = tirl.advantages(batch.loss_mask, estimator="rloo", rewards=batch.rewards, group_ids=batch.group_ids)
+    assert batch.advantages is None and torch.equal(batch.token_advantages, expected)
+    assert batch.token_advantages[0, 1].item() == pytest.approx(3 / 2 * (0 - 1))
+    with pytest.raises(ValueError, match="advantages"):
+        tirl.data.collate(sequences, advantages="ppo")

@@ -12,7 +12,7 @@ from tirl.integrations import trl as tirl_trl
 def trl_loss(per_token_logps, old_per_token_logps, advantages, mask, *, loss_type, epsilon_low, epsilon_high,
              delta=None, importance_sampling_level="token", beta=0.0, ref_per_token_logps=None,
              max_completion_length=None, num_items_in_batch=None, num_processes=1, gradient_accumulation_steps=1,
-             importance_sampling_ratio=None, entropies=None):
+             importance_sampling_ratio=None, entropies=None, sapo_temperature_pos=1.0, sapo_temperature_neg=1.05):
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)
     log_ratio = per_token_logps - old_per_token_logps
@@ -23,22 +23,28 @@ def trl_loss(per_token_logps, old_per_token_logps, advantages, mask, *, loss_typ
     coef_1 = torch.exp(log_importance_weights)
     if beta != 0.0:
         per_token_kl = torch.exp(ref_per_token_logps - per_token_logps) - (ref_per_token_logps - per_token_logps) - 1
-    coef_2 = torch.clamp(coef_1, 1 - epsilon_low, 1 + epsilon_high)
-    if delta is not None:
-        coef_1 = torch.clamp(coef_1, max=delta)
-    per_token_loss = -torch.min(coef_1 * advantages, coef_2 * advantages)
+    if loss_type == "cispo":
+        per_token_loss = -torch.clamp(coef_1, max=epsilon_high).detach() * advantages * per_token_logps
+    elif loss_type == "sapo":
+        temperatures = torch.where(advantages > 0, sapo_temperature_pos, sapo_temperature_neg)
+        per_token_loss = -torch.sigmoid(temperatures * (coef_1 - 1)) * 4 / temperatures * advantages
+    else:
+        coef_2 = torch.clamp(coef_1, 1 - epsilon_low, 1 + epsilon_high)
+        if delta is not None:
+            coef_1 = torch.clamp(coef_1, max=delta)
+        per_token_loss = -torch.min(coef_1 * advantages, coef_2 * advantages)
     if importance_sampling_ratio is not None:
         per_token_loss = per_token_loss * importance_sampling_ratio
     if beta != 0.0:
         per_token_loss = per_token_loss + beta * per_token_kl
-    if loss_type == "grpo":
+    if loss_type in ("grpo", "sapo"):
         loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / gradient_accumulation_steps
     elif loss_type == "bnpo":
         loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0) / gradient_accumulation_steps
     elif loss_type == "dr_grpo":
         loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * max_completion_length)
         loss = loss / gradient_accumulation_steps
-    elif loss_type == "dapo":
+    elif loss_type in ("dapo", "cispo"):
         normalizer = torch.tensor(float(num_items_in_batch)).clamp(min=1.0) / num_processes
         loss = (per_token_loss * mask).sum() / normalizer
     elif loss_type == "luspo":
@@ -57,6 +63,10 @@ def trl_loss(per_token_logps, old_per_token_logps, advantages, mask, *, loss_typ
         metrics["kl"] = global_masked_mean(per_token_kl)
     if entropies is not None:
         metrics["entropy"] = global_masked_mean(entropies)
+    if loss_type == "cispo":
+        metrics["cispo_clip_ratio"] = global_masked_mean(((coef_1 > epsilon_high) & (advantages > 0)).double())
+    if loss_type in ("cispo", "sapo"):
+        return loss, metrics
     is_low = (coef_1 < 1 - epsilon_low) & (advantages < 0)
     is_high = (coef_1 > 1 + epsilon_high) & (advantages > 0)
     metrics["clip_ratio/low_mean"] = global_masked_mean(is_low.double())
@@ -131,7 +141,7 @@ def test_on_policy_default_and_unsupported():
     logp32 = logp.float()
     loss, metrics = tirl_trl.grpo_loss(logp32, None, adv.float(), mask, loss_type="bnpo")
     assert metrics["clip_ratio/region_mean"] == 0.0
-    for loss_type in ("cispo", "sapo", "vespo"):
+    for loss_type in tirl_trl._NO_KERNEL:
         with pytest.raises(NotImplementedError, match=loss_type):
             tirl_trl.grpo_loss(logp32, None, adv.float(), mask, loss_type=loss_type)
     with pytest.raises(ValueError, match="loss_type"):
@@ -145,3 +155,30 @@ def test_on_policy_default_and_unsupported():
                            importance_sampling_ratio=torch.ones_like(logp32))
     with pytest.raises(TypeError, match="ref_per_token_logps"):
         tirl_trl.grpo_loss(logp32, None, adv.float(), mask, loss_type="bnpo", beta=0.1)
+
+
+@pytest.mark.skipif(not hasattr(tirl_trl._abi.lib, "tirl_policy_loss"), reason="the library has no tirl_policy_loss")
+@pytest.mark.parametrize("case", [dict(loss_type="cispo", epsilon_high=1.3, num_items_in_batch=70, num_processes=2),
+                                  dict(loss_type="sapo", gradient_accumulation_steps=2, beta=0.05,
+                                       sapo_temperature_pos=0.9, sapo_temperature_neg=1.2)],
+                         ids=["cispo", "sapo"])
+def test_cispo_and_sapo_match_trl(case):
+    case = dict(case, epsilon_low=0.2)
+    case.setdefault("epsilon_high", 0.28)
+    old, logp, adv, mask, ref, ratio, entropies = batch(5)
+    ours_logp = logp.float().requires_grad_()
+    ref_logp = logp.clone().requires_grad_()
+    expected, expected_metrics = trl_loss(ref_logp, old, adv, mask, ref_per_token_logps=ref, entropies=entropies,
+                                          importance_sampling_ratio=ratio, **case)
+    ours_case = dict(case)
+    ours_case["epsilon"] = ours_case.pop("epsilon_low")
+    loss, metrics = tirl_trl.grpo_loss(ours_logp, old.float(), adv.float(), mask, ref_per_token_logps=ref.float(),
+                                       entropies=entropies.float(), importance_sampling_ratio=ratio.float(),
+                                       **ours_case)
+    loss.backward()
+    expected.backward()
+    torch.testing.assert_close(loss.double(), expected.detach(), rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(ours_logp.grad.double(), ref_logp.grad, rtol=1e-5, atol=1e-7)
+    assert metrics.keys() == expected_metrics.keys()
+    for key, value in expected_metrics.items():
+        assert metrics[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key

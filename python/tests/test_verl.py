@@ -239,9 +239,10 @@ def test_registries_and_register():
         tirl_verl.get_policy_loss_fn("clip_cov")
     fake = types.SimpleNamespace(POLICY_LOSS_REGISTRY={}, ADV_ESTIMATOR_REGISTRY={})
     assert tirl_verl.register(fake) is True
-    assert fake.POLICY_LOSS_REGISTRY == {"tirl_vanilla": tirl_verl.compute_policy_loss_vanilla,
-                                         "tirl_gspo": tirl_verl.compute_policy_loss_gspo}
-    assert fake.ADV_ESTIMATOR_REGISTRY == {"tirl_grpo": tirl_verl.compute_grpo_outcome_advantage}
+    assert fake.POLICY_LOSS_REGISTRY == {f"tirl_{mode}": fn for mode, fn in tirl_verl.POLICY_LOSSES.items()}
+    assert fake.POLICY_LOSS_REGISTRY["tirl_vanilla"] is tirl_verl.compute_policy_loss_vanilla
+    assert fake.ADV_ESTIMATOR_REGISTRY == {f"tirl_{name}": fn for name, fn in tirl_verl.ADV_ESTIMATORS.items()}
+    assert fake.ADV_ESTIMATOR_REGISTRY["tirl_grpo"] is tirl_verl.compute_grpo_outcome_advantage
     try:
         import verl  # noqa: F401
     except ImportError:
@@ -258,6 +259,7 @@ def rollout_batch(seed=11):
     return old, rollout, mask
 
 
+@pytest.mark.skipif(not hasattr(tirl_verl._abi.lib, "tirl_rollout_correction"), reason="no tirl_rollout_correction")
 def test_rollout_correction_drop_in_matches_the_op_and_verl_names():
     import tirl
     old, rollout, mask = rollout_batch()
@@ -277,6 +279,7 @@ def test_rollout_correction_drop_in_matches_the_op_and_verl_names():
     assert "rollout_corr/rollout_is_oob_ratio" in metrics
 
 
+@pytest.mark.skipif(not hasattr(tirl_verl._abi.lib, "tirl_rollout_correction"), reason="no tirl_rollout_correction")
 def test_rollout_correction_drop_in_defaults_and_errors():
     old, rollout, mask = rollout_batch(12)
     proto, new_mask, metrics = tirl_verl.compute_rollout_correction_and_rejection_mask(old, rollout, mask)
@@ -292,3 +295,132 @@ def test_rollout_correction_drop_in_defaults_and_errors():
     with pytest.raises(ValueError, match="single upper bound"):
         tirl_verl.compute_rollout_correction_and_rejection_mask(old, rollout, mask, rollout_rs="token_k2",
                                                                 rollout_rs_threshold="0.5_2")
+
+
+def verl_other_losses(kind, old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, config,
+                      rollout_is_weights=None):
+    """compute_policy_loss_gpg / _sapo / _cispo / _dro, transcribed (same commit)."""
+    negative_approx_kl = log_prob - old_log_prob
+    clamped = torch.clamp(negative_approx_kl, min=-20.0, max=20.0)
+    ratio = torch.exp(clamped)
+    metrics = {}
+    if kind == "gpg":
+        pg_losses = -log_prob * advantages
+    elif kind == "sapo":
+        taus = torch.where(advantages > 0, torch.full_like(advantages, config.tau_pos),
+                           torch.full_like(advantages, config.tau_neg))
+        pg_losses = -torch.sigmoid(taus * (ratio - 1.0)) * (4.0 / taus) * advantages
+        loss_agg_mode = "seq-mean-token-mean"
+        metrics = {"actor/pg_clipfrac": 0.0, "actor/ppo_kl": masked_mean(-clamped, response_mask).item(),
+                   "actor/pg_clipfrac_lower": 0.0}
+    elif kind == "cispo":
+        clipped = torch.clamp(ratio, 1 - config.clip_ratio_low, 1 + config.clip_ratio_high)
+        pg_losses = -clipped.detach() * advantages * log_prob
+        metrics = {"actor/pg_clipfrac": masked_mean((ratio != clipped).double(), response_mask).item(),
+                   "actor/ppo_kl": masked_mean(-clamped, response_mask).item(), "actor/pg_clipfrac_lower": 0.0}
+    else:
+        beta = config.policy_loss["dro_beta"]
+        pg_losses = -(log_prob * advantages - 0.5 * beta * negative_approx_kl.square())
+        metrics = {"actor/ppo_kl": masked_mean(-negative_approx_kl, response_mask).item()}
+    if rollout_is_weights is not None:
+        pg_losses = pg_losses * rollout_is_weights
+    return agg_loss(pg_losses, response_mask, loss_agg_mode, **config.global_batch_info), metrics
+
+
+@dataclass
+class FullActorConfig(ActorConfig):
+    tau_pos: float = 1.0
+    tau_neg: float = 1.05
+    policy_loss: dict = field(default_factory=lambda: {"dro_beta": 0.25})
+
+
+@pytest.mark.skipif(not hasattr(tirl_verl._abi.lib, "tirl_policy_loss"),
+                    reason="the library has no tirl_policy_loss")
+@pytest.mark.parametrize("kind", ["gpg", "sapo", "cispo", "dro"])
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum"])
+def test_other_policy_losses(kind, mode):
+    old, logp, adv, mask, weights = batch(7)
+    config = FullActorConfig(global_batch_info={"dp_size": 2, "batch_num_tokens": 50, "global_batch_size": 9})
+    ours_logp = logp.float().requires_grad_()
+    ref_logp = logp.clone().requires_grad_()
+    ours = tirl_verl.get_policy_loss_fn(f"tirl_{kind}")(old.float(), ours_logp, adv.float(), mask, mode, config,
+                                                        weights.float())
+    theirs = verl_other_losses(kind, old, ref_logp, adv, mask, mode, config, weights)
+    compare(ours, theirs, ours_logp, ref_logp)
+
+
+def masked_whiten(values, mask):
+    mean = masked_mean(values, mask)
+    centered = values - mean
+    variance = masked_mean(centered**2, mask)
+    mask_sum = mask.sum()
+    variance = variance * mask_sum / (mask_sum - 1)
+    return (values - mean) * torch.rsqrt(variance + 1e-8)
+
+
+def verl_rloo(token_level_rewards, response_mask, index):
+    scores = token_level_rewards.sum(dim=-1)
+    groups = {}
+    for i in range(scores.shape[0]):
+        groups.setdefault(index[i], []).append(scores[i])
+    means = {k: torch.tensor(0.0, dtype=scores.dtype) if len(v) == 1 else torch.stack(v).mean()
+             for k, v in groups.items()}
+    out = scores.clone()
+    for i in range(scores.shape[0]):
+        n = len(groups[index[i]])
+        if n > 1:
+            out[i] = scores[i] * n / (n - 1) - means[index[i]] * n / (n - 1)
+    out = out.unsqueeze(-1) * response_mask
+    return out, out
+
+
+def verl_reinforce_plus_plus(token_level_rewards, response_mask, gamma):
+    returns = torch.zeros_like(token_level_rewards)
+    running_return = 0
+    for t in reversed(range(token_level_rewards.shape[1])):
+        new_running_return = token_level_rewards[:, t] + gamma * running_return
+        returns[:, t] = new_running_return * response_mask[:, t]
+        running_return = new_running_return * response_mask[:, t] + running_return * (1 - response_mask[:, t])
+    return masked_whiten(returns, response_mask) * response_mask, returns
+
+
+def verl_gae(token_level_rewards, values, response_mask, gamma, lam):
+    nextvalues, lastgaelam, reversed_advantages = 0, 0, []
+    for t in reversed(range(token_level_rewards.shape[-1])):
+        delta = token_level_rewards[:, t] + gamma * nextvalues - values[:, t]
+        lastgaelam_ = delta + gamma * lam * lastgaelam
+        nextvalues = values[:, t] * response_mask[:, t] + (1 - response_mask[:, t]) * nextvalues
+        lastgaelam = lastgaelam_ * response_mask[:, t] + (1 - response_mask[:, t]) * lastgaelam
+        reversed_advantages.append(lastgaelam)
+    advantages = torch.stack(reversed_advantages[::-1], dim=1)
+    returns = advantages + values
+    return masked_whiten(advantages, response_mask), returns
+
+
+@pytest.mark.skipif(not hasattr(tirl_verl._abi.lib, "tirl_advantages"), reason="the library has no tirl_advantages")
+def test_other_advantage_estimators():
+    g = torch.Generator().manual_seed(8)
+    b, t = 6, 7
+    mask = (torch.rand(b, t, generator=g) > 0.2).double()
+    mask[:, 0] = 1
+    rewards = torch.zeros(b, t, dtype=torch.float64)
+    rewards[torch.arange(b), torch.randint(0, t, (b,), generator=g)] = torch.rand(b, generator=g,
+                                                                                  dtype=torch.float64)
+    values = torch.randn(b, t, generator=g, dtype=torch.float64)
+    index = ["p", "q", "p", "q", "r", "p"]
+    close = dict(rtol=1e-5, atol=1e-5)
+
+    ours, _ = tirl_verl.get_adv_estimator_fn("tirl_rloo")(rewards.float(), mask, index)
+    torch.testing.assert_close(ours.double(), verl_rloo(rewards, mask, index)[0], **close)
+
+    ours, ours_returns = tirl_verl.get_adv_estimator_fn("reinforce_plus_plus")(rewards.float(), mask,
+                                                                                config={"gamma": 0.9})
+    theirs, returns = verl_reinforce_plus_plus(rewards, mask, 0.9)
+    torch.testing.assert_close(ours.double(), theirs, **close)
+    torch.testing.assert_close(ours_returns.double(), returns, **close)
+
+    ours, ours_returns = tirl_verl.compute_gae_advantage_return(rewards.float(), values.float(), mask, 0.95, 0.9)
+    theirs, returns = verl_gae(rewards, values, mask, 0.95, 0.9)
+    on = mask > 0
+    torch.testing.assert_close(ours.double()[on], theirs[on], **close)
+    torch.testing.assert_close(ours_returns.double()[on], returns[on], **close)

@@ -13,7 +13,7 @@ The kernels are the same libtirl.so the npm package ships (``tirl.library_path``
 from __future__ import annotations
 
 from . import _abi
-from .ops import (ACTION, FEEDBACK, PADDING, PROMPT, DpoStats, PpoStats, dpo_loss, feedback_mask,
+from .ops import (ACTION, FEEDBACK, PADDING, PROMPT, DpoStats, PpoStats, advantages, dpo_loss, feedback_mask,
                   group_advantages, ppo_loss, rollout_correction, sequence_logprobs,
                   token_logprobs)
 
@@ -58,7 +58,7 @@ def cuda_status() -> str:
 __all__ = [
     "ACTION", "FEEDBACK", "PADDING", "PROMPT",
     "DpoStats", "PpoStats",
-    "cuda_available", "cuda_status", "dpo_loss", "feedback_mask", "group_advantages",
+    "advantages", "cuda_available", "cuda_status", "dpo_loss", "feedback_mask", "group_advantages",
     "library_path", "num_threads", "ppo_loss", "rollout_correction", "sequence_logprobs",
     "set_num_threads",
     "simd_level", "token_logprobs", "version",

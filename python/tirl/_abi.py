@@ -32,7 +32,8 @@ AGGREGATIONS: Dict[str, int] = {
     "seq-mean-token-mean": 3,
     "seq-mean-token-sum-norm": 4,
 }
-KL_ESTIMATORS: Dict[str, int] = {"k1": 0, "k2": 1, "k3": 2, "abs": 3}
+KL_ESTIMATORS: Dict[str, int] = {"k1": 0, "k2": 1, "k3": 2, "abs": 3, "low_var_kl": 2, "mse": 1,
+                                 "k1+": 4, "k3+": 5, "low_var_kl+": 5, "abs+": 6}
 RATIO_LEVELS: Dict[str, int] = {"token": 0, "sequence": 1}
 DPO_VARIANTS: Dict[str, int] = {"sigmoid": 0, "hinge": 1, "ipo": 2, "robust": 3}
 ROLLOUT_IS_LEVELS: Dict[str, int] = {"none": 0, "token": 1, "sequence": 2}
@@ -41,6 +42,15 @@ ROLLOUT_RS_OPTIONS: Dict[str, int] = {
         "token_k1", "token_k2", "token_k3", "seq_sum_k1", "seq_sum_k2", "seq_sum_k3",
         "seq_mean_k1", "seq_mean_k2", "seq_mean_k3", "seq_max_k2", "seq_max_k3"])
 }
+POLICY_LOSSES: Dict[str, int] = {
+    "vanilla": 0, "gspo": 1, "dppo_tv": 2, "dppo_kl": 3, "sapo": 4, "gpg": 5, "clip_cov": 6, "kl_cov": 7,
+    "geo_mean": 8, "dro": 9, "cispo": 10, "reinforce": 11, "bypass_mode": 12,
+}
+ADVANTAGE_ESTIMATORS: Dict[str, int] = {
+    "grpo": 0, "grpo_passk": 1, "gdpo": 2, "rloo": 3, "reinforce_plus_plus": 4, "reinforce_plus_plus_baseline": 5,
+    "remax": 6, "opo": 7, "gpg": 8, "gae": 9, "optimal_token_baseline": 10, "tir_optimal_token_baseline": 11,
+}
+BYPASS_LOSS_TYPES: Dict[str, int] = {"ppo_clip": 0, "reinforce": 1}
 
 # ------------------------------------------------------------------ structs (tirl.h)
 
@@ -84,8 +94,71 @@ class PpoResult(ctypes.Structure):
     ]
 
 
+class PolicyLossOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("policy_loss", _c_int),
+        ("ppo", PpoOptions),
+        ("clip_ratio_c", _f64),
+        ("tau_pos", _f64),
+        ("tau_neg", _f64),
+        ("clip_cov_ratio", _f64),
+        ("clip_cov_lb", _f64),
+        ("clip_cov_ub", _f64),
+        ("kl_cov_ratio", _f64),
+        ("ppo_kl_coef", _f64),
+        ("dro_beta", _f64),
+        ("seed", ctypes.c_uint64),
+        ("loss_type", _c_int),
+        ("rollout_is", _c_int),
+        ("rollout_is_threshold", _f64),
+        ("rollout_is_threshold_lower", _f64),
+        ("rollout_is_batch_normalize", _i32),
+    ]
+
+
+class _PolicyLossOptionsReturn(ctypes.Structure):
+    """PolicyLossOptions with room to spare, as the restype of its default(): a library whose
+    struct grew cannot write past the buffer, and its struct_size then shows the mismatch."""
+    _fields_ = [("options", PolicyLossOptions), ("spare", ctypes.c_uint8 * 256)]
+
+
+class PolicyLossResult(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("ppo", PpoResult),
+        ("selected_tokens", _i64),
+        ("rollout_is_batch_norm_factor", _f64),
+    ]
+
+
 class GroupAdvantagesOptions(ctypes.Structure):
     _fields_ = [("scale_by_std", _i32), ("epsilon", _f64)]
+
+
+class AdvantagesOptions(ctypes.Structure):
+    _fields_ = [
+        ("estimator", _c_int),
+        ("norm_adv_by_std", _i32),
+        ("epsilon", _f64),
+        ("gamma", _f64),
+        ("lam", _f64),
+        ("f_norm", _f64),
+        ("handle_zero_tail", _i32),
+        ("num_reward_keys", _i64),
+        ("group_size", _i64),
+    ]
+
+
+class _AdvantagesOptionsReturn(ctypes.Structure):
+    """AdvantagesOptions with room to spare, as the restype of its default() (see _PolicyLossOptionsReturn)."""
+    _fields_ = [("options", AdvantagesOptions), ("spare", ctypes.c_uint8 * 256)]
+
+
+class AdvantagesInputs(ctypes.Structure):
+    _fields_ = [(name, _ptr) for name in (
+        "rewards", "token_rewards", "mask", "seq_offsets", "group_ids", "values", "reward_baselines", "old_logp",
+        "sum_pi_squared", "rollout_is_weights", "reward_weights")]
 
 
 class DpoOptions(ctypes.Structure):
@@ -157,9 +230,15 @@ _SIGNATURES: Dict[str, Tuple[object, Sequence[object]]] = {
     "tirl_ppo_options_default": (PpoOptions, []),
     "tirl_ppo_loss": (_c_int, [_P, _P, _P, _P, _i64, _P, _i64, _P, _P, _PpoOptionsP, _P,
                                ctypes.POINTER(PpoResult), Device]),
+    "tirl_policy_loss_options_default": (_PolicyLossOptionsReturn, []),
+    "tirl_policy_loss": (_c_int, [_P, _P, _P, _P, _i64, _P, _i64, _P, _P, ctypes.POINTER(PolicyLossOptions), _P,
+                                  ctypes.POINTER(PolicyLossResult), Device]),
     "tirl_group_advantages_options_default": (GroupAdvantagesOptions, []),
     "tirl_group_advantages": (_c_int, [_P, _i64, _P, _i64, ctypes.POINTER(GroupAdvantagesOptions),
                                        _P, Device]),
+    "tirl_advantages_options_default": (_AdvantagesOptionsReturn, []),
+    "tirl_advantages": (_c_int, [ctypes.POINTER(AdvantagesInputs), _i64, _i64, ctypes.POINTER(AdvantagesOptions),
+                                 _P, _P, Device]),
     "tirl_dpo_options_default": (DpoOptions, []),
     "tirl_dpo_loss": (_c_int, [_P, _P, _P, _P, _i64, ctypes.POINTER(DpoOptions), _P, _P, _P, _P,
                                ctypes.POINTER(DpoResult), Device]),
@@ -208,6 +287,8 @@ def _load() -> ctypes.CDLL:
             "('npm run build') or prebuilds/linux-x64, or set TIRL_LIBRARY to the library's path."
         )
     for name, (restype, argtypes) in _SIGNATURES.items():
+        if not hasattr(library, name):
+            continue  # an older library: the op's wrapper says so when called (require())
         function = getattr(library, name)
         function.restype = restype
         function.argtypes = list(argtypes)
@@ -216,6 +297,25 @@ def _load() -> ctypes.CDLL:
 
 lib = _load()
 library_path: str = lib._name
+
+
+def policy_loss_options_default() -> PolicyLossOptions:
+    """tirl_policy_loss_options_default(), refused when the library's struct is not the one
+    declared here (a library built from another tirl.h)."""
+    require("tirl_policy_loss")
+    options = lib.tirl_policy_loss_options_default().options
+    if options.struct_size != ctypes.sizeof(PolicyLossOptions):
+        raise RuntimeError(f"tirl: {library_path} has a tirl_policy_loss_options of {options.struct_size} bytes, "
+                           f"this package declares {ctypes.sizeof(PolicyLossOptions)}: use the libtirl.so of the "
+                           "same checkout, or update tirl/_abi.py from tirl.h")
+    return options
+
+
+def require(name: str) -> None:
+    """Refuses an op the loaded library does not export (one older than this package)."""
+    if not hasattr(lib, name):
+        raise RuntimeError(f"tirl: {library_path} has no {name}; rebuild it from this checkout "
+                           "('npm run build') or point TIRL_LIBRARY at a newer libtirl.so")
 
 
 # ------------------------------------------------------------------ status and messages

@@ -29,7 +29,10 @@ from typing import IO, Any, Dict, Iterator, List, Optional, Sequence as Sequence
 import torch
 
 from .ops.feedback_mask import ACTION, FEEDBACK, PADDING, PROMPT, feedback_mask
+from .ops.advantages import advantages as estimate
 from .ops.group_advantages import group_advantages
+
+_GROUP_ESTIMATORS = ("rloo", "grpo_passk", "reinforce_plus_plus_baseline", "opo", "gpg")
 
 Source = Union[str, "os.PathLike[str]", IO[str]]
 
@@ -216,13 +219,19 @@ def collate(sequences: SequenceType[TrajectorySequence], *, layout: str = "padde
         layout: 'padded' (``[B, T]``, T = the longest, or ``pad_to``) or 'packed' (``[N]`` + ``cu_seqlens``).
         pad_token_id: id written at padding positions.
         keep: bool ``[B]``: sequences whose action tokens are trained on (default all).
-        advantages: 'grpo' (scaled by the group std), 'dr_grpo' (not scaled) or None.
+        advantages: 'grpo' (scaled by the group std), 'dr_grpo' (not scaled), None, or (where
+            the library has tirl_advantages) another verl estimator that needs only the
+            rewards: 'rloo', 'grpo_passk', 'reinforce_plus_plus_baseline', 'opo', 'gpg'
+            (over the groups) or 'reinforce_plus_plus'; these give ``token_advantages``
+            only (``advantages`` is None).
         device: where the tensors go (the kernels run there).
     """
     if layout not in ("padded", "packed"):
         raise ValueError(f"tirl: expected 'padded' or 'packed' for layout but received {layout!r}")
-    if advantages not in ("grpo", "dr_grpo", None):
-        raise ValueError(f"tirl: expected 'grpo', 'dr_grpo' or None for advantages but received {advantages!r}")
+    known = ("grpo", "dr_grpo") + _GROUP_ESTIMATORS + ("reinforce_plus_plus",)
+    if advantages is not None and advantages not in known:
+        raise ValueError(f"tirl: expected None or one of {', '.join(map(repr, known))} for advantages "
+                         f"but received {advantages!r}")
     count = len(sequences)
     lengths = [len(s.token_ids) for s in sequences]
     if layout == "padded":
@@ -270,6 +279,7 @@ def collate(sequences: SequenceType[TrajectorySequence], *, layout: str = "padde
         if missing:
             raise ValueError(f"tirl.data: line {missing[0].line_number}: expected a reward for trajectory "
                              f"{missing[0].id!r} (advantages={advantages!r} needs one per sequence)")
+    if advantages in ("grpo", "dr_grpo"):
         sequence_advantages = group_advantages(rewards, group_ids=group_ids, scale_by_std=advantages == "grpo",
                                                epsilon=epsilon)
         if layout == "padded":
@@ -277,6 +287,10 @@ def collate(sequences: SequenceType[TrajectorySequence], *, layout: str = "padde
         else:
             token_advantages = torch.repeat_interleave(sequence_advantages,
                                                        torch.tensor(lengths, device=device))
+    elif advantages is not None:
+        groups = {"group_ids": group_ids} if advantages in _GROUP_ESTIMATORS else {}
+        token_advantages, _ = estimate(loss_mask, estimator=advantages, rewards=rewards, cu_seqlens=cu_seqlens,
+                                       **groups)
     return TrajectoryBatch(
         ids=[s.id for s in sequences], input_ids=input_ids, roles=roles, attention_mask=roles != PADDING,
         loss_mask=loss_mask, old_logp=old_logp, rewards=rewards, group_ids=group_ids,

@@ -356,7 +356,7 @@ const MUTATIONS: readonly ((spec: OpSpec, o: Options, rng: Random) => Move & { p
     o.out = o[input];
     return { label: `out aliases ${input}`, plain: false };
   },
-  // Unknown fields are ignored (the call stays valid).
+  // Unknown fields: ignored by some ops, a TypeError naming the field for others (ppoLoss).
   (_spec, o, rng) => {
     o[rng.pick(['extra', 'logP', 'seq_offsets', '__proto__x', 'outs'])] = junk(rng);
     return { label: 'an unknown field', plain: true };

@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict';
 
-import type { KlEstimator, PpoAggregation, PpoLossOptions, RolloutCorrectionOptions, RolloutRejectionOption } from '../../lib/index.js';
+import type { KlEstimator, PolicyLoss, PpoAggregation, PpoLossOptions, RolloutCorrectionOptions, RolloutRejectionOption } from '../../lib/index.js';
 import { finiteDifferenceGradient as dpoGradient, referenceLoss as dpoReference, referenceRewards } from '../reference/dpo_loss.js';
 import { reference as feedbackReference } from '../reference/feedback_mask.js';
 import { reference as groupReference } from '../reference/group_advantages.js';
-import { finiteDifferenceGradient as ppoGradient, reference as ppoReference } from '../reference/ppo_loss.js';
+import { policyFiniteDifference as ppoGradient, policyReference as ppoReference } from '../reference/policy_loss.js';
 import { rolloutCorrectionReference } from '../../benchmarks/peers/rollout_correction.js';
 import { reference as sequenceReference, referenceBackward as sequenceBackwardReference } from '../reference/sequence_logprobs.js';
 import { fromBf16, reference as tokenReference, referenceGrad as tokenGradReference, toBf16 } from '../reference/token_logprobs.js';
@@ -93,7 +93,8 @@ function poison(rng: Random, array: Float32Array, values = [NaN, Infinity, -Infi
 }
 
 const AGGREGATIONS: readonly PpoAggregation[] = ['token-mean', 'token-sum', 'seq-mean-token-sum', 'seq-mean-token-mean', 'seq-mean-token-sum-norm'];
-const ESTIMATORS: readonly KlEstimator[] = ['k1', 'k2', 'k3', 'abs'];
+const ESTIMATORS: readonly KlEstimator[] = ['k1', 'k2', 'k3', 'abs', 'low_var_kl', 'mse', 'k1+', 'k3+', 'low_var_kl+', 'abs+'];
+const POLICY_LOSSES: readonly PolicyLoss[] = ['vanilla', 'gspo', 'dppo_tv', 'dppo_kl', 'sapo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean', 'dro', 'cispo', 'reinforce', 'bypass_mode'];
 const DPO_VARIANTS = ['sigmoid', 'hinge', 'ipo', 'robust'] as const;
 
 /** Gradients by finite differences cost O(N^2): checked for calls up to this many tokens. */
@@ -120,6 +121,22 @@ const ppoLoss: OpSpec = {
     { name: 'klCoef', kind: 'number' },
     { name: 'klEstimator', kind: 'choice', choices: ESTIMATORS },
     { name: 'ratioLevel', kind: 'choice', choices: ['token', 'sequence'] },
+    { name: 'policyLoss', kind: 'choice', choices: POLICY_LOSSES },
+    { name: 'clipRatioC', kind: 'number' },
+    { name: 'tauPos', kind: 'number' },
+    { name: 'tauNeg', kind: 'number' },
+    { name: 'clipCovRatio', kind: 'number' },
+    { name: 'clipCovLb', kind: 'number' },
+    { name: 'clipCovUb', kind: 'number' },
+    { name: 'seed', kind: 'integer' },
+    { name: 'klCovRatio', kind: 'number' },
+    { name: 'ppoKlCoef', kind: 'number' },
+    { name: 'droBeta', kind: 'number' },
+    { name: 'lossType', kind: 'choice', choices: ['ppo_clip', 'reinforce'] },
+    { name: 'rolloutIs', kind: 'choice', choices: ['none', 'token', 'sequence'] },
+    { name: 'rolloutIsThreshold', kind: 'number' },
+    { name: 'rolloutIsThresholdLower', kind: 'number' },
+    { name: 'rolloutIsBatchNormalize', kind: 'boolean' },
   ],
   outMembers: { grad: 'f32' },
   build(rng) {
@@ -136,20 +153,61 @@ const ppoLoss: OpSpec = {
     }
     const o: Options = { logp: poison(rng, logp), oldLogp: poison(rng, oldLogp), advantages: poison(rng, rng.normals(n)), mask: rng.mask(n, rng.next()) };
     const aggregation = rng.pick(AGGREGATIONS);
-    const sequence = rng.next() < 0.25;
+    // Half the calls the original PPO clip (policyLoss absent), else any policy loss with
+    // only the options it reads.
+    const loss: PolicyLoss = rng.next() < 0.5 ? 'vanilla' : rng.pick(POLICY_LOSSES);
+    if (loss !== 'vanilla' || rng.next() < 0.1) o.policyLoss = loss;
+    const lossType = loss === 'bypass_mode' && rng.next() < 0.6 ? 'reinforce' : 'ppo_clip';
+    if (loss === 'bypass_mode' && (lossType === 'reinforce' || rng.next() < 0.3)) o.lossType = lossType;
+    const clips = loss === 'vanilla' || loss === 'gspo' || loss === 'dppo_tv' || loss === 'dppo_kl' || loss === 'clip_cov' || loss === 'geo_mean' || loss === 'cispo' || (loss === 'bypass_mode' && lossType === 'ppo_clip');
+    const sequence = loss === 'gspo' || (loss === 'vanilla' && rng.next() < 0.25);
     if (rng.next() < 0.8) o.aggregation = aggregation;
-    if (sequence) o.ratioLevel = 'sequence';
-    else if (rng.next() < 0.2) o.ratioLevel = 'token';
-    if (sequence || (o.aggregation !== undefined && aggregation.startsWith('seq')) || rng.next() < 0.5) o.seqOffsets = seqOffsets;
-    if (rng.next() < 0.5) o.clipLow = sequence ? 0.05 : rng.uniform(0, 0.4);
-    if (rng.next() < 0.3) o.clipHigh = sequence ? 0.08 : rng.uniform(0, 0.5);
-    if (rng.next() < 0.3) o.dualClip = rng.uniform(1.1, 5);
+    if (loss === 'vanilla') {
+      if (sequence) o.ratioLevel = 'sequence';
+      else if (rng.next() < 0.2) o.ratioLevel = 'token';
+    }
+    switch (loss) {
+      case 'dppo_tv':
+      case 'dppo_kl':
+        if (rng.next() < 0.6) o.clipRatioC = rng.uniform(0.5, 5);
+        break;
+      case 'sapo':
+        if (rng.next() < 0.6) o.tauPos = rng.uniform(0.2, 3);
+        if (rng.next() < 0.6) o.tauNeg = rng.uniform(0.2, 3);
+        break;
+      case 'clip_cov':
+        if (rng.next() < 0.8) o.clipCovRatio = rng.uniform(0.001, 0.5);
+        if (rng.next() < 0.6) o.clipCovLb = rng.uniform(-1, 0.5);
+        if (rng.next() < 0.6) o.clipCovUb = rng.uniform(1, 6);
+        if (rng.next() < 0.6) o.seed = rng.int(0, 1000);
+        break;
+      case 'kl_cov':
+        if (rng.next() < 0.8) o.klCovRatio = rng.uniform(0.001, 0.5);
+        if (rng.next() < 0.6) o.ppoKlCoef = rng.uniform(0, 2);
+        break;
+      case 'dro':
+        o.droBeta = rng.uniform(0.01, 2);
+        break;
+      case 'bypass_mode':
+        if (lossType === 'reinforce') {
+          if (rng.next() < 0.8) o.rolloutIs = rng.pick(['none', 'token', 'sequence']);
+          if (rng.next() < 0.5) o.rolloutIsThreshold = rng.uniform(0.5, 5);
+          if (rng.next() < 0.3) o.rolloutIsThresholdLower = rng.uniform(0.05, 0.5);
+          if (rng.next() < 0.3) o.rolloutIsBatchNormalize = rng.next() < 0.5;
+        }
+        break;
+    }
+    const needsSequences = sequence || loss === 'geo_mean' || o.rolloutIs === 'sequence' || (o.aggregation !== undefined && aggregation.startsWith('seq')) || (loss === 'sapo' && o.aggregation === undefined);
+    if (needsSequences || rng.next() < 0.5) o.seqOffsets = seqOffsets;
+    if (clips && rng.next() < 0.5) o.clipLow = sequence ? 0.05 : rng.uniform(0, 0.4);
+    if (clips && rng.next() < 0.3) o.clipHigh = sequence ? 0.08 : rng.uniform(0, 0.5);
+    if ((loss === 'vanilla' || (loss === 'bypass_mode' && lossType === 'ppo_clip')) && !sequence && rng.next() < 0.3) o.dualClip = rng.uniform(1.1, 5);
     if (rng.next() < 0.4) {
       o.refLogp = poison(rng, refLogp);
       if (rng.next() < 0.7) o.klCoef = rng.uniform(0, 0.5);
       if (rng.next() < 0.7) o.klEstimator = rng.pick(ESTIMATORS);
     }
-    if (rng.next() < 0.3) o.weights = poison(rng, rng.floats(n, 0.1, 2));
+    if (loss !== 'bypass_mode' && rng.next() < 0.3) o.weights = poison(rng, rng.floats(n, 0.1, 2));
     if (rng.next() < 0.2) o.tokenNormalizer = rng.uniform(1, 1000);
     if (rng.next() < 0.2) o.seqNormalizer = rng.uniform(1, 100);
     if (rng.next() < 0.2) o.horizon = rng.uniform(1, 4096);
@@ -171,6 +229,7 @@ const ppoLoss: OpSpec = {
     assertClose(got.approxKl, want.approxKl, { label: 'approxKl' });
     assert.equal(got.nonFinite, want.nonFinite, 'nonFinite');
     assert.equal(got.maskedTokens, want.maskedTokens, 'maskedTokens');
+    if (o.policyLoss === 'clip_cov' || o.policyLoss === 'kl_cov') assert.equal(got.selectedTokens, want.selectedTokens, 'selectedTokens');
     assert.ok(got.grad instanceof Float32Array && got.grad.length === o.logp.length, 'grad length');
     if (o.logp.length > GRADIENT_CHECK_LIMIT) return;
     const fd = ppoGradient(o);
@@ -186,7 +245,11 @@ const ppoLoss: OpSpec = {
     // Central differences of a float64 loss L carry a rounding error of about 1e-16 |L| / h.
     const fdNoise = 1e-11 * want.magnitude;
     for (let t = 0; t < fd.length; t++) {
+      // A non-finite input: PyTorch's autograd gives what IEEE gives (0 * Inf = NaN through
+      // an unclamped exp), which differences of the loss do not see.
+      const finiteInputs = [o.logp[t], o.oldLogp[t], o.advantages[t]].every(Number.isFinite);
       if (!o.mask[t]) assert.equal(got.grad[t], 0, `grad[${t}] masked out`);
+      else if (!finiteInputs) continue;
       // NaN: a kink (one-sided derivative); Inf: a normaliser so small that the loss overflows.
       else if (Number.isFinite(fd[t])) assertClose(got.grad[t], fd[t], { rtol: 1e-5, atol: 1e-6 * largest + 1e-6 * termScale(t) + fdNoise, label: `grad[${t}]` });
     }

@@ -7,15 +7,22 @@ import type { KlEstimator, PpoLossOptions } from '../../lib/index.js';
 /** torch.clamp: NaN passes through. */
 export const clamp = (x: number, lo: number, hi: number) => (x < lo ? lo : x > hi ? hi : x);
 
+/** The value of a KL estimator (verl's kl_penalty_forward; a '+' form has its base's value). */
 export function klEstimate(estimator: KlEstimator, x: number): number {
   switch (estimator) {
     case 'k1':
+    case 'k1+':
       return x;
     case 'k2':
+    case 'mse':
       return (x * x) / 2;
     case 'abs':
+    case 'abs+':
       return Math.abs(x);
-    case 'k3': {
+    case 'k3':
+    case 'low_var_kl':
+    case 'k3+':
+    case 'low_var_kl+': {
       const xc = clamp(x, -20, 20);
       return clamp(Math.exp(-xc) + xc - 1, -10, 10);
     }

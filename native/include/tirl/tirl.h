@@ -135,8 +135,13 @@ typedef enum tirl_aggregation TIRL_ENUM_BASE {
 typedef enum tirl_kl_estimator TIRL_ENUM_BASE {
   TIRL_KL_K1 = 0,
   TIRL_KL_K2 = 1,
-  TIRL_KL_K3 = 2,
-  TIRL_KL_ABS = 3
+  TIRL_KL_K3 = 2,  /* verl's 'k3' and 'low_var_kl' */
+  TIRL_KL_ABS = 3,
+  /* verl's straight-through '+' forms: the value of k1, k3 or abs, the gradient of k2
+     (logp - ref_logp, unclamped). */
+  TIRL_KL_K1_PLUS = 4,
+  TIRL_KL_K3_PLUS = 5,
+  TIRL_KL_ABS_PLUS = 6
 } tirl_kl_estimator;
 
 typedef enum tirl_ratio_level TIRL_ENUM_BASE {
@@ -407,6 +412,81 @@ TIRL_API tirl_status tirl_rollout_correction(const float* logp, const float* rol
                                              float* weights, uint8_t* mask_out,
                                              tirl_rollout_correction_result* result,
                                              tirl_device device);
+
+/* ---------------------------------------------------------------- ppoLoss: every policy loss
+ *
+ * tirl_policy_loss computes any of verl's registered policy losses (verl's registry keys in
+ * the comments), fused with its gradient; see docs/math.md, "Policy losses". With
+ * TIRL_POLICY_VANILLA and TIRL_POLICY_GSPO it equals tirl_ppo_loss (GSPO is
+ * ratio_level = TIRL_RATIO_SEQUENCE). tirl_ppo_options and tirl_ppo_loss stay as they are.
+ */
+typedef enum tirl_policy_loss_kind TIRL_ENUM_BASE {
+  TIRL_POLICY_VANILLA = 0,     /* 'vanilla': PPO clip (dual clip with ppo.dual_clip) */
+  TIRL_POLICY_GSPO = 1,        /* 'gspo': sequence-level ratio */
+  TIRL_POLICY_DPPO_TV = 2,     /* 'dppo_tv': binary total-variation trust region */
+  TIRL_POLICY_DPPO_KL = 3,     /* 'dppo_kl': binary KL trust region */
+  TIRL_POLICY_SAPO = 4,        /* 'sapo': soft sigmoid gate */
+  TIRL_POLICY_GPG = 5,         /* 'gpg': -logp * A */
+  TIRL_POLICY_CLIP_COV = 6,    /* 'clip_cov': PPO clip, random high-covariance tokens dropped */
+  TIRL_POLICY_KL_COV = 7,      /* 'kl_cov': -A r, |log-ratio| penalty on top-covariance tokens */
+  TIRL_POLICY_GEO_MEAN = 8,    /* 'geo_mean': GMPO, geometric mean of clipped token ratios */
+  TIRL_POLICY_DRO = 9,         /* 'dro': -(logp A - beta/2 (logp - old_logp)^2) */
+  TIRL_POLICY_CISPO = 10,      /* 'cispo': -sg(clip(r)) A logp */
+  TIRL_POLICY_REINFORCE = 11,  /* 'reinforce': -A logp (weights = detached IS weights) */
+  TIRL_POLICY_BYPASS_MODE = 12 /* 'bypass_mode': old_logp is the rollout's; see loss_type */
+} tirl_policy_loss_kind;
+
+typedef enum tirl_bypass_loss_type TIRL_ENUM_BASE {
+  TIRL_BYPASS_PPO_CLIP = 0, /* vanilla on (logp, old_logp = rollout logp), no IS weights */
+  TIRL_BYPASS_REINFORCE = 1 /* reinforce with IS weights computed from logp - old_logp */
+} tirl_bypass_loss_type;
+
+/* Defaults from tirl_policy_loss_options_default(); verl's config key in the comment. */
+typedef struct tirl_policy_loss_options {
+  uint32_t struct_size;            /* sizeof(tirl_policy_loss_options): set by the default */
+  tirl_policy_loss_kind policy_loss; /* TIRL_POLICY_VANILLA (loss_mode) */
+  tirl_ppo_options ppo;            /* clipping (DPPO: the divergence bounds), aggregation,
+                                      normalisers, KL term; tirl_ppo_options_default() */
+  double clip_ratio_c;             /* 3.0 (clip_ratio_c): DPPO's truncation, > 1 */
+  double tau_pos;                  /* 1.0 (tau_pos): SAPO, > 0 */
+  double tau_neg;                  /* 1.05 (tau_neg): SAPO, > 0 */
+  double clip_cov_ratio;           /* 0.0002 (clip_cov_ratio), in (0, 1] */
+  double clip_cov_lb;              /* 1.0 (clip_cov_lb) */
+  double clip_cov_ub;              /* 5.0 (clip_cov_ub), > clip_cov_lb */
+  double kl_cov_ratio;             /* 0.0002 (kl_cov_ratio), in (0, 1] */
+  double ppo_kl_coef;              /* 0.1 (ppo_kl_coef), >= 0 */
+  double dro_beta;                 /* 0 = unset (dro_beta); 'dro' needs > 0 */
+  uint64_t seed;                   /* 0: clip_cov's random pick (docs/math.md) */
+  tirl_bypass_loss_type loss_type; /* TIRL_BYPASS_PPO_CLIP (rollout_correction.loss_type) */
+  tirl_rollout_is_level rollout_is; /* TIRL_ROLLOUT_IS_NONE (rollout_correction.rollout_is; the
+                                       rolloutCorrection section's enum) */
+  double rollout_is_threshold;     /* 2.0: upper bound, > 0 */
+  double rollout_is_threshold_lower; /* 0 = TIS (truncate); > 0: IcePop band [lower, upper] */
+  int32_t rollout_is_batch_normalize; /* 0: 1 = divide the weights by their mean */
+} tirl_policy_loss_options;
+
+typedef struct tirl_policy_loss_result {
+  uint32_t struct_size;   /* sizeof(tirl_policy_loss_result): set by the caller */
+  tirl_ppo_result ppo;    /* loss, pg_loss, kl_loss, statistics (meaning per loss: docs/math.md) */
+  int64_t selected_tokens; /* clip_cov: tokens zeroed; kl_cov: tokens given the KL term */
+  double rollout_is_batch_norm_factor; /* bypass_mode reinforce with batch normalisation; else 1 */
+} tirl_policy_loss_result;
+
+TIRL_API tirl_policy_loss_options tirl_policy_loss_options_default(void);
+
+/*
+ * Any policy loss over masked tokens, fused with its gradient. Arguments as tirl_ppo_loss;
+ * options->struct_size and result->struct_size must be the sizes of this header's structs.
+ * seq_offsets is also needed by geo_mean and by bypass_mode's sequence-level IS weights.
+ * weights may be NULL; bypass_mode takes none (it computes its own).
+ */
+TIRL_API tirl_status tirl_policy_loss(const float* logp, const float* old_logp,
+                                      const float* advantages, const uint8_t* mask,
+                                      int64_t num_tokens, const int32_t* seq_offsets,
+                                      int64_t num_seqs, const float* ref_logp,
+                                      const float* weights,
+                                      const tirl_policy_loss_options* options, float* grad,
+                                      tirl_policy_loss_result* result, tirl_device device);
 
 /* ---------------------------------------------------------------- tokenLogprobs */
 

@@ -1,5 +1,5 @@
 // The public name of each op of ops.def ("ppoLoss"): the prefix of its messages in the core
-// and its name in JavaScript. op_name::ppo_loss is "ppoLoss".
+// and its name in JavaScript. op_name::dpo_loss is "dpoLoss".
 #pragma once
 
 namespace tirl::op_name {

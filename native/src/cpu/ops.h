@@ -16,4 +16,11 @@ namespace tirl::cpu {
 // The table of the functions above (cpu/backend.cc).
 const tirl_op_table& backend();
 
+// ppoLoss's clipped surrogate (cpu/ppo_loss.cc), which policy_loss runs for 'vanilla'.
+tirl_status clipped_surrogate(const float* logp, const float* old_logp, const float* advantages,
+                              const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
+                              int64_t num_seqs, const float* ref_logp, const float* weights,
+                              const tirl_ppo_options* options, float* grad, tirl_ppo_result* result,
+                              tirl_device device);
+
 }  // namespace tirl::cpu

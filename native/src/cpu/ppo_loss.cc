@@ -220,7 +220,7 @@ tirl_status ppo_loss_cpu(const Inputs& in, const tirl_ppo_options& o, tirl_ppo_r
 
 }  // namespace
 
-tirl_status ppo_loss(const float* logp, const float* old_logp, const float* advantages,
+tirl_status clipped_surrogate(const float* logp, const float* old_logp, const float* advantages,
                      const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
                      int64_t num_seqs, const float* ref_logp, const float* weights,
                      const tirl_ppo_options* options, float* grad, tirl_ppo_result* result,

@@ -224,6 +224,9 @@ PpoKernel pick_kernel(bool kl, tirl_kl_estimator estimator, bool weights, bool s
     case TIRL_KL_K1: return pick_kernel<true, TIRL_KL_K1>(weights, sequence_ratio);
     case TIRL_KL_K2: return pick_kernel<true, TIRL_KL_K2>(weights, sequence_ratio);
     case TIRL_KL_ABS: return pick_kernel<true, TIRL_KL_ABS>(weights, sequence_ratio);
+    case TIRL_KL_K1_PLUS: return pick_kernel<true, TIRL_KL_K1_PLUS>(weights, sequence_ratio);
+    case TIRL_KL_K3_PLUS: return pick_kernel<true, TIRL_KL_K3_PLUS>(weights, sequence_ratio);
+    case TIRL_KL_ABS_PLUS: return pick_kernel<true, TIRL_KL_ABS_PLUS>(weights, sequence_ratio);
     case TIRL_KL_K3: break;
   }
   return pick_kernel<true, TIRL_KL_K3>(weights, sequence_ratio);
@@ -235,9 +238,8 @@ size_t carve_bytes(int64_t count) {
   return (static_cast<size_t>(count) * sizeof(T) + 15) / 16 * 16;
 }
 
-}  // namespace
-
-tirl_status ppo_loss(const float* logp, const float* old_logp, const float* advantages,
+// The clipped surrogate (vanilla, GSPO through ratio_level).
+tirl_status clipped_surrogate(const float* logp, const float* old_logp, const float* advantages,
                      const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
                      int64_t num_seqs, const float* ref_logp, const float* weights,
                      const tirl_ppo_options* options, float* grad, tirl_ppo_result* result,
@@ -331,6 +333,25 @@ tirl_status ppo_loss(const float* logp, const float* old_logp, const float* adva
                     static_cast<int64_t>(total.non_finite), static_cast<int64_t>(total.masked), result);
     return ok();
   });
+}
+
+}  // namespace
+
+// ppoLoss's table entry. The front door has turned 'gspo' and bypass_mode's 'ppo_clip' into
+// 'vanilla' (with the sequence ratio for GSPO); the other policy losses have no CUDA kernel
+// yet.
+tirl_status policy_loss(const float* logp, const float* old_logp, const float* advantages,
+                        const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
+                        int64_t num_seqs, const float* ref_logp, const float* weights,
+                        const tirl_policy_loss_options* options, float* grad,
+                        tirl_policy_loss_result* result, tirl_device device) {
+  if (options->policy_loss != TIRL_POLICY_VANILLA) {
+    return fail(TIRL_ERROR_UNSUPPORTED,
+                std::string(kOp) + ": policy_loss " + std::to_string(options->policy_loss) +
+                    " has no CUDA kernel yet (vanilla and gspo do): run it on the CPU");
+  }
+  return clipped_surrogate(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs,
+                           ref_logp, weights, &options->ppo, grad, &result->ppo, device);
 }
 
 }  // namespace tirl::cuda

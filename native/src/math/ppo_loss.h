@@ -107,10 +107,21 @@ struct KlTerm {
 // The estimators of KL(policy || reference) at one token, x = logp - ref_logp:
 // k1 = x; k2 = x^2 / 2; abs = |x|; k3 = e^(-x') + x' - 1 with x' = clamp(x, -20, 20),
 // clamped to [-10, 10] (verl's low_var_kl).
+// The '+' forms (verl's kl_penalty with a '+' suffix) are straight-through: the value of
+// k1, k3 or abs, the gradient of k2 (x, unclamped).
 template <tirl_kl_estimator Estimator>
 TIRL_HD inline KlTerm kl_term(float logp, float ref_logp) {
   const float x = logp - ref_logp;
-  if constexpr (Estimator == TIRL_KL_K1) {
+  if constexpr (Estimator == TIRL_KL_K1_PLUS || Estimator == TIRL_KL_K3_PLUS ||
+                Estimator == TIRL_KL_ABS_PLUS) {
+    constexpr tirl_kl_estimator kBase = Estimator == TIRL_KL_K1_PLUS   ? TIRL_KL_K1
+                                        : Estimator == TIRL_KL_K3_PLUS ? TIRL_KL_K3
+                                                                       : TIRL_KL_ABS;
+    // verl's k2 - sg(k2) + sg(base): the k2 - k2 is 0, but NaN where k2 overflows (as in
+    // PyTorch).
+    const float k2 = 0.5f * x * x;
+    return {kl_term<kBase>(logp, ref_logp).value + (k2 - k2), x};
+  } else if constexpr (Estimator == TIRL_KL_K1) {
     return {x, 1.0f};
   } else if constexpr (Estimator == TIRL_KL_K2) {
     return {0.5f * x * x, x};

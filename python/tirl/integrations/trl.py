@@ -12,7 +12,9 @@ aggregations where the kernel computes it:
 | dr_grpo | masked sum / (B · max_completion_length), / grad. accumulation | token-mean, token_normalizer = B · max_completion_length |
 | dapo (default) | masked sum / (num_items_in_batch / num_processes) | token-mean, token_normalizer = that |
 | luspo | mean over sequences of (sequence loss · its length); sequence level only | token-mean, token_normalizer = B |
-| cispo, sapo, vespo | other per-token objectives | NotImplementedError: no kernel yet |
+| sapo | SAPO's soft gate, normalised as grpo | policy loss 'sapo', as grpo (needs tirl_policy_loss) |
+| cispo | -sg(min(ratio, epsilon_high)) · A · logp, normalised as dapo | policy loss 'cispo', as dapo (needs tirl_policy_loss) |
+| vespo | gamma-weighted sequence objective | NotImplementedError: no kernel yet |
 
 ``importance_sampling_level`` 'token' or 'sequence' (GSPO; the kernel's sequence ratio
 gives TRL's values and gradients), ``delta`` (INTELLECT-2's two-sided clip: the kernel's
@@ -39,7 +41,11 @@ from ..ops.ppo_loss import ppo_loss
 
 TRL_COMMIT = "f2cd57710ae345ea6428ae95363267fcf38a3dc8"
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo", "cispo", "sapo", "vespo")
-_NO_KERNEL = ("cispo", "sapo", "vespo")
+# cispo and sapo run on tirl_policy_loss where the loaded library has it; vespo has no kernel.
+_NO_KERNEL = ("vespo",) if hasattr(_abi.lib, "tirl_policy_loss") else ("cispo", "sapo", "vespo")
+# cispo clips the ratio above only: a lower bound of 2^-52 is never reached by the kernel's
+# ratio, whose log is clamped at -20 first.
+_NO_LOWER_CLIP = 1.0 - 2.0**-52
 
 
 def _reduce(pairs: torch.Tensor, group: Optional[Any]) -> torch.Tensor:
@@ -62,6 +68,8 @@ def grpo_loss(
     epsilon_high: Optional[float] = None,
     delta: Optional[float] = None,
     importance_sampling_level: str = "token",
+    sapo_temperature_pos: float = 1.0,
+    sapo_temperature_neg: float = 1.05,
     beta: float = 0.0,
     ref_per_token_logps: Optional[torch.Tensor] = None,
     max_completion_length: Optional[int] = None,
@@ -82,7 +90,9 @@ def grpo_loss(
         completion_mask: ``[B, T]`` (TRL: ``completion_mask``, times ``tool_mask`` when present).
         loss_type: one of ``LOSS_TYPES`` (TRL's default 'dapo').
         epsilon, epsilon_high: clip range ``[1 - epsilon, 1 + epsilon_high]`` (epsilon_high defaults to epsilon).
-        delta: two-sided clip of the ratio for A < 0 (None = off).
+        delta: two-sided clip of the ratio for A < 0 (None = off; TRL reads it for the
+            clipped losses only, not cispo or sapo).
+        sapo_temperature_pos, sapo_temperature_neg: sapo's gate temperatures.
         importance_sampling_level: 'token' or 'sequence'.
         beta: KL coefficient; > 0 needs ``ref_per_token_logps``.
         max_completion_length: dr_grpo's constant.
@@ -121,7 +131,15 @@ def grpo_loss(
 
     options: Dict[str, Any] = dict(clip_low=epsilon, clip_high=epsilon_high,
                                    ratio_level="sequence" if sequence else "token")
-    if delta is not None:
+    if loss_type in ("cispo", "sapo"):
+        if sequence:
+            raise NotImplementedError(f"tirl: loss_type {loss_type!r} with importance_sampling_level='sequence' "
+                                      "has no kernel yet")
+        if loss_type == "cispo":  # TRL's clamp(ratio, max=epsilon_high), epsilon_high being the bound itself
+            options.update(policy_loss="cispo", clip_low=_NO_LOWER_CLIP, clip_high=epsilon_high - 1.0)
+        else:
+            options.update(policy_loss="sapo", tau_pos=sapo_temperature_pos, tau_neg=sapo_temperature_neg)
+    elif delta is not None:
         if sequence:
             raise NotImplementedError("tirl: delta with importance_sampling_level='sequence' has no kernel yet")
         if not delta > 1 + epsilon_high:
@@ -132,7 +150,7 @@ def grpo_loss(
             raise _abi.type_error("ref_per_token_logps", "a [B, T] float32 tensor with beta != 0", None)
         options.update(ref_logp=ref_per_token_logps, kl_coef=beta, kl_estimator="k3")
     scale = 1.0 / gradient_accumulation_steps
-    if loss_type == "grpo":
+    if loss_type in ("grpo", "sapo"):
         options.update(aggregation="seq-mean-token-mean", seq_normalizer=batch, dp_size=scale)
     elif loss_type == "bnpo":
         options.update(aggregation="token-mean", dp_size=scale)
@@ -140,10 +158,10 @@ def grpo_loss(
         if max_completion_length is None:
             raise _abi.type_error("max_completion_length", "an int for loss_type 'dr_grpo'", None)
         options.update(aggregation="token-mean", token_normalizer=batch * max_completion_length, dp_size=scale)
-    elif loss_type == "dapo":
+    elif loss_type in ("dapo", "cispo"):
         if num_items_in_batch is None:
-            raise _abi.type_error("num_items_in_batch", "the global completion-token count for loss_type 'dapo'",
-                                  None)
+            raise _abi.type_error("num_items_in_batch",
+                                  f"the global completion-token count for loss_type {loss_type!r}", None)
         items = float(num_items_in_batch.item() if isinstance(num_items_in_batch, torch.Tensor)
                       else num_items_in_batch)
         options.update(aggregation="token-mean", token_normalizer=max(items, 1.0) / num_processes)
@@ -170,12 +188,13 @@ def grpo_loss(
         options["weights"] = weights.contiguous()
 
     loss, _ = ppo_loss(logp, old, advantages, completion_mask, **options)
-    return loss, _metrics(logp, old, advantages, completion_mask, epsilon, epsilon_high, sequence,
+    return loss, _metrics(loss_type, logp, old, advantages, completion_mask, epsilon, epsilon_high, sequence,
                           ref_per_token_logps if beta != 0.0 else None, entropies, group)
 
 
 @torch.no_grad()
-def _metrics(logp, old, advantages, completion_mask, epsilon, epsilon_high, sequence, ref, entropies, group):
+def _metrics(loss_type, logp, old, advantages, completion_mask, epsilon, epsilon_high, sequence, ref, entropies,
+             group):
     """TRL's logged metrics (its ``global_masked_mean``, ``masked_seq_mean``, nanmin/nanmax)."""
     mask = completion_mask.to(torch.float64)
     log_ratio = logp.detach().double() - old.double()
@@ -194,8 +213,14 @@ def _metrics(logp, old, advantages, completion_mask, epsilon, epsilon_high, sequ
     def seq_mean(x):
         return x.squeeze(1) if x.shape[1] == 1 else (x * mask).sum(-1) / mask.sum(-1)
 
-    parts = masked_sum_count(low) + masked_sum_count(high) + masked_sum_count(torch.maximum(low, high))
-    names = ["clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"]
+    clipped = loss_type not in ("cispo", "sapo")
+    parts, names = [], []
+    if clipped:
+        parts = masked_sum_count(low) + masked_sum_count(high) + masked_sum_count(torch.maximum(low, high))
+        names = ["clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean"]
+    elif loss_type == "cispo":
+        parts = masked_sum_count(((ratio > epsilon_high) & (advantages > 0)).double())
+        names = ["cispo_clip_ratio"]
     if ref is not None:
         x = ref.double() - logp.detach().double()
         parts += masked_sum_count(torch.exp(x) - x - 1)
@@ -203,8 +228,10 @@ def _metrics(logp, old, advantages, completion_mask, epsilon, epsilon_high, sequ
     if entropies is not None:
         parts += masked_sum_count(entropies.detach().double())
         names.append("entropy")
-    totals = _reduce(torch.stack(parts), group).tolist()
+    totals = _reduce(torch.stack(parts), group).tolist() if parts else []
     metrics = {name: totals[2 * i] / max(totals[2 * i + 1], 1.0) for i, name in enumerate(names)}
+    if not clipped:
+        return metrics
     low_seq, high_seq = seq_mean(low), seq_mean(high)
     if group is not None:
         import torch.distributed as dist

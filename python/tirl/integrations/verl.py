@@ -3,16 +3,20 @@
 
 Conventions read from verl-project/verl at commit 1dda039b9c6311889a9c9a26040677e1254814f9
 (2026-08-22): ``compute_policy_loss_vanilla`` (dual clip with ``clip_ratio_c``, default 3),
-``compute_policy_loss_gspo`` (always aggregated with seq-mean-token-mean), ``agg_loss``'s
+``compute_policy_loss_gspo`` (always aggregated with seq-mean-token-mean), ``_gpg``,
+``_sapo`` (seq-mean-token-mean, ``tau_pos``/``tau_neg``), ``_cispo``, ``_dro``
+(``policy_loss.dro_beta``) where the library has ``tirl_policy_loss``, ``agg_loss``'s
 five modes and ``config.global_batch_info`` (``dp_size``, ``batch_num_tokens``,
-``global_batch_size``, ``loss_scale_factor``), ``compute_grpo_outcome_advantage``, the two registries, and from
-``verl/trainer/ppo/rollout_corr_helper.py`` ``compute_rollout_correction_and_rejection_mask``
-(verl's threshold strings: "lower_upper" for IcePop and k1 bounds) and
-``compute_offpolicy_metrics``. The config is read by ``.get`` or attribute (verl's dataclass configs, an
-OmegaConf node or a plain dict), never by type.
+``global_batch_size``, ``loss_scale_factor``), ``compute_grpo_outcome_advantage``,
+``compute_rloo_outcome_advantage``, ``compute_reinforce_plus_plus_outcome_advantage`` and
+``compute_gae_advantage_return`` (where the library has ``tirl_advantages``), the two
+registries, and from ``verl/trainer/ppo/rollout_corr_helper.py``
+``compute_rollout_correction_and_rejection_mask`` (verl's threshold strings: "lower_upper"
+for IcePop and k1 bounds) and ``compute_offpolicy_metrics``. The config is read by ``.get``
+or attribute (verl's dataclass configs, an OmegaConf node or a plain dict), never by type.
 
     from tirl.integrations import verl as tirl_verl
-    tirl_verl.register()            # adds tirl_vanilla, tirl_gspo, tirl_grpo to verl's registries
+    tirl_verl.register()            # adds tirl_<mode> names to verl's registries
     # actor.policy_loss.loss_mode=tirl_vanilla, algorithm.adv_estimator=tirl_grpo
 
 Differences from verl, by construction of the kernels: the per-token math runs in float32
@@ -30,6 +34,8 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
+from .. import _abi
+from ..ops.advantages import advantages as tirl_advantages
 from ..ops.group_advantages import group_advantages
 from ..ops.ppo_loss import ppo_loss
 from ..ops.rollout_correction import rollout_correction
@@ -229,13 +235,101 @@ def compute_offpolicy_metrics(old_log_prob: torch.Tensor, rollout_log_prob: Opti
     return {name: metrics[name] for name in names}
 
 
+
+_CLIP_METRICS = (("actor/pg_clipfrac", "clip_fraction"), ("actor/ppo_kl", "approx_kl"),
+                 ("actor/pg_clipfrac_lower", "clip_fraction_lower"))
+
+
+def _policy_loss(mode: str, metrics: Tuple[Tuple[str, str], ...], options: Callable[[Any], Dict[str, Any]],
+                 aggregation: Optional[str] = None) -> Callable[..., Tuple[torch.Tensor, Dict[str, float]]]:
+    """A verl policy-loss function for one of the kernel's policy losses: verl's arguments,
+    its metric names (``metrics``: verl name, PpoStats field), the options it reads from
+    the config, and the aggregation verl forces for it (else ``loss_agg_mode``)."""
+
+    def compute(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+                response_mask: torch.Tensor, loss_agg_mode: str = aggregation or "token-mean", config: Any = None,
+                rollout_is_weights: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, Dict[str, float]]:
+        if config is None:
+            raise TypeError("tirl: expected an actor config for config but received None (verl asserts it too)")
+        loss, stats = ppo_loss(log_prob, old_log_prob.to(torch.float32), advantages.to(torch.float32),
+                               response_mask, aggregation=aggregation or loss_agg_mode, policy_loss=mode,
+                               weights=_weights(rollout_is_weights, log_prob), **options(config),
+                               **_normalizers(config))
+        return loss, {name: getattr(stats, field) for name, field in metrics}
+
+    compute.__name__ = compute.__qualname__ = f"compute_policy_loss_{mode}"
+    compute.__doc__ = f"verl's compute_policy_loss_{mode} (core_algos.py at {VERL_COMMIT[:7]}) on tirl's kernel."
+    return compute
+
+
+def _clip_options(config: Any) -> Dict[str, Any]:
+    clip_low, clip_high = _clip_range(config)
+    return {"clip_low": clip_low, "clip_high": clip_high}
+
+
+def _dro_options(config: Any) -> Dict[str, Any]:
+    beta = read(read(config, "policy_loss"), "dro_beta")
+    if beta is None or not beta > 0:
+        raise ValueError(f"tirl: expected a positive value for config.policy_loss.dro_beta but received {beta!r}")
+    return {"dro_beta": float(beta)}
+
+
+compute_policy_loss_gpg = _policy_loss("gpg", (), lambda config: {})
+compute_policy_loss_sapo = _policy_loss(
+    "sapo", _CLIP_METRICS, lambda config: {"tau_pos": float(read(config, "tau_pos", 1.0)),
+                                           "tau_neg": float(read(config, "tau_neg", 1.05))},
+    aggregation="seq-mean-token-mean")
+compute_policy_loss_cispo = _policy_loss("cispo", _CLIP_METRICS, _clip_options)
+compute_policy_loss_dro = _policy_loss("dro", (("actor/ppo_kl", "approx_kl"),), _dro_options)
+
 POLICY_LOSSES: Dict[str, Callable[..., Tuple[torch.Tensor, Dict[str, float]]]] = {
     "vanilla": compute_policy_loss_vanilla,
     "gspo": compute_policy_loss_gspo,
 }
+if hasattr(_abi.lib, "tirl_policy_loss"):  # offered only where the loaded library has the kernels
+    POLICY_LOSSES.update(gpg=compute_policy_loss_gpg, sapo=compute_policy_loss_sapo,
+                         cispo=compute_policy_loss_cispo, dro=compute_policy_loss_dro)
+def _dense_groups(index: Any, device: torch.device) -> torch.Tensor:
+    dense: Dict[Any, int] = {}
+    ids = [dense.setdefault(key.item() if hasattr(key, "item") else key, len(dense)) for key in list(index)]
+    return torch.tensor(ids, dtype=torch.int32, device=device)
+
+
+def compute_rloo_outcome_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any,
+                                   epsilon: float = 1e-6, config: Any = None,
+                                   **kwargs: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    """verl's RLOO: n/(n-1) (score - group mean) per group of ``index`` (a group of one keeps its score)."""
+    advantages, returns = tirl_advantages(response_mask, estimator="rloo",
+                                          token_rewards=token_level_rewards.to(torch.float32),
+                                          group_ids=_dense_groups(index, token_level_rewards.device))
+    return advantages, returns
+
+
+def compute_reinforce_plus_plus_outcome_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor,
+                                                  config: Any = None,
+                                                  **kwargs: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    """verl's REINFORCE++: discounted returns over the response tokens (``config.gamma``),
+    whitened over the batch's masked tokens; returns ``(advantages, returns)``."""
+    return tirl_advantages(response_mask, estimator="reinforce_plus_plus",
+                           token_rewards=token_level_rewards.to(torch.float32),
+                           gamma=float(read(config, "gamma", 1.0)))
+
+
+def compute_gae_advantage_return(token_level_rewards: torch.Tensor, values: torch.Tensor,
+                                 response_mask: torch.Tensor, gamma: Any, lam: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    """verl's GAE, whitened advantages and returns (advantages + values before whitening).
+    Unlike verl, masked-out tokens get advantage 0."""
+    return tirl_advantages(response_mask, estimator="gae", token_rewards=token_level_rewards.to(torch.float32),
+                           values=values.to(torch.float32), gamma=float(gamma), lam=float(lam))
+
+
 ADV_ESTIMATORS: Dict[str, Callable[..., Tuple[torch.Tensor, torch.Tensor]]] = {
     "grpo": compute_grpo_outcome_advantage,
 }
+if hasattr(_abi.lib, "tirl_advantages"):  # offered only where the loaded library has the kernel
+    ADV_ESTIMATORS.update(rloo=compute_rloo_outcome_advantage,
+                          reinforce_plus_plus=compute_reinforce_plus_plus_outcome_advantage,
+                          gae=compute_gae_advantage_return)
 
 
 def _strip(name: Any) -> str:

@@ -2,6 +2,7 @@
 ``native/src/cpu/ppo_loss.cc``): each holds its ``torch.autograd.Function`` and the plain
 function in front of it."""
 
+from .advantages import advantages
 from .dpo_loss import DpoLossFunction, DpoStats, dpo_loss
 from .feedback_mask import ACTION, FEEDBACK, PADDING, PROMPT, feedback_mask
 from .group_advantages import group_advantages
@@ -12,6 +13,7 @@ from .token_logprobs import TokenLogprobsFunction, token_logprobs
 
 __all__ = [
     "ACTION", "FEEDBACK", "PADDING", "PROMPT",
+    "advantages",
     "DpoLossFunction", "DpoStats", "dpo_loss",
     "feedback_mask",
     "group_advantages",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 
@@ -32,28 +32,36 @@ class PpoStats:
     """Masked-in tokens with a non-finite input; when nonzero, skip the step."""
     masked_tokens: int
     """Masked-in tokens."""
+    selected_tokens: int = 0
+    """clip_cov: tokens zeroed; kl_cov: tokens given the KL term (0 for the other losses)."""
+    rollout_is_batch_norm_factor: float = 1.0
+    """bypass_mode with reinforce and batch normalisation: the divisor applied; else 1."""
 
 
 class PpoLossFunction(torch.autograd.Function):
-    """Autograd form of ``tirl_ppo_loss``: the forward computes the loss and dLoss/dlogp in
-    one pass; the backward scales that saved gradient. Gradient flows into ``logp`` only."""
+    """Autograd form of the fused policy-loss kernels (``tirl_ppo_loss``,
+    ``tirl_policy_loss``): the forward runs ``kernel(grad)``, which writes dLoss/dlogp into
+    ``grad`` and returns the loss; the backward scales that saved gradient. Gradient flows
+    into ``logp`` only."""
 
     @staticmethod
-    def forward(ctx, logp, old_logp, advantages, mask, seq_offsets, num_seqs, ref_logp, weights,
-                options, result):  # type: ignore[override]
+    def forward(ctx, logp, kernel):  # type: ignore[override]
         grad = torch.empty_like(logp)
-        _abi.check(_abi.lib.tirl_ppo_loss(
-            logp.data_ptr(), old_logp.data_ptr(), advantages.data_ptr(), mask.data_ptr(), logp.numel(),
-            _abi.pointer(seq_offsets), num_seqs, _abi.pointer(ref_logp), _abi.pointer(weights),
-            ctypes.byref(options), grad.data_ptr(), ctypes.byref(result),
-            _abi.device_of("logp", logp)), "ppo_loss")
+        loss = kernel(grad)
         ctx.save_for_backward(grad)
-        return torch.scalar_tensor(result.loss, dtype=torch.float32, device=logp.device)
+        return torch.scalar_tensor(loss, dtype=torch.float32, device=logp.device)
 
     @staticmethod
     def backward(ctx, grad_loss):  # type: ignore[override]
         (grad,) = ctx.saved_tensors
-        return (grad * grad_loss,) + (None,) * 9
+        return grad * grad_loss, None
+
+
+# Options of tirl_policy_loss beyond tirl_ppo_options, by their tirl.h names (None = the
+# library's default); enum-valued ones map through these tables.
+_POLICY_ENUMS = {"loss_type": _abi.BYPASS_LOSS_TYPES, "rollout_is": _abi.ROLLOUT_IS_LEVELS}
+_POLICY_NUMBERS = ("clip_ratio_c", "tau_pos", "tau_neg", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub",
+                   "kl_cov_ratio", "ppo_kl_coef", "dro_beta", "rollout_is_threshold", "rollout_is_threshold_lower")
 
 
 def ppo_loss(
@@ -76,6 +84,8 @@ def ppo_loss(
     kl_estimator: str = "k3",
     weights: Optional[torch.Tensor] = None,
     ratio_level: str = "token",
+    policy_loss: str = "vanilla",
+    **policy_options: Any,
 ) -> Tuple[torch.Tensor, PpoStats]:
     """PPO clipped surrogate over the masked tokens, verl's ``compute_policy_loss`` +
     ``agg_loss`` in one fused kernel; returns the loss (a 0-d float32 tensor whose backward
@@ -102,10 +112,21 @@ def ppo_loss(
         dp_size: data-parallel size multiplying the loss (verl's dp_size).
         ref_logp: reference-policy log-probs, float32: adds ``kl_coef * KL``.
         kl_coef: weight of the KL term, >= 0.
-        kl_estimator: 'k1', 'k2', 'k3' (verl's low_var_kl) or 'abs'.
+        kl_estimator: 'k1', 'k2' (or 'mse'), 'k3' (or 'low_var_kl') or 'abs'; with a
+            library that has them, verl's straight-through forms 'k1+', 'k3+'
+            ('low_var_kl+') and 'abs+'.
         weights: per-token loss weights, float32 (e.g. rollout-correction importance
             weights); no gradient flows into them.
         ratio_level: 'token', or 'sequence' for GSPO's sequence ratio.
+        policy_loss: verl's loss mode: 'vanilla' (the default, PPO clip), 'gspo', 'dppo_tv',
+            'dppo_kl', 'sapo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean', 'dro', 'cispo',
+            'reinforce' or 'bypass_mode' (formulas: docs/math.md, "Policy losses").
+        policy_options: the options of those losses, named as in ``tirl_policy_loss_options``
+            (verl's config keys): clip_ratio_c, tau_pos, tau_neg, clip_cov_ratio,
+            clip_cov_lb, clip_cov_ub, kl_cov_ratio, ppo_kl_coef, dro_beta, seed, loss_type
+            ('ppo_clip' | 'reinforce'), rollout_is ('none' | 'token' | 'sequence'),
+            rollout_is_threshold, rollout_is_threshold_lower, rollout_is_batch_normalize.
+            Left out: the library's defaults.
 
     Raises:
         TypeError: a wrong type or dtype, naming the argument.
@@ -139,11 +160,53 @@ def ppo_loss(
     options.kl_estimator = _abi.choice("kl_estimator", kl_estimator, _abi.KL_ESTIMATORS)
     options.ratio_level = _abi.choice("ratio_level", ratio_level, _abi.RATIO_LEVELS)
 
-    result = _abi.PpoResult()
-    loss = PpoLossFunction.apply(logp, old_logp, advantages, mask, seq_offsets, num_seqs, ref_logp,
-                                 weights, options, result)
-    stats = PpoStats(
-        loss=result.loss, pg_loss=result.pg_loss, kl_loss=result.kl_loss,
-        clip_fraction=result.clip_fraction, clip_fraction_lower=result.clip_fraction_lower,
-        approx_kl=result.approx_kl, non_finite=result.non_finite, masked_tokens=result.masked_tokens)
-    return loss, stats
+    inputs = (logp.data_ptr(), old_logp.data_ptr(), advantages.data_ptr(), mask.data_ptr(), logp.numel(),
+              _abi.pointer(seq_offsets), num_seqs, _abi.pointer(ref_logp), _abi.pointer(weights))
+    tirl_device = _abi.device_of("logp", logp)
+    if policy_loss == "vanilla" and not policy_options and options.kl_estimator <= _abi.KL_ESTIMATORS["abs"]:
+        result = _abi.PpoResult()
+
+        def kernel(grad: torch.Tensor) -> float:
+            _abi.check(_abi.lib.tirl_ppo_loss(*inputs, ctypes.byref(options), grad.data_ptr(), ctypes.byref(result),
+                                              tirl_device), "ppo_loss")
+            return result.loss
+
+        loss = PpoLossFunction.apply(logp, kernel)
+        return loss, PpoStats(
+            loss=result.loss, pg_loss=result.pg_loss, kl_loss=result.kl_loss,
+            clip_fraction=result.clip_fraction, clip_fraction_lower=result.clip_fraction_lower,
+            approx_kl=result.approx_kl, non_finite=result.non_finite, masked_tokens=result.masked_tokens)
+
+    extended = _abi.policy_loss_options_default()
+    extended.ppo = options
+    extended.policy_loss = _abi.choice("policy_loss", policy_loss, _abi.POLICY_LOSSES)
+    for name, value in policy_options.items():
+        if name in _POLICY_NUMBERS:
+            setattr(extended, name, _abi.number(name, value))
+        elif name in _POLICY_ENUMS:
+            setattr(extended, name, _abi.choice(name, value, _POLICY_ENUMS[name]))
+        elif name == "seed":
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+                raise _abi.value_error("seed", "an int in [0, 2^53)", value)
+            extended.seed = value
+        elif name == "rollout_is_batch_normalize":
+            if not isinstance(value, bool):
+                raise _abi.type_error(name, "a bool", value)
+            extended.rollout_is_batch_normalize = int(value)
+        else:
+            raise TypeError(f"tirl: ppo_loss() got an unexpected keyword argument {name!r}")
+    extended_result = _abi.PolicyLossResult()
+    extended_result.struct_size = ctypes.sizeof(_abi.PolicyLossResult)
+
+    def policy_kernel(grad: torch.Tensor) -> float:
+        _abi.check(_abi.lib.tirl_policy_loss(*inputs, ctypes.byref(extended), grad.data_ptr(),
+                                             ctypes.byref(extended_result), tirl_device), "ppo_loss")
+        return extended_result.ppo.loss
+
+    loss = PpoLossFunction.apply(logp, policy_kernel)
+    r = extended_result.ppo
+    return loss, PpoStats(
+        loss=r.loss, pg_loss=r.pg_loss, kl_loss=r.kl_loss, clip_fraction=r.clip_fraction,
+        clip_fraction_lower=r.clip_fraction_lower, approx_kl=r.approx_kl, non_finite=r.non_finite,
+        masked_tokens=r.masked_tokens, selected_tokens=extended_result.selected_tokens,
+        rollout_is_batch_norm_factor=extended_result.rollout_is_batch_norm_factor)

@@ -1,0 +1,558 @@
+// ppoLoss's CPU backend entry: every policy loss (math/policy_loss.h); 'vanilla' (and GSPO,
+// through its sequence ratio) is cpu/ppo_loss.cc's clipped surrogate. The front door
+// (api/ppo_loss.cc) has validated everything.
+//
+// Passes: (1) where the math needs them: per-sequence masked counts (seq-* aggregations,
+// geo_mean, sequence-level IS weights), the batch means and the token pick of clip_cov and
+// kl_cov, bypass_mode's IS weights, geo_mean's per-sequence sums; (2) one fused pass that
+// writes each gradient once.
+//
+// Determinism: fixed chunks of tokens or sequences, partial sums in double in a fixed
+// order; the clip_cov / kl_cov picks depend only on the data and the seed. No result
+// depends on the thread count.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/parallel.h"
+#include "common/simd.h"
+#include "cpu/ops.h"
+#include "math/policy_loss.h"
+
+namespace tirl::cpu {
+namespace {
+
+constexpr int64_t kTokensPerChunk = 16384;
+constexpr int64_t kTokensPerBlock = 256;
+constexpr int kLanes = 16;
+constexpr int64_t kSequencesPerChunk = 32;
+
+struct Inputs {
+  const float* logp;
+  const float* old_logp;
+  const float* advantages;
+  const uint8_t* mask;
+  const float* ref_logp;   // may be null
+  const float* weights;    // may be null
+  const uint8_t* selected; // clip_cov / kl_cov: 1 for the picked tokens
+  float* grad;             // may be null
+  int64_t num_tokens;
+  const int32_t* seq_offsets;  // may be null
+  int64_t num_seqs;
+  bool weights_are_input;  // false for bypass_mode's own weights: not counted in nonFinite
+};
+
+struct Totals {
+  double pg_loss = 0;
+  double kl_loss = 0;
+  double kl_stat = 0;
+  int64_t clipped = 0;
+  int64_t clipped_lower = 0;
+  int64_t non_finite = 0;
+  int64_t masked = 0;
+
+  void add(const Totals& o) {
+    pg_loss += o.pg_loss;
+    kl_loss += o.kl_loss;
+    kl_stat += o.kl_stat;
+    clipped += o.clipped;
+    clipped_lower += o.clipped_lower;
+    non_finite += o.non_finite;
+    masked += o.masked;
+  }
+};
+
+double lane_total(const double* lanes) {
+  double total = 0;
+  for (int l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+
+struct Lanes {
+  double pg_loss[kLanes] = {};
+  double kl_loss[kLanes] = {};
+  double kl_stat[kLanes] = {};
+  int64_t clipped = 0;
+  int64_t clipped_lower = 0;
+  int64_t non_finite = 0;
+  int64_t masked = 0;
+
+  Totals totals() const {
+    Totals t;
+    t.pg_loss = lane_total(pg_loss);
+    t.kl_loss = lane_total(kl_loss);
+    t.kl_stat = lane_total(kl_stat);
+    t.clipped = clipped;
+    t.clipped_lower = clipped_lower;
+    t.non_finite = non_finite;
+    t.masked = masked;
+    return t;
+  }
+};
+
+using KlBlock = void (*)(const float*, const float*, const float*, int64_t, float, float, float*,
+                         float*, int32_t*);
+
+struct TokenKernelConstants {
+  PolicyConstants policy;
+  KlBlock kl;  // null without a KL term
+  float kl_coef;
+};
+
+using ChunkKernel = Totals (*)(const Inputs&, int64_t, float, const std::vector<float>&,
+                               const TokenKernelConstants&);
+
+#define TIRL_SIMD_KERNELS "cpu/policy_loss_kernels.inc"
+#include "common/simd_kernels.h"
+
+// ---------------------------------------------------------------- shared setup
+
+// Per sequence: masked tokens; and the batch's masked total, non-empty sequences and longest
+// sequence.
+struct SequenceCounts {
+  std::vector<int64_t> masked;
+  int64_t masked_total = 0;
+  int64_t non_empty = 0;
+  int64_t longest = 0;
+};
+
+SequenceCounts count_sequences(const Inputs& in) {
+  SequenceCounts c;
+  c.masked.assign(static_cast<size_t>(in.num_seqs), 0);
+  auto body = [&](int64_t chunk) {
+    const int64_t first = chunk * kSequencesPerChunk;
+    const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
+    for (int64_t s = first; s < last; ++s) {
+      int64_t count = 0;
+      for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) count += in.mask[t] != 0;
+      c.masked[static_cast<size_t>(s)] = count;
+    }
+  };
+  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body);
+  for (int64_t s = 0; s < in.num_seqs; ++s) {
+    c.masked_total += c.masked[static_cast<size_t>(s)];
+    c.non_empty += c.masked[static_cast<size_t>(s)] > 0;
+    c.longest = std::max<int64_t>(c.longest, in.seq_offsets[s + 1] - in.seq_offsets[s]);
+  }
+  return c;
+}
+
+// A chunked, ordered sum over the tokens of f(t) (double), and the masked count.
+template <class F>
+double ordered_token_sum(int64_t num_tokens, F f) {
+  const int64_t num_chunks = chunk_count(num_tokens, kTokensPerChunk);
+  std::vector<double> partial(static_cast<size_t>(num_chunks), 0.0);
+  auto body = [&](int64_t chunk) {
+    const int64_t begin = chunk * kTokensPerChunk;
+    const int64_t end = std::min(num_tokens, begin + kTokensPerChunk);
+    double sum = 0;
+    for (int64_t t = begin; t < end; ++t) sum += f(t);
+    partial[static_cast<size_t>(chunk)] = sum;
+  };
+  parallel_for(num_chunks, body);
+  double total = 0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+int64_t count_masked(const uint8_t* mask, int64_t num_tokens) {
+  return static_cast<int64_t>(
+      ordered_token_sum(num_tokens, [&](int64_t t) { return mask[t] != 0 ? 1.0 : 0.0; }));
+}
+
+// The aggregation's factor for the tokens of every sequence (MATH.md's table), or one
+// shared factor (`scales` left empty) for the token-level aggregations.
+struct Scales {
+  float shared = 0.0f;
+  std::vector<float> per_sequence;
+};
+
+Scales aggregation_scales(const Inputs& in, const tirl_ppo_options& o,
+                          const SequenceCounts* counts) {
+  auto factor = [&](double normaliser) { return normaliser > 0 ? o.dp_size / normaliser : 0.0; };
+  Scales s;
+  switch (o.aggregation) {
+    case TIRL_AGG_TOKEN_SUM: s.shared = static_cast<float>(o.dp_size); return s;
+    case TIRL_AGG_TOKEN_MEAN: {
+      const double tokens =
+          o.token_normalizer > 0 ? o.token_normalizer
+          : counts != nullptr    ? static_cast<double>(counts->masked_total)
+                                 : static_cast<double>(count_masked(in.mask, in.num_tokens));
+      s.shared = static_cast<float>(factor(tokens));
+      return s;
+    }
+    default: break;
+  }
+  const double seqs = o.seq_normalizer > 0 ? o.seq_normalizer : static_cast<double>(counts->non_empty);
+  const double horizon = o.horizon > 0 ? o.horizon : static_cast<double>(counts->longest);
+  s.per_sequence.resize(static_cast<size_t>(in.num_seqs));
+  for (int64_t q = 0; q < in.num_seqs; ++q) {
+    const double n = static_cast<double>(counts->masked[static_cast<size_t>(q)]);
+    double scale = 0;
+    switch (o.aggregation) {
+      case TIRL_AGG_SEQ_MEAN_TOKEN_SUM: scale = factor(seqs); break;
+      case TIRL_AGG_SEQ_MEAN_TOKEN_MEAN: scale = factor(seqs * n); break;
+      default: scale = factor(seqs * horizon); break;  // seq-mean-token-sum-norm
+    }
+    s.per_sequence[static_cast<size_t>(q)] = static_cast<float>(scale);
+  }
+  return s;
+}
+
+bool per_sequence_aggregation(tirl_aggregation a) {
+  return a != TIRL_AGG_TOKEN_MEAN && a != TIRL_AGG_TOKEN_SUM;
+}
+
+PolicyConstants policy_constants(const tirl_policy_loss_options& o) {
+  return {static_cast<float>(o.ppo.clip_low),     static_cast<float>(o.ppo.clip_high),
+          static_cast<float>(1.0 - o.ppo.clip_low), static_cast<float>(1.0 + o.ppo.clip_high),
+          static_cast<float>(o.clip_ratio_c),     static_cast<float>(o.tau_pos),
+          static_cast<float>(o.tau_neg),          static_cast<float>(o.ppo_kl_coef),
+          static_cast<float>(o.dro_beta)};
+}
+
+void fill_result(const Totals& t, bool kl, double kl_coef, tirl_policy_loss_result* result) {
+  fill_ppo_result(t.pg_loss, t.kl_loss, kl, kl_coef, static_cast<double>(t.clipped),
+                  static_cast<double>(t.clipped_lower), t.kl_stat, t.non_finite, t.masked,
+                  &result->ppo);
+}
+
+// ---------------------------------------------------------------- clip_cov / kl_cov picks
+
+// The batch means verl's covariance uses, over the masked-in tokens (verl_F.masked_mean;
+// 0 when nothing is masked in).
+struct Means {
+  float advantage;
+  float logp;
+  int64_t masked;
+};
+
+Means masked_means(const Inputs& in) {
+  const int64_t masked = count_masked(in.mask, in.num_tokens);
+  const double a = ordered_token_sum(in.num_tokens, [&](int64_t t) {
+    return in.mask[t] != 0 ? static_cast<double>(in.advantages[t]) : 0.0;
+  });
+  const double l = ordered_token_sum(in.num_tokens, [&](int64_t t) {
+    return in.mask[t] != 0 ? static_cast<double>(in.logp[t]) : 0.0;
+  });
+  const double n = masked > 0 ? static_cast<double>(masked) : 1.0;
+  return {static_cast<float>(a / n), static_cast<float>(l / n), masked};
+}
+
+// The masked-in tokens for which keep(t) holds, in token order.
+template <class Keep>
+std::vector<int64_t> tokens_where(const Inputs& in, Keep keep) {
+  const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
+  std::vector<std::vector<int64_t>> parts(static_cast<size_t>(num_chunks));
+  auto body = [&](int64_t chunk) {
+    const int64_t begin = chunk * kTokensPerChunk;
+    const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
+    auto& part = parts[static_cast<size_t>(chunk)];
+    for (int64_t t = begin; t < end; ++t) {
+      if (in.mask[t] != 0 && keep(t)) part.push_back(t);
+    }
+  };
+  parallel_for(num_chunks, body);
+  std::vector<int64_t> all;
+  for (auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+// Clip-Cov: of the candidates (not clipped by the ratio, covariance in (lb, ub)), the
+// max(floor(clip_cov_ratio * masked), 1) with the smallest pick_key(seed, t): a uniform
+// random subset, as verl's randperm gives, reproducible from the seed.
+int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const PolicyConstants& c,
+                      std::vector<uint8_t>& selected) {
+  const Means m = masked_means(in);
+  const float lb = static_cast<float>(o.clip_cov_lb);
+  const float ub = static_cast<float>(o.clip_cov_ub);
+  std::vector<int64_t> candidates = tokens_where(in, [&](int64_t t) {
+    const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
+    return clip_cov_candidate(in.logp[t], in.old_logp[t], in.advantages[t], cov, c, lb, ub);
+  });
+  const int64_t wanted = std::max<int64_t>(
+      static_cast<int64_t>(o.clip_cov_ratio * static_cast<double>(m.masked)), 1);
+  if (static_cast<int64_t>(candidates.size()) > wanted) {
+    const uint64_t seed_key = pick_key_seed(o.seed);
+    auto by_key = [&](int64_t a, int64_t b) {
+      return pick_key(seed_key, static_cast<uint64_t>(a)) < pick_key(seed_key, static_cast<uint64_t>(b));
+    };
+    std::nth_element(candidates.begin(), candidates.begin() + wanted, candidates.end(), by_key);
+    candidates.resize(static_cast<size_t>(wanted));
+  }
+  for (int64_t t : candidates) selected[static_cast<size_t>(t)] = 1;
+  return static_cast<int64_t>(candidates.size());
+}
+
+// KL-Cov: the max(floor(masked * kl_cov_ratio), 1) masked-in tokens with the largest
+// covariance (NaN counts as largest, as in torch.topk; ties go to the earlier token).
+int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
+                    std::vector<uint8_t>& selected) {
+  const Means m = masked_means(in);
+  if (m.masked == 0) return 0;
+  std::vector<int64_t> valid = tokens_where(in, [](int64_t) { return true; });
+  const int64_t wanted = std::max<int64_t>(
+      static_cast<int64_t>(static_cast<double>(m.masked) * o.kl_cov_ratio), 1);
+  std::vector<std::pair<float, int64_t>> cov(valid.size());
+  for (size_t i = 0; i < valid.size(); ++i) {
+    const int64_t t = valid[i];
+    cov[i] = {covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage), t};
+  }
+  auto larger = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
+    const bool a_nan = std::isnan(a.first), b_nan = std::isnan(b.first);
+    if (a_nan != b_nan) return a_nan;
+    if (!a_nan && a.first != b.first) return a.first > b.first;
+    return a.second < b.second;
+  };
+  if (static_cast<int64_t>(cov.size()) > wanted) {
+    std::nth_element(cov.begin(), cov.begin() + wanted, cov.end(), larger);
+    cov.resize(static_cast<size_t>(wanted));
+  }
+  for (const auto& p : cov) selected[static_cast<size_t>(p.second)] = 1;
+  return static_cast<int64_t>(cov.size());
+}
+
+// ---------------------------------------------------------------- bypass_mode's IS weights
+
+// verl's compute_rollout_correction_weights with old_log_prob = logp (detached) and
+// rollout_log_prob = old_logp: 0 on masked-out tokens; optionally divided by their mean.
+std::vector<float> bypass_weights(const Inputs& in, const tirl_policy_loss_options& o,
+                                  double* norm_factor) {
+  std::vector<float> w(static_cast<size_t>(in.num_tokens), 0.0f);
+  const float lower = static_cast<float>(o.rollout_is_threshold_lower);
+  const float upper = static_cast<float>(o.rollout_is_threshold);
+  const bool sequence = o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE;
+  if (sequence) {
+    auto body = [&](int64_t chunk) {
+      const int64_t first = chunk * kSequencesPerChunk;
+      const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
+      for (int64_t s = first; s < last; ++s) {
+        double sum = 0;
+        for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
+          if (in.mask[t] != 0) sum += static_cast<double>(in.logp[t] - in.old_logp[t]);
+        }
+        const float weight = rollout_is_weight(static_cast<float>(sum), lower, upper);
+        for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
+          w[static_cast<size_t>(t)] = in.mask[t] != 0 ? weight : 0.0f;
+        }
+      }
+    };
+    parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body);
+  } else {
+    auto body = [&](int64_t chunk) {
+      const int64_t begin = chunk * kTokensPerChunk;
+      const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
+      for (int64_t t = begin; t < end; ++t) {
+        w[static_cast<size_t>(t)] =
+            in.mask[t] != 0 ? rollout_is_weight(in.logp[t] - in.old_logp[t], lower, upper) : 0.0f;
+      }
+    };
+    parallel_for(chunk_count(in.num_tokens, kTokensPerChunk), body);
+  }
+  *norm_factor = 1.0;
+  if (o.rollout_is_batch_normalize == 0) return w;
+  double mean = 0;
+  if (sequence) {
+    // The mean over the non-empty sequences of each one's weight.
+    double sum = 0;
+    int64_t non_empty = 0;
+    for (int64_t s = 0; s < in.num_seqs; ++s) {
+      for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
+        if (in.mask[t] != 0) {
+          sum += w[static_cast<size_t>(t)];
+          ++non_empty;
+          break;
+        }
+      }
+    }
+    mean = non_empty > 0 ? sum / static_cast<double>(non_empty) : 0.0;
+  } else {
+    const int64_t masked = count_masked(in.mask, in.num_tokens);
+    const double sum = ordered_token_sum(in.num_tokens, [&](int64_t t) {
+      return static_cast<double>(w[static_cast<size_t>(t)]);
+    });
+    mean = masked > 0 ? sum / static_cast<double>(masked) : 0.0;
+  }
+  if (mean > 1e-8) {
+    const float f = static_cast<float>(mean);
+    for (float& x : w) x /= f;
+    *norm_factor = mean;
+  }
+  return w;
+}
+
+// ---------------------------------------------------------------- the token losses
+
+tirl_status token_loss_cpu(const Inputs& in, const tirl_policy_loss_options& o,
+                           tirl_policy_loss_kind loss, tirl_policy_loss_result* result) {
+  const tirl_ppo_options& p = o.ppo;
+  const bool kl = in.ref_logp != nullptr;
+  SequenceCounts counts;
+  const bool per_sequence = per_sequence_aggregation(p.aggregation);
+  if (per_sequence) counts = count_sequences(in);
+  const Scales scales = aggregation_scales(in, p, per_sequence ? &counts : nullptr);
+  const PolicyConstants c = policy_constants(o);
+
+  std::vector<uint8_t> selected;
+  Inputs run = in;
+  result->selected_tokens = 0;
+  if (loss == TIRL_POLICY_CLIP_COV || loss == TIRL_POLICY_KL_COV) {
+    selected.assign(static_cast<size_t>(in.num_tokens), 0);
+    result->selected_tokens = loss == TIRL_POLICY_CLIP_COV ? pick_clip_cov(in, o, c, selected)
+                                                           : pick_kl_cov(in, o, selected);
+    run.selected = selected.data();
+  }
+
+  const TokenKernelConstants k{c, kl ? TIRL_SIMD_SELECT(select_kl_block)(p.kl_estimator) : nullptr,
+                               static_cast<float>(p.kl_coef)};
+  const ChunkKernel kernel = TIRL_SIMD_SELECT(select_chunk_kernel)(loss, run.weights != nullptr);
+  const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
+  std::vector<Totals> partial(static_cast<size_t>(num_chunks));
+  auto body = [&](int64_t chunk) {
+    partial[static_cast<size_t>(chunk)] =
+        kernel(run, chunk, scales.shared, scales.per_sequence, k);
+  };
+  parallel_for(num_chunks, body);
+  Totals total;
+  for (const Totals& t : partial) total.add(t);
+  fill_result(total, kl, p.kl_coef, result);
+  return ok();
+}
+
+// ---------------------------------------------------------------- geo_mean (GMPO)
+
+struct GeoMeanSequence {
+  double log_ratio = 0;    // masked sum of the clipped log-ratio
+  double advantage = 0;    // masked sum of A
+  double log_weight = 0;   // masked sum of log(w + 1e-10)
+  double kl_stat = 0;      // masked sum of -(logp - old_logp)
+  int64_t masked = 0;
+  int64_t clipped_upper = 0;
+  int64_t clipped_lower = 0;
+};
+
+// pg = Σ_i -Ā_i exp(Σ_t m l_t / n_i) w_i / seqNormalizer · D, with verl's default
+// seqNormalizer the number of sequences (torch.mean over the batch).
+tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
+                         tirl_policy_loss_result* result) {
+  const tirl_ppo_options& p = o.ppo;
+  const PolicyConstants c = policy_constants(o);
+  std::vector<GeoMeanSequence> seqs(static_cast<size_t>(in.num_seqs));
+  auto sums = [&](int64_t chunk) {
+    const int64_t first = chunk * kSequencesPerChunk;
+    const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
+    for (int64_t s = first; s < last; ++s) {
+      GeoMeanSequence q;
+      for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
+        if (in.mask[t] == 0) continue;
+        const GeoMeanToken g = geo_mean_token(in.logp[t], in.old_logp[t], in.advantages[t], c);
+        q.log_ratio += g.log_ratio;
+        q.advantage += in.advantages[t];
+        if (in.weights != nullptr) q.log_weight += ::logf(in.weights[t] + 1e-10f);
+        q.kl_stat += -(in.logp[t] - in.old_logp[t]);
+        q.masked += 1;
+        q.clipped_upper += g.clipped_upper;
+        q.clipped_lower += g.clipped_lower;
+      }
+      seqs[static_cast<size_t>(s)] = q;
+    }
+  };
+  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), sums);
+  const double normaliser =
+      p.seq_normalizer > 0 ? p.seq_normalizer : static_cast<double>(in.num_seqs);
+  const double scale = normaliser > 0 ? p.dp_size / normaliser : 0.0;
+  std::vector<float> coefficient(static_cast<size_t>(in.num_seqs));
+  Totals total;
+  for (int64_t s = 0; s < in.num_seqs; ++s) {
+    const GeoMeanSequence& q = seqs[static_cast<size_t>(s)];
+    const double n = static_cast<double>(q.masked);
+    const double mean_log_ratio = n > 0 ? q.log_ratio / n : 0.0;
+    const double mean_advantage = n > 0 ? q.advantage / n : 0.0;
+    const double weight = in.weights != nullptr ? std::exp(n > 0 ? q.log_weight / n : 0.0) : 1.0;
+    const double ratio = std::exp(mean_log_ratio);
+    const double loss = -mean_advantage * ratio * weight;
+    total.pg_loss += scale * loss;
+    coefficient[static_cast<size_t>(s)] = static_cast<float>(n > 0 ? scale * loss / n : 0.0);
+    total.kl_stat += q.kl_stat;
+    total.masked += q.masked;
+    total.clipped += q.clipped_upper;
+    total.clipped_lower += q.clipped_lower;
+  }
+
+  // The gradient, with the KL term aggregated by `aggregation`.
+  const bool kl = in.ref_logp != nullptr;
+  SequenceCounts counts;
+  Scales kl_scales;
+  if (kl) {
+    if (per_sequence_aggregation(p.aggregation)) counts = count_sequences(in);
+    kl_scales = aggregation_scales(in, p, per_sequence_aggregation(p.aggregation) ? &counts : nullptr);
+  }
+  const TokenKernelConstants k{c, kl ? TIRL_SIMD_SELECT(select_kl_block)(p.kl_estimator) : nullptr,
+                               static_cast<float>(p.kl_coef)};
+  const auto block = TIRL_SIMD_SELECT(geo_mean_block);
+  std::vector<Totals> partial(static_cast<size_t>(chunk_count(in.num_seqs, kSequencesPerChunk)));
+  auto body = [&](int64_t chunk) {
+    const int64_t first = chunk * kSequencesPerChunk;
+    const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
+    Lanes lanes;
+    for (int64_t s = first; s < last; ++s) {
+      const float kl_scale =
+          !kl ? 0.0f
+              : kl_scales.per_sequence.empty() ? kl_scales.shared
+                                               : kl_scales.per_sequence[static_cast<size_t>(s)];
+      for (int64_t b = in.seq_offsets[s]; b < in.seq_offsets[s + 1]; b += kTokensPerBlock) {
+        // coefficient * dl/dlogp: dl/dlogp is 1 or 0 (or 0.5 + 0.5), so the product is exact.
+        block(in, b, std::min<int64_t>(kTokensPerBlock, in.seq_offsets[s + 1] - b),
+              coefficient[static_cast<size_t>(s)], kl_scale, k, lanes);
+      }
+    }
+    partial[static_cast<size_t>(chunk)] = lanes.totals();
+  };
+  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body);
+  for (const Totals& t : partial) {
+    total.kl_loss += t.kl_loss;
+    total.non_finite += t.non_finite;
+  }
+  fill_result(total, kl, p.kl_coef, result);
+  result->selected_tokens = 0;
+  return ok();
+}
+
+}  // namespace
+
+tirl_status policy_loss(const float* logp, const float* old_logp, const float* advantages,
+                        const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
+                        int64_t num_seqs, const float* ref_logp, const float* weights,
+                        const tirl_policy_loss_options* options, float* grad,
+                        tirl_policy_loss_result* result, tirl_device device) {
+  return guarded([&]() -> tirl_status {
+    const tirl_policy_loss_options& o = *options;
+    result->selected_tokens = 0;
+    result->rollout_is_batch_norm_factor = 1.0;
+    // The front door has turned 'gspo' and bypass_mode's 'ppo_clip' into 'vanilla'.
+    if (o.policy_loss == TIRL_POLICY_VANILLA) {
+      return clipped_surrogate(logp, old_logp, advantages, mask, num_tokens, seq_offsets,
+                               num_seqs, ref_logp, weights, &o.ppo, grad, &result->ppo, device);
+    }
+    Inputs in{logp,    old_logp, advantages, mask,        ref_logp, weights,
+              nullptr, grad,     num_tokens, seq_offsets, seq_offsets ? num_seqs : 0, true};
+    if (o.policy_loss == TIRL_POLICY_GEO_MEAN) return geo_mean_cpu(in, o, result);
+    tirl_policy_loss_kind loss = o.policy_loss;
+    std::vector<float> is_weights;
+    if (loss == TIRL_POLICY_BYPASS_MODE) {
+      loss = TIRL_POLICY_REINFORCE;
+      if (o.rollout_is != TIRL_ROLLOUT_IS_NONE) {
+        is_weights = bypass_weights(in, o, &result->rollout_is_batch_norm_factor);
+        in.weights = is_weights.data();
+        in.weights_are_input = false;
+      }
+    }
+    return token_loss_cpu(in, o, loss, result);
+  });
+}
+
+}  // namespace tirl::cpu

@@ -1,0 +1,238 @@
+// The policy losses of ppoLoss beyond the clipped surrogate (docs/math.md, "Policy losses"),
+// one token at a time, each with its derivative with respect to the current log-prob.
+// Semantics are verl's verl/trainer/ppo/core_algos.py (commit 1dda039b): which quantities
+// are detached, which log-ratios are clamped, the order of the products (so that NaN and
+// Inf propagate as in PyTorch: a 0/1 mask that verl multiplies by is multiplied here too).
+//
+// 'vanilla' and 'gspo' are math/ppo_loss.h. 'geo_mean' is per sequence: the token part is
+// here (geo_mean_token), the sequence part in the kernels.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+
+#include "math/common.h"
+#include "math/float_bits.h"
+#include "math/ppo_loss.h"
+
+namespace tirl {
+
+// What one token contributes before the weight and the aggregation's scale.
+struct PolicyTerm {
+  float loss;
+  float dloss_dlogp;
+  int32_t clipped;        // counted in clipFraction (verl's pg_clipfrac)
+  int32_t clipped_lower;  // counted in clipFractionLower (verl's pg_clipfrac_lower)
+  float kl_stat;          // averaged into approxKl (verl's ppo_kl)
+};
+
+// The per-loss constants, as floats (the kernels run in f32 as verl's do).
+struct PolicyConstants {
+  float clip_low;      // 1 - ratio_low for the ratio losses; the lower divergence bound for DPPO
+  float clip_high;
+  float ratio_low;     // 1 - clip_low
+  float ratio_high;    // 1 + clip_high
+  float clip_ratio_c;  // DPPO's truncation of the (detached) ratio
+  float tau_pos;       // SAPO
+  float tau_neg;
+  float ppo_kl_coef;   // kl_cov
+  float dro_beta;      // DRO
+};
+
+// torch.minimum / torch.maximum: NaN wins.
+TIRL_HD inline float nan_min(float a, float b) { return select((a < b) | (a != a), a, b); }
+
+// A float 0/1 from a flag, to multiply by (0 * NaN stays NaN, as in verl's `* valid_mask`).
+TIRL_HD inline float as_float(bool flag) { return select(flag, 1.0f, 0.0f); }
+
+// The token ratio of vanilla, DPPO, SAPO and CISPO: exp(clamp(logp - old_logp, -20, 20)).
+// token_ratio() (math/ppo_loss.h) gives it with its derivative.
+
+// ---------------------------------------------------------------- DPPO (binary TV / KL)
+
+// pg = -A * sg(min(r, c)) * logp * valid: only logp carries the gradient. `valid` keeps a
+// token unless its probability moved past the divergence bound in the advantage's direction.
+template <bool kBinaryKl>
+TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
+                                    const PolicyConstants& c) {
+  const Ratio r = token_ratio(logp, old_logp);
+  // torch.clamp(ratio, max=c): NaN passes.
+  const float truncated = select(r.ratio > c.clip_ratio_c, c.clip_ratio_c, r.ratio);
+  const float prob = ::expf(logp);
+  const float old_prob = ::expf(old_logp);
+  bool valid_positive, valid_negative;
+  if constexpr (kBinaryKl) {
+    const float binary_kl =
+        old_prob * (old_logp - logp) +
+        (1.0f - old_prob) * ::logf((1.0f - old_prob + 1e-8f) / (1.0f - prob + 1e-8f));
+    valid_positive = (binary_kl <= c.clip_high) | (prob <= old_prob);
+    valid_negative = (binary_kl <= c.clip_low) | (prob >= old_prob);
+  } else {
+    valid_positive = (prob - old_prob) <= c.clip_high;
+    valid_negative = (prob - old_prob) >= -c.clip_low;
+  }
+  const bool valid = advantage > 0.0f ? valid_positive : valid_negative;
+  const float v = as_float(valid);
+  const float coefficient = -advantage * truncated;
+  return {coefficient * logp * v, v * coefficient, static_cast<int32_t>(!valid),
+          static_cast<int32_t>((r.ratio > c.clip_ratio_c) & valid),
+          -clamped_log_ratio(logp, old_logp)};
+}
+
+// ---------------------------------------------------------------- SAPO
+
+// pg = -A * sigmoid(tau (r - 1)) * 4 / tau, tau = tau_pos for A > 0 else tau_neg; the gate's
+// derivative is 4 s (1 - s) dr/dlogp.
+TIRL_HD inline PolicyTerm sapo_term(float logp, float old_logp, float advantage,
+                                    const PolicyConstants& c) {
+  const Ratio r = token_ratio(logp, old_logp);
+  const float tau = select(advantage > 0.0f, c.tau_pos, c.tau_neg);
+  const float e = ::expf(-(tau * (r.ratio - 1.0f)));
+  const float s = 1.0f / (1.0f + e);
+  // 1 - s without cancellation where s is near 1 (e small).
+  const float one_minus_s = select(s < 0.5f, 1.0f - s, e / (1.0f + e));
+  const float gate = s * (4.0f / tau);
+  const float dgate_dratio = (4.0f / tau) * (s * one_minus_s) * tau;
+  return {-gate * advantage, -advantage * dgate_dratio * r.dratio_dlogp, 0, 0,
+          -clamped_log_ratio(logp, old_logp)};
+}
+
+// ---------------------------------------------------------------- GPG, REINFORCE
+
+// pg = -logp * A (GPG) or -A * logp (REINFORCE; the rollout weights, detached, are the
+// op's weights). approxKl is the unclamped -(logp - old_logp) (REINFORCE's; verl's GPG
+// reports none).
+TIRL_HD inline PolicyTerm log_prob_term(float logp, float old_logp, float advantage) {
+  return {-logp * advantage, -advantage, 0, 0, -(logp - old_logp)};
+}
+
+// ---------------------------------------------------------------- CISPO
+
+// pg = -sg(clamp(r, 1 - clip_low, 1 + clip_high)) * A * logp.
+TIRL_HD inline PolicyTerm cispo_term(float logp, float old_logp, float advantage,
+                                     const PolicyConstants& c) {
+  const Ratio r = token_ratio(logp, old_logp);
+  const float clipped = clamp_keep_nan(r.ratio, c.ratio_low, c.ratio_high);
+  const float coefficient = -clipped * advantage;
+  // verl's `ratio != clipped_ratio`: true for NaN.
+  return {coefficient * logp, coefficient, static_cast<int32_t>(!(r.ratio == clipped)), 0,
+          -clamped_log_ratio(logp, old_logp)};
+}
+
+// ---------------------------------------------------------------- DRO
+
+// pg = -(logp A - beta/2 (logp - old_logp)^2), no clamp.
+TIRL_HD inline PolicyTerm dro_term(float logp, float old_logp, float advantage,
+                                   const PolicyConstants& c) {
+  const float log_ratio = logp - old_logp;
+  return {-(logp * advantage - 0.5f * c.dro_beta * (log_ratio * log_ratio)),
+          -(advantage - c.dro_beta * log_ratio), 0, 0, -log_ratio};
+}
+
+// ---------------------------------------------------------------- Clip-Cov, KL-Cov
+
+// Clip-Cov and KL-Cov use the unclamped ratio exp(logp - old_logp).
+TIRL_HD inline float unclamped_ratio(float logp, float old_logp) { return ::expf(logp - old_logp); }
+
+// Clip-Cov: max(L1, L2) as vanilla without the dual clip and with the unclamped ratio,
+// times corr = 0 for the selected tokens (their loss and gradient are 0 unless NaN).
+TIRL_HD inline PolicyTerm clip_cov_term(float logp, float old_logp, float advantage, bool selected,
+                                        const PolicyConstants& c) {
+  const float ratio = unclamped_ratio(logp, old_logp);
+  const PpoTerm t = ppo_term(advantage, ratio, c.ratio_low, c.ratio_high, 0.0f);
+  const float corr = as_float(!selected);
+  return {t.loss * corr, t.dloss_dratio * ratio * corr, static_cast<int32_t>(selected), 0,
+          -(logp - old_logp)};
+}
+
+// Clip-Cov's random pick: among the candidates, those with the smallest
+// pick_key(pick_key_seed(seed), t), t the token's index in the batch. splitmix64 (Steele,
+// Lea, Flood 2014) is a bijection of 64-bit words, so no two tokens share a key and the
+// chosen set is a uniform random subset that depends on the seed and the data only.
+TIRL_HD inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+TIRL_HD inline uint64_t pick_key_seed(uint64_t seed) { return splitmix64(seed); }
+TIRL_HD inline uint64_t pick_key(uint64_t seed_key, uint64_t token) {
+  return splitmix64(seed_key ^ token);
+}
+
+// Whether a token may be picked by Clip-Cov: not already clipped (L2 > L1) and its
+// covariance strictly inside (lb, ub).
+TIRL_HD inline bool clip_cov_candidate(float logp, float old_logp, float advantage, float cov,
+                                       const PolicyConstants& c, float lb, float ub) {
+  const float ratio = unclamped_ratio(logp, old_logp);
+  const float l1 = -advantage * ratio;
+  const float l2 = -advantage * clamp_keep_nan(ratio, c.ratio_low, c.ratio_high);
+  return !(l2 > l1) & (cov < ub) & (cov > lb);
+}
+
+// KL-Cov: -A r, plus ppo_kl_coef |logp - old_logp| on the selected tokens. approxKl is the
+// masked mean of |logp - old_logp| (verl's ppo_kl for kl_cov).
+TIRL_HD inline PolicyTerm kl_cov_term(float logp, float old_logp, float advantage, bool selected,
+                                      const PolicyConstants& c) {
+  const float log_ratio = logp - old_logp;
+  const float ratio = ::expf(log_ratio);
+  const float abs_kl = select(log_ratio < 0.0f, -log_ratio, log_ratio);
+  const float sign = select(log_ratio > 0.0f, 1.0f, select(log_ratio < 0.0f, -1.0f, 0.0f));
+  const float base = -advantage * ratio;
+  return {select(selected, base + c.ppo_kl_coef * abs_kl, base),
+          select(selected, -advantage * ratio + c.ppo_kl_coef * sign, -advantage * ratio), 0, 0,
+          abs_kl};
+}
+
+// The token's part of the covariance both pick by: (A - mean A)(logp - mean logp).
+TIRL_HD inline float covariance_term(float logp, float advantage, float mean_logp,
+                                     float mean_advantage) {
+  return (advantage - mean_advantage) * (logp - mean_logp);
+}
+
+// ---------------------------------------------------------------- GMPO (geo_mean)
+
+struct GeoMeanToken {
+  float log_ratio;     // sgn(A) min(sgn(A) d, sgn(A) clamp(d, -clip_low, clip_high)), d unclamped
+  float dlog_ratio;    // its derivative with respect to logp
+  int32_t clipped_upper;  // d != clamp(d) and A > 0
+  int32_t clipped_lower;  // d != clamp(d) and A < 0
+};
+
+// The per-token clipped log-ratio of GMPO. torch.minimum gives each side half the gradient
+// at a tie, so the derivative is 1 on the unclipped side (ties included) and 0 past the clip.
+TIRL_HD inline GeoMeanToken geo_mean_token(float logp, float old_logp, float advantage,
+                                           const PolicyConstants& c) {
+  const float d = logp - old_logp;
+  // torch.sign: NaN for NaN.
+  const float sgn = select(advantage > 0.0f, 1.0f,
+                           select(advantage < 0.0f, -1.0f, select(advantage == 0.0f, 0.0f, advantage)));
+  const float dc = clamp_keep_nan(d, -c.clip_low, c.clip_high);
+  const float a = sgn * d;
+  const float b = sgn * dc;
+  const float m = nan_min(a, b);
+  const float ga = select(a == b, 0.5f, select(a > b, 0.0f, 1.0f));
+  const float gb = select(a == b, 0.5f, select(a < b, 0.0f, 1.0f));
+  const float gclamp = select(inside(d, -c.clip_low, c.clip_high), 1.0f, 0.0f);
+  const bool clipped = !(d == dc);
+  return {sgn * m, sgn * (ga * sgn + gb * sgn * gclamp),
+          static_cast<int32_t>(clipped & (advantage > 0.0f)),
+          static_cast<int32_t>(clipped & (advantage < 0.0f))};
+}
+
+// ---------------------------------------------------------------- bypass mode's IS weights
+
+// verl's rollout_corr_helper SAFETY_BOUND on the log importance ratio.
+constexpr float kRolloutLogRatioBound = 20.0f;
+
+// Truncated (TIS, lower == 0) or band-masked (IcePop, lower > 0) importance weight from a
+// log-ratio (a token's, or a sequence's sum): exp(clamp(x, -20, 20)), then min(w, upper), or
+// w where lower <= w <= upper and 0 elsewhere.
+TIRL_HD inline float rollout_is_weight(float log_ratio, float lower, float upper) {
+  const float w = ::expf(clamp_keep_nan(log_ratio, -kRolloutLogRatioBound, kRolloutLogRatioBound));
+  if (lower > 0.0f) return select((w >= lower) & (w <= upper), w, 0.0f);
+  return select(w > upper, upper, w);
+}
+
+}  // namespace tirl

@@ -1,0 +1,381 @@
+/**
+ * ppoLoss's policy losses against the float64 reference (test/reference/policy_loss.ts),
+ * which follows verl's verl/trainer/ppo/core_algos.py and rollout_corr_helper.py at commit
+ * 1dda039b9c6311889a9c9a26040677e1254814f9: formulas, clamps, detached quantities, the
+ * statistics (pg_clipfrac, pg_clipfrac_lower, ppo_kl), config defaults (actor.yaml).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+
+import {
+  info,
+  ppoLoss,
+  ppoLossAsync,
+  setThreads,
+  type KlEstimator,
+  type PolicyLoss,
+  type PpoAggregation,
+  type PpoLossOptions,
+} from '../lib/index.js';
+import { clipCovPick, klCovPick, policyFiniteDifference, policyReference } from './reference/policy_loss.js';
+import { assertBitwiseEqual, assertClose, checkBadInputs, Random } from './support.js';
+
+const AGGREGATIONS: PpoAggregation[] = [
+  'token-mean',
+  'token-sum',
+  'seq-mean-token-sum',
+  'seq-mean-token-mean',
+  'seq-mean-token-sum-norm',
+];
+
+/** Every loss with options that exercise it (verl's defaults where they do). */
+const LOSSES: { loss: PolicyLoss; options: Partial<PpoLossOptions> }[] = [
+  { loss: 'vanilla', options: { clipLow: 0.2, clipHigh: 0.28, dualClip: 3 } },
+  { loss: 'gspo', options: { clipLow: 0.05, clipHigh: 0.08 } },
+  { loss: 'dppo_tv', options: { clipLow: 0.05, clipHigh: 0.08, clipRatioC: 1.6 } },
+  { loss: 'dppo_kl', options: { clipLow: 0.02, clipHigh: 0.03, clipRatioC: 1.6 } },
+  { loss: 'sapo', options: { tauPos: 1, tauNeg: 1.05 } },
+  { loss: 'gpg', options: {} },
+  { loss: 'clip_cov', options: { clipCovRatio: 0.2, clipCovLb: 0.05, clipCovUb: 5, seed: 7 } },
+  { loss: 'kl_cov', options: { klCovRatio: 0.2, ppoKlCoef: 0.5 } },
+  { loss: 'geo_mean', options: { clipLow: 0.4, clipHigh: 0.4 } },
+  { loss: 'dro', options: { droBeta: 0.7 } },
+  { loss: 'cispo', options: { clipLow: 0.2, clipHigh: 0.28 } },
+  { loss: 'reinforce', options: {} },
+  { loss: 'bypass_mode', options: { lossType: 'ppo_clip', clipLow: 0.2, dualClip: 3 } },
+  { loss: 'bypass_mode', options: { lossType: 'reinforce', rolloutIs: 'token', rolloutIsThreshold: 1.5 } },
+  { loss: 'bypass_mode', options: { lossType: 'reinforce', rolloutIs: 'sequence', rolloutIsThreshold: 3, rolloutIsBatchNormalize: true } },
+  { loss: 'bypass_mode', options: { lossType: 'reinforce', rolloutIs: 'token', rolloutIsThreshold: 1.5, rolloutIsThresholdLower: 0.7, rolloutIsBatchNormalize: true } },
+];
+
+/** Whether a loss reads `weights` (bypass_mode computes its own). */
+const takesWeights = (loss: PolicyLoss) => loss !== 'bypass_mode';
+
+interface Batch {
+  logp: Float32Array;
+  oldLogp: Float32Array;
+  advantages: Float32Array;
+  mask: Uint8Array;
+  seqOffsets: Int32Array;
+  refLogp: Float32Array;
+  weights: Float32Array;
+}
+
+/** A ragged batch with empty and fully masked sequences; per-sequence advantages (GMPO's setting). */
+function randomBatch(rng: Random, b: number, maxLen: number): Batch {
+  const seqOffsets = rng.seqOffsets(b, 0, maxLen);
+  const n = seqOffsets[b];
+  const logp = new Float32Array(n);
+  const oldLogp = new Float32Array(n);
+  const refLogp = new Float32Array(n);
+  const advantages = new Float32Array(n);
+  const weights = rng.floats(n, 0.1, 2);
+  const mask = rng.mask(n, 0.75);
+  for (let i = 0; i < b; i++) {
+    const a = rng.normal() * 1.5;
+    for (let t = seqOffsets[i]; t < seqOffsets[i + 1]; t++) {
+      advantages[t] = a;
+      logp[t] = rng.uniform(-3, -0.02);
+      oldLogp[t] = Math.min(-0.01, logp[t] + rng.normal() * 0.3);
+      refLogp[t] = logp[t] + rng.normal() * 0.6;
+    }
+  }
+  if (b > 2) mask.fill(0, seqOffsets[1], seqOffsets[2]);
+  return { logp, oldLogp, advantages, mask, seqOffsets, refLogp, weights };
+}
+
+function assertMatchesReference(o: PpoLossOptions, label: string): void {
+  const got = ppoLoss(o);
+  const want = policyReference(o);
+  const atol = 2e-6 * want.magnitude;
+  assertClose(got.loss, want.loss, { atol, label: `${label} loss` });
+  assertClose(got.pgLoss, want.pgLoss, { atol, label: `${label} pgLoss` });
+  if (o.refLogp) assertClose(got.klLoss!, want.klLoss, { atol, label: `${label} klLoss` });
+  assertClose(got.clipFraction, want.clipFraction, { label: `${label} clipFraction` });
+  assertClose(got.clipFractionLower, want.clipFractionLower, { label: `${label} clipFractionLower` });
+  assertClose(got.approxKl, want.approxKl, { label: `${label} approxKl` });
+  assert.equal(got.nonFinite, want.nonFinite, `${label} nonFinite`);
+  assert.equal(got.maskedTokens, want.maskedTokens, `${label} maskedTokens`);
+  if (o.policyLoss === 'clip_cov' || o.policyLoss === 'kl_cov') {
+    assert.equal(got.selectedTokens, want.selectedTokens, `${label} selectedTokens`);
+  }
+  if (o.rolloutIsBatchNormalize) {
+    assertClose(got.rolloutIsBatchNormFactor!, want.rolloutIsBatchNormFactor, { label: `${label} norm factor` });
+  }
+
+  const fd = policyFiniteDifference(o);
+  let largest = 0;
+  for (const g of fd) if (Number.isFinite(g)) largest = Math.max(largest, Math.abs(g));
+  let kinks = 0;
+  for (let t = 0; t < fd.length; t++) {
+    if (Number.isNaN(fd[t])) {
+      kinks++;
+      continue;
+    }
+    if (!o.mask[t]) assert.equal(got.grad[t], 0, `${label} grad[${t}] masked out`);
+    assertClose(got.grad[t], fd[t], { rtol: 2e-4, atol: 2e-5 * largest, label: `${label} grad[${t}]` });
+  }
+  assert.ok(kinks <= Math.max(2, fd.length * 0.1), `${label}: ${kinks} of ${fd.length} tokens on a kink`);
+}
+
+function withThreads<T>(threads: number, body: () => T): T {
+  const previous = info().threads;
+  setThreads(threads);
+  try {
+    return body();
+  } finally {
+    setThreads(previous);
+  }
+}
+
+const one = (x: number) => Float32Array.of(x);
+
+describe('ppoLoss policy losses', () => {
+  it('match the float64 reference and finite differences: every loss, aggregation, weights and KL', () => {
+    const rng = new Random(16);
+    const batch = randomBatch(rng, 10, 12);
+    for (const { loss, options } of LOSSES) {
+      for (const aggregation of [undefined, ...AGGREGATIONS]) {
+        for (const weighted of takesWeights(loss) ? [false, true] : [false]) {
+          for (const kl of [false, true]) {
+            const o: PpoLossOptions = {
+              logp: batch.logp,
+              oldLogp: batch.oldLogp,
+              advantages: batch.advantages,
+              mask: batch.mask,
+              seqOffsets: batch.seqOffsets,
+              policyLoss: loss,
+              ...options,
+            };
+            if (aggregation) o.aggregation = aggregation;
+            if (weighted) o.weights = batch.weights;
+            if (kl) Object.assign(o, { refLogp: batch.refLogp, klCoef: 0.3, klEstimator: 'k3' });
+            assertMatchesReference(o, `${loss}/${JSON.stringify(options)}/${aggregation}/w ${weighted}/kl ${kl}`);
+          }
+        }
+      }
+    }
+  });
+
+  it('take the global normalisers and dpSize', () => {
+    const batch = randomBatch(new Random(3), 8, 10);
+    for (const { loss, options } of LOSSES) {
+      for (const aggregation of AGGREGATIONS) {
+        const o: PpoLossOptions = {
+          ...batch,
+          weights: takesWeights(loss) ? batch.weights : undefined,
+          refLogp: undefined,
+          policyLoss: loss,
+          ...options,
+          aggregation,
+          tokenNormalizer: 91,
+          seqNormalizer: 13,
+          horizon: 17,
+          dpSize: 4,
+        };
+        assertMatchesReference(o, `${loss}/${aggregation}/normalisers`);
+      }
+    }
+  });
+
+  it('hand-worked values of verl\'s formulas', () => {
+    const mask = Uint8Array.of(1);
+    // DPPO-TV: A = 1, p = e^-1 vs old e^-1.1: p - op = 0.0346 <= 0.05, kept; r = e^0.1.
+    const tv = ppoLoss({ policyLoss: 'dppo_tv', logp: one(-1), oldLogp: one(-1.1), advantages: one(1), mask, clipLow: 0.05 });
+    assertClose(tv.loss, -Math.exp(0.1) * -1, { label: 'dppo_tv loss' });
+    assertClose(tv.grad, [-Math.exp(0.1)], { label: 'dppo_tv grad' });
+    // ... with clipHigh 0.02 it is outside the region: loss and gradient 0, clipFraction 1.
+    const out = ppoLoss({ policyLoss: 'dppo_tv', logp: one(-1), oldLogp: one(-1.1), advantages: one(1), mask, clipLow: 0.02 });
+    assert.ok(out.loss === 0, `dppo_tv outside: ${out.loss}`);
+    assert.equal(out.clipFraction, 1);
+    // SAPO at r = 1: gate = sigmoid(0) * 4 / tau = 2 / tau; dgate/dr = tau/4 * 4/tau = 1.
+    const sapo = ppoLoss({ policyLoss: 'sapo', logp: one(-1), oldLogp: one(-1), advantages: one(2), mask, seqOffsets: Int32Array.of(0, 1) });
+    assertClose(sapo.loss, -2 * 2, { label: 'sapo loss' });
+    assertClose(sapo.grad, [-2], { label: 'sapo grad' });
+    // CISPO: r = e^0.5 clipped to 1.28; loss = -1.28 * A * logp, gradient -1.28 A.
+    const cispo = ppoLoss({ policyLoss: 'cispo', logp: one(-1), oldLogp: one(-1.5), advantages: one(1), mask, clipHigh: 0.28 });
+    assertClose(cispo.loss, 1.28, { label: 'cispo loss' });
+    assertClose(cispo.grad, [-1.28], { label: 'cispo grad' });
+    assert.equal(cispo.clipFraction, 1);
+    // DRO: -(logp A - beta/2 d^2), gradient -(A - beta d).
+    const dro = ppoLoss({ policyLoss: 'dro', logp: one(-1), oldLogp: one(-1.5), advantages: one(2), mask, droBeta: 0.4 });
+    assertClose(dro.loss, -(-2 - 0.2 * 0.25), { label: 'dro loss' });
+    assertClose(dro.grad, [-(2 - 0.4 * 0.5)], { label: 'dro grad' });
+    // GPG and REINFORCE: -A logp, gradient -A.
+    for (const policyLoss of ['gpg', 'reinforce'] as const) {
+      const r = ppoLoss({ policyLoss, logp: one(-1), oldLogp: one(-1.5), advantages: one(2), mask });
+      assertClose(r.loss, 2, { label: `${policyLoss} loss` });
+      assertClose(r.grad, [-2], { label: `${policyLoss} grad` });
+    }
+    // GMPO: one sequence, d = [0.1, 0.6] with A = 1: clipped at 0.4 -> mean 0.25.
+    const geo = ppoLoss({
+      policyLoss: 'geo_mean',
+      logp: Float32Array.of(-1, -1),
+      oldLogp: Float32Array.of(-1.1, -1.6),
+      advantages: Float32Array.of(1, 1),
+      mask: Uint8Array.of(1, 1),
+      seqOffsets: Int32Array.of(0, 2),
+      clipLow: 0.4,
+      clipHigh: 0.4,
+    });
+    assertClose(geo.loss, -Math.exp(0.25), { label: 'geo_mean loss' });
+    assertClose(geo.grad, [-Math.exp(0.25) / 2, 0], { label: 'geo_mean grad' });
+    assertClose(geo.clipFraction, 0.5, { label: 'geo_mean clipFraction' });
+  });
+
+  it('clip_cov: the pick is the documented seeded subset, the same on 1 and 4 threads, and moves with the seed', () => {
+    const batch = randomBatch(new Random(5), 40, 60);
+    const base: PpoLossOptions = {
+      ...batch,
+      refLogp: undefined,
+      weights: undefined,
+      policyLoss: 'clip_cov',
+      clipCovRatio: 0.05,
+      clipCovLb: 0.02,
+      clipCovUb: 10,
+      seed: 11,
+    };
+    const one1 = withThreads(1, () => ppoLoss(base));
+    const four = withThreads(4, () => ppoLoss(base));
+    assertBitwiseEqual(one1.grad, four.grad, 'grad on 1 and 4 threads');
+    assert.equal(one1.loss, four.loss);
+    const picked = clipCovPick(base);
+    assert.ok(picked.size > 3, `picked ${picked.size}`);
+    assert.equal(one1.selectedTokens, picked.size);
+    for (const t of picked) assert.ok(one1.grad[t] === 0, `picked token ${t} has gradient 0`);
+    const other = ppoLoss({ ...base, seed: 12 });
+    const otherPick = clipCovPick({ ...base, seed: 12 });
+    assert.notDeepEqual([...picked].sort(), [...otherPick].sort(), 'another seed, another pick');
+    assert.equal(other.selectedTokens, otherPick.size);
+  });
+
+  it('kl_cov: the penalty goes to the top-covariance tokens, the same on 1 and 4 threads', () => {
+    const batch = randomBatch(new Random(6), 40, 60);
+    const base: PpoLossOptions = { ...batch, refLogp: undefined, weights: undefined, policyLoss: 'kl_cov', klCovRatio: 0.03, ppoKlCoef: 1 };
+    const a = withThreads(1, () => ppoLoss(base));
+    const b = withThreads(4, () => ppoLoss(base));
+    assertBitwiseEqual(a.grad, b.grad, 'grad on 1 and 4 threads');
+    const picked = klCovPick(base);
+    const masked = batch.mask.reduce((s, m) => s + m, 0);
+    assert.equal(picked.size, Math.max(1, Math.floor(masked * 0.03)));
+    assert.equal(a.selectedTokens, picked.size);
+    // Exactly one token (klCovRatio tiny): the largest covariance.
+    const single = ppoLoss({ ...base, klCovRatio: 1e-9 });
+    assert.equal(single.selectedTokens, 1);
+  });
+
+  it('KL estimators: low_var_kl is k3, mse is k2, the + forms take k2\'s gradient', () => {
+    const batch = randomBatch(new Random(8), 6, 10);
+    const base: PpoLossOptions = { ...batch, weights: undefined, policyLoss: 'gpg', klCoef: 0.5 };
+    const same = (a: KlEstimator, b: KlEstimator) => {
+      const x = ppoLoss({ ...base, klEstimator: a });
+      const y = ppoLoss({ ...base, klEstimator: b });
+      assert.equal(x.loss, y.loss, `${a} = ${b}`);
+      assertBitwiseEqual(x.grad, y.grad, `${a} = ${b} grad`);
+    };
+    same('low_var_kl', 'k3');
+    same('mse', 'k2');
+    same('low_var_kl+', 'k3+');
+    for (const [plus, base1] of [['k1+', 'k1'], ['k3+', 'k3'], ['abs+', 'abs']] as const) {
+      const p = ppoLoss({ ...base, klEstimator: plus });
+      const v = ppoLoss({ ...base, klEstimator: base1 });
+      const k2 = ppoLoss({ ...base, klEstimator: 'k2' });
+      assert.equal(p.klLoss, v.klLoss, `${plus} has ${base1}'s value`);
+      assertClose(p.grad, k2.grad, { label: `${plus} has k2's gradient` });
+      assertMatchesReference({ ...base, klEstimator: plus }, plus);
+    }
+    // Also through vanilla's kernel.
+    const v = ppoLoss({ ...base, policyLoss: 'vanilla', klEstimator: 'k3+' });
+    const k2 = ppoLoss({ ...base, policyLoss: 'vanilla', klEstimator: 'k2' });
+    assertClose(v.grad, k2.grad, { label: 'vanilla k3+ gradient' });
+  });
+
+  it('edge cases: empty batch, fully masked, extreme ratios, NaN and Inf counted', () => {
+    const empty = { logp: new Float32Array(0), oldLogp: new Float32Array(0), advantages: new Float32Array(0), mask: new Uint8Array(0), seqOffsets: Int32Array.of(0) };
+    for (const { loss, options } of LOSSES) {
+      const r = ppoLoss({ ...empty, policyLoss: loss, ...options });
+      assert.equal(r.loss, 0, `${loss} empty`);
+      assert.equal(r.maskedTokens, 0);
+      const masked = ppoLoss({
+        logp: Float32Array.of(-1, -2),
+        oldLogp: Float32Array.of(-1, -2),
+        advantages: Float32Array.of(1, NaN),
+        mask: Uint8Array.of(0, 0),
+        seqOffsets: Int32Array.of(0, 2),
+        policyLoss: loss,
+        ...options,
+      });
+      assert.equal(masked.loss, 0, `${loss} fully masked`);
+      assert.deepEqual([...masked.grad], [0, 0], `${loss} fully masked grad`);
+      assert.equal(masked.nonFinite, 0);
+    }
+    // Extreme log-ratios (+-30): clamped where verl clamps, the reference agrees.
+    const extreme: PpoLossOptions = {
+      logp: Float32Array.of(-0.5, -31, -1, -2),
+      oldLogp: Float32Array.of(-30.5, -1, -1.2, -2),
+      advantages: Float32Array.of(1, -1, 0.5, -0.5),
+      mask: Uint8Array.of(1, 1, 1, 1),
+      seqOffsets: Int32Array.of(0, 2, 4),
+    };
+    for (const loss of ['dppo_tv', 'dppo_kl', 'sapo', 'cispo', 'gpg', 'reinforce', 'dro'] as PolicyLoss[]) {
+      const o = { ...extreme, policyLoss: loss, droBeta: loss === 'dro' ? 0.1 : undefined };
+      const got = ppoLoss(o);
+      const want = policyReference(o);
+      assertClose(got.loss, want.loss, { rtol: 1e-5, atol: 1e-6 * want.magnitude, label: `${loss} extreme` });
+      assert.ok(got.grad.every(Number.isFinite), `${loss} extreme grad finite`);
+    }
+    // NaN and Inf inputs propagate and are counted.
+    for (const { loss, options } of LOSSES) {
+      const r = ppoLoss({
+        logp: Float32Array.of(-1, NaN, -1),
+        oldLogp: Float32Array.of(-1, -1, -Infinity),
+        advantages: Float32Array.of(1, 1, 1),
+        mask: Uint8Array.of(1, 1, 1),
+        seqOffsets: Int32Array.of(0, 3),
+        policyLoss: loss,
+        ...options,
+      });
+      assert.equal(r.nonFinite, 2, `${loss} nonFinite`);
+    }
+  });
+
+  it('async form gives the same result', async () => {
+    const batch = randomBatch(new Random(9), 6, 10);
+    for (const { loss, options } of LOSSES) {
+      const o: PpoLossOptions = { ...batch, weights: undefined, refLogp: undefined, policyLoss: loss, ...options };
+      const sync = ppoLoss(o);
+      const async = await ppoLossAsync(o);
+      assert.equal(async.loss, sync.loss, loss);
+      assertBitwiseEqual(async.grad, sync.grad, `${loss} grad`);
+    }
+  });
+
+  it('an option the loss does not read, a misspelt one, or a bad value is an error naming it', () => {
+    const base = { logp: one(-1), oldLogp: one(-1), advantages: one(1), mask: Uint8Array.of(1), seqOffsets: Int32Array.of(0, 1) };
+    const call = (extra: Record<string, unknown>) => () => ppoLoss({ ...base, ...extra } as PpoLossOptions);
+    checkBadInputs([
+      { name: 'tauPos on vanilla', call: call({ tauPos: 1 }), error: TypeError, message: /Expected no tauPos \(not read by policyLoss 'vanilla'\)/ },
+      { name: 'dualClip on dppo_tv', call: call({ policyLoss: 'dppo_tv', dualClip: 3 }), error: TypeError, message: /Expected no dualClip \(not read by policyLoss 'dppo_tv'\)/ },
+      { name: 'clipRatioC on vanilla', call: call({ clipRatioC: 3 }), error: TypeError, message: /Expected no clipRatioC \(not read by policyLoss 'vanilla'\)/ },
+      { name: 'seed on kl_cov', call: call({ policyLoss: 'kl_cov', seed: 1 }), error: TypeError, message: /Expected no seed \(not read by policyLoss 'kl_cov'\)/ },
+      { name: 'weights on bypass_mode', call: call({ policyLoss: 'bypass_mode', weights: one(1) }), error: TypeError, message: /Expected no weights \(not read by policyLoss 'bypass_mode' with lossType 'ppo_clip'\)/ },
+      { name: 'rolloutIs with ppo_clip', call: call({ policyLoss: 'bypass_mode', rolloutIs: 'token' }), error: TypeError, message: /Expected no rolloutIs \(not read by policyLoss 'bypass_mode' with lossType 'ppo_clip'\)/ },
+      { name: 'ratioLevel on gspo', call: call({ policyLoss: 'gspo', ratioLevel: 'token' }), error: TypeError, message: /Expected no ratioLevel \(not read by policyLoss 'gspo'\)/ },
+      { name: 'misspelt clipLo', call: call({ clipLo: 0.1 }), error: TypeError, message: /Expected no option named 'clipLo'/ },
+      { name: 'unknown policyLoss', call: call({ policyLoss: 'ppo' }), error: RangeError, message: /policyLoss/ },
+      { name: 'dro without droBeta', call: call({ policyLoss: 'dro' }), error: TypeError, message: /droBeta/ },
+      { name: 'droBeta 0', call: call({ policyLoss: 'dro', droBeta: 0 }), error: RangeError, message: /droBeta/ },
+      { name: 'tauNeg <= 0', call: call({ policyLoss: 'sapo', tauNeg: -1 }), error: RangeError, message: /tauNeg/ },
+      { name: 'clipCovRatio > 1', call: call({ policyLoss: 'clip_cov', clipCovRatio: 2 }), error: RangeError, message: /clipCovRatio/ },
+      { name: 'clipCovUb <= lb', call: call({ policyLoss: 'clip_cov', clipCovLb: 2, clipCovUb: 1 }), error: RangeError, message: /clipCovUb/ },
+      { name: 'klCovRatio 0', call: call({ policyLoss: 'kl_cov', klCovRatio: 0 }), error: RangeError, message: /klCovRatio/ },
+      { name: 'seed fraction', call: call({ policyLoss: 'clip_cov', seed: 1.5 }), error: RangeError, message: /seed/ },
+      { name: 'clipRatioC 0', call: call({ policyLoss: 'dppo_kl', clipRatioC: 0 }), error: RangeError, message: /clipRatioC/ },
+      { name: 'lossType', call: call({ policyLoss: 'bypass_mode', lossType: 'ppo' }), error: RangeError, message: /lossType/ },
+      { name: 'IcePop band upside down', call: call({ policyLoss: 'bypass_mode', lossType: 'reinforce', rolloutIs: 'token', rolloutIsThreshold: 1, rolloutIsThresholdLower: 2 }), error: RangeError, message: /rolloutIsThresholdLower/ },
+      { name: 'geo_mean without seqOffsets', call: () => ppoLoss({ logp: one(-1), oldLogp: one(-1), advantages: one(1), mask: Uint8Array.of(1), policyLoss: 'geo_mean' }), error: TypeError, message: /seqOffsets/ },
+      { name: 'sequence IS without seqOffsets', call: () => ppoLoss({ logp: one(-1), oldLogp: one(-1), advantages: one(1), mask: Uint8Array.of(1), policyLoss: 'bypass_mode', lossType: 'reinforce', rolloutIs: 'sequence' }), error: TypeError, message: /seqOffsets/ },
+      { name: 'bad klEstimator', call: call({ klEstimator: 'full' }), error: RangeError, message: /klEstimator/ },
+    ]);
+  });
+});
