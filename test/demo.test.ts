@@ -130,7 +130,7 @@ describe('tirl demo', () => {
     const out = mkdtempSync(join(tmpdir(), 'tirl-demo-'));
     try {
       const entry = new URL('../app/demo/index.js', import.meta.url).href;
-      const script = `import { runDemo } from '${entry}'; await runDemo(process.argv.slice(2));`;
+      const script = `import { runDemo } from '${entry}'; await runDemo(process.argv.slice(1));`; // node -e puts the arguments after argv[0]
       const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script, '--', '--quick', '--json', '--out', out]);
       const summary = JSON.parse(stdout.trim().split('\n').pop()!);
       for (const key of ['warmStartSuccess', 'rlSuccess', 'seconds', 'voidFilteredFraction']) {
@@ -138,6 +138,8 @@ describe('tirl demo', () => {
       }
       assert.ok(summary.warmStartSuccess >= 0 && summary.warmStartSuccess <= 1);
       assert.ok(summary.rlSuccess >= 0 && summary.rlSuccess <= 1);
+      // The same weights sample and score: the rollout/trainer mismatch is float rounding only.
+      assert.ok(summary.maxRolloutTrainerKl >= 0 && summary.maxRolloutTrainerKl < 1e-5, `rollout/trainer KL ${summary.maxRolloutTrainerKl}`);
       assert.deepEqual(summary, JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')));
       assert.equal(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').length, summary.rlSteps);
       assert.equal(readFileSync(join(out, 'chart.png')).subarray(1, 4).toString(), 'PNG');

@@ -67,6 +67,11 @@ export interface DemoSummary {
   voidTurnFraction: number;
   meanGradNorm: number;
   maxGradNorm: number;
+  /**
+   * Largest |KL(rollout ‖ trainer)| over the GRPO steps: the sampler's log-probs against the
+   * trainer's recomputed ones. The demo samples and scores with the same weights, so ~0.
+   */
+  maxRolloutTrainerKl: number;
   rlSteps: number;
   voidFilter: boolean;
   seed: number;
@@ -175,7 +180,7 @@ function demoVoidTurnFilter(): EpisodeFilter {
 }
 
 function metricsTable(rows: GRPOStepMetrics[]): string {
-  const header = 'step  success  reward  void-filtered  kept  clip-frac  approx-kl  entropy  grad-norm  tok/s';
+  const header = 'step  success  reward  void-filtered  kept  clip-frac  approx-kl  rollout-kl  entropy  grad-norm  tok/s';
   const lines = rows.map((m) => {
     const filtered = m.filtered.voidTurn?.trajectories ?? 0;
     return [
@@ -186,6 +191,7 @@ function metricsTable(rows: GRPOStepMetrics[]): string {
       String(m.keptTrajectories).padStart(5),
       m.clipFraction.toFixed(3).padStart(10),
       m.approxKl.toExponential(1).padStart(10),
+      (m.rolloutCorrection?.kl ?? 0).toExponential(1).padStart(11),
       m.entropy.toFixed(3).padStart(8),
       m.gradNorm.toFixed(3).padStart(10),
       Math.round(m.tokensPerSecond).toString().padStart(6),
@@ -279,6 +285,7 @@ export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
     voidTurnFraction: episodes ? voidCounts.reduce((a, b) => a + b, 0) / episodes : 0,
     meanGradNorm: gradNorms.length ? gradNorms.reduce((a, b) => a + b, 0) / gradNorms.length : 0,
     maxGradNorm: gradNorms.length ? Math.max(...gradNorms) : 0,
+    maxRolloutTrainerKl: Math.max(0, ...steps.map((m) => Math.abs(m.rolloutCorrection?.kl ?? 0))),
     rlSteps: config.rlSteps,
     voidFilter: config.voidFilter,
     seed: config.seed,
@@ -292,6 +299,7 @@ export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
   say('');
   say(`held-out success: warm start ${pct(warmStartSuccess)} -> after GRPO ${pct(rlSuccess)} (${(100 * (rlSuccess - warmStartSuccess)).toFixed(1)} points)`);
   say(`trajectories with a void turn: ${pct(summary.voidTurnFraction)}${config.voidFilter ? ' (masked out of the loss)' : ' (kept in the loss: --no-void-filter)'}; gradient norm mean ${summary.meanGradNorm.toFixed(3)}, max ${summary.maxGradNorm.toFixed(3)}`);
+  say(`rollout/trainer log-prob mismatch: KL(rollout || trainer) at most ${summary.maxRolloutTrainerKl.toExponential(1)} per step (the same weights sample and score)`);
   say(`log ${join(config.out, 'metrics.jsonl')}, chart ${join(config.out, 'chart.png')} and .svg, ${summary.seconds.toFixed(0)} s`);
   if (config.json) process.stdout.write(JSON.stringify(summary) + '\n');
   return summary;

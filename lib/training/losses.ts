@@ -73,6 +73,8 @@ export interface PolicyLossInputs {
   seqOffsets: Int32Array;
   /** The reference's log-probs; the KL term is on when given (with the settings' klCoef). */
   refLogp?: Float32Array;
+  /** Per-token loss weights, e.g. the rollout-correction weights (see the kernel). */
+  weights?: Float32Array;
   /** Global counts of a data-parallel or micro-batched step (see the kernel). */
   tokenNormalizer?: number;
   seqNormalizer?: number;

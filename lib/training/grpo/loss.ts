@@ -49,6 +49,7 @@ export function microBatchLoss(
       policyLossOptions(settings.loss, {
         ...common,
         mask: episodeMask,
+        ...(update.weights ? { weights: take(update.weights) } : {}),
         tokenNormalizer: normalizers.episodeTokens,
         seqNormalizer: normalizers.episodeSequences,
         horizon: normalizers.horizon,

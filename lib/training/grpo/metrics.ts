@@ -14,6 +14,29 @@ export interface FilterCount {
   tokens: number;
 }
 
+/** Rollout/trainer mismatch and, when the correction is on, its weights (the `rolloutCorrection` kernel's statistics). */
+export interface RolloutCorrectionMetrics {
+  /** Episode tokens compared (the trained ones, before rejection). */
+  tokens: number;
+  /** KL(rollout ‖ trainer), the masked mean of rolloutLogp − logp (the kernel's `kl`). */
+  kl: number;
+  /** The k3 estimate of the same KL (`k3_kl`). */
+  k3Kl: number;
+  /** Mean over sequences of |mean rolloutLogp − mean logp| (`log_ppl_abs_diff`). */
+  logPplAbsDiff: number;
+  /** Whether weights and rejection were applied to the loss. */
+  applied: boolean;
+  /** Normalised effective sample size of the weights, in (0, 1] (`rollout_is_eff_sample_size`; with `rolloutIs`). */
+  effectiveSampleSize?: number;
+  /** Masked mean and largest applied weight (`rollout_is_mean`, `rollout_is_max`). */
+  meanWeight?: number;
+  maxWeight?: number;
+  /** Share of episode tokens rejected (`rollout_rs_masked_fraction`; 0 without `rolloutRs`). */
+  rejectedFraction?: number;
+  /** Tokens with a non-finite log-prob on either side. */
+  nonFinite: number;
+}
+
 /** Metrics of one GRPO step (one batch of rollouts and its updates). */
 export interface GRPOStepMetrics {
   /** Steps completed, this one included. */
@@ -44,6 +67,11 @@ export interface GRPOStepMetrics {
   gradNorm: number;
   /** Masked-in tokens with non-finite inputs seen by ppoLoss. */
   nonFinite: number;
+  /**
+   * The rollout engine's log-probs against the trainer's, over the episode tokens trained on
+   * (with `oldLogprobs` 'recompute'): zero mismatch when the same weights sampled and score.
+   */
+  rolloutCorrection?: RolloutCorrectionMetrics;
   /** THOR: failure points resampled, continuations sampled, and the fraction whose tool call ran. */
   stepLevel?: { failures: number; samples: number; successRate: number };
   rolloutSeconds: number;

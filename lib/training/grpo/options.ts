@@ -15,6 +15,7 @@ import {
   type PolicyLossOptions,
   type PolicyLossSettings,
 } from '../losses.js';
+import type { RolloutCorrectionOptions } from '../../kernels/index.js';
 import type { Policy } from '../trainable_policy.js';
 import type { Episode } from '../rollout.js';
 import type { EpisodeFilter } from './filters.js';
@@ -74,6 +75,15 @@ export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, Advantag
    * PPO ratios); 'behaviour' uses the sampler's. Default 'recompute'.
    */
   oldLogprobs?: 'recompute' | 'behaviour';
+  /**
+   * Off-policy correction of the rollout engine's log-probs (the sampler's `behaviourLogp`)
+   * against the trainer's recomputed ones, through the `rolloutCorrection` kernel: its
+   * options less the arrays (e.g. `{ rolloutIs: 'token', rolloutIsThreshold: 2, rolloutRs:
+   * 'seq_mean_k3', rolloutRsThreshold: 0.01 }`). Its weights scale each episode token's loss
+   * and rejected tokens leave the loss. Absent: no correction, but with 'recompute' the
+   * mismatch is still measured (`GRPOStepMetrics.rolloutCorrection`). Needs 'recompute'.
+   */
+  rolloutCorrection?: RolloutCorrectionSettings;
   /** THOR step-level resampling at failed tool calls; absent = off. */
   stepLevel?: StepLevelOptions;
   /** Seed of the trainer's generator (problem draws, sampling, shuffles). Default 0. */
@@ -101,6 +111,9 @@ export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, Advantag
   /** Steps between checkpoints. Default 1: a killed run loses at most the step in flight. */
   checkpointEvery?: number;
 }
+
+/** The `rolloutCorrection` kernel's options a trainer passes through: all but the arrays. */
+export type RolloutCorrectionSettings = Omit<RolloutCorrectionOptions, 'logp' | 'rolloutLogp' | 'mask' | 'seqOffsets' | 'out'>;
 
 /** Options with every default filled in; checked once, at construction. */
 export type Settings<Problem> = GRPOTrainerOptions<Problem> &
@@ -139,6 +152,12 @@ export function settings<Problem>(options: GRPOTrainerOptions<Problem>): Setting
       coef: checkNumber('options.stepLevel.coef', options.stepLevel.coef, 0.5, 0, Infinity),
       maxFailuresPerEpisode: checkInteger('options.stepLevel.maxFailuresPerEpisode', options.stepLevel.maxFailuresPerEpisode, 1, 1, max),
     };
+  }
+  if (options.rolloutCorrection !== undefined) {
+    checkObject('options.rolloutCorrection', options.rolloutCorrection);
+    if ((options.oldLogprobs ?? 'recompute') !== 'recompute') {
+      throw rangeError('options.oldLogprobs', "'recompute' with rolloutCorrection (the trainer's log-probs are what the rollout's are corrected to)", options.oldLogprobs);
+    }
   }
   return {
     ...options,

@@ -17,7 +17,8 @@ import type { Policy, PolicyBatch } from '../trainable_policy.js';
 import { readGRPOCheckpoint, writeGRPOCheckpoint } from './checkpoint.js';
 import { asTrajectoryFilter } from './filters.js';
 import { microBatchLoss, type MicroBatchLossSettings } from './loss.js';
-import { UpdateStats, type FilterCount, type GRPOStepMetrics } from './metrics.js';
+import { UpdateStats, type FilterCount, type GRPOStepMetrics, type RolloutCorrectionMetrics } from './metrics.js';
+import { correctRollout } from './rollout_correction.js';
 import { settings, type GRPOTrainerOptions, type Settings } from './options.js';
 import { stepLevelSequences } from './step_level.js';
 import { appendTrajectoryLog, truncateTrajectoryLog } from './trajectory_log.js';
@@ -111,7 +112,7 @@ export class GRPOTrainer<Problem> {
     }
     const rolloutSeconds = (performance.now() - started) / 1000;
 
-    const update = await this.prepareUpdate(sequences);
+    const { update, correction } = await this.prepareUpdate(sequences);
     const updateStats = await this.update(update);
     const seconds = (performance.now() - started) / 1000;
 
@@ -126,6 +127,7 @@ export class GRPOTrainer<Problem> {
       trainedTokens: sum(update.mask),
       ...updateStats,
       ...(stepLevel ? { stepLevel } : {}),
+      ...(correction ? { rolloutCorrection: correction } : {}),
       rolloutSeconds,
       updateSeconds: seconds - rolloutSeconds,
       seconds,
@@ -185,14 +187,13 @@ export class GRPOTrainer<Problem> {
   }
 
   /** Flattens the sequences, builds the masks, and scores old (and reference) log-probs. */
-  private async prepareUpdate(sequences: TrainingSequence[]): Promise<UpdateBatch> {
-    const { behaviourLogp, ...packed } = packUpdate(sequences);
-    const oldLogp =
-      this.options.oldLogprobs === 'recompute'
-        ? await this.score(this.options.policy, packed.batch)
-        : behaviourLogp;
+  private async prepareUpdate(sequences: TrainingSequence[]): Promise<{ update: UpdateBatch; correction?: RolloutCorrectionMetrics }> {
+    const { behaviourLogp: rolloutLogp, ...packed } = packUpdate(sequences);
+    const recompute = this.options.oldLogprobs === 'recompute';
+    const oldLogp = recompute ? await this.score(this.options.policy, packed.batch) : rolloutLogp;
     const refLogp = this.reference && this.options.loss.klCoef > 0 ? await this.score(this.reference, packed.batch) : undefined;
-    return { ...packed, oldLogp, ...(refLogp ? { refLogp } : {}) };
+    const update: UpdateBatch = { ...packed, oldLogp, rolloutLogp, ...(refLogp ? { refLogp } : {}) };
+    return recompute ? { update, correction: correctRollout(update, this.options.rolloutCorrection) } : { update };
   }
 
   /** Log-probs of the whole batch, scored micro-batch by micro-batch. */

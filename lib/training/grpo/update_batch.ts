@@ -28,6 +28,10 @@ export interface UpdateBatch {
   stepMask: Uint8Array;
   advantages: Float32Array;
   oldLogp: Float32Array;
+  /** The rollout engine's (the sampler's) log-probs of the same tokens, next to the trainer's `oldLogp`. */
+  rolloutLogp: Float32Array;
+  /** Rollout-correction weights of the episode tokens, when the correction is on. */
+  weights?: Float32Array;
   refLogp?: Float32Array;
 }
 
@@ -36,7 +40,7 @@ export interface UpdateBatch {
  * (`feedbackMask`), split into those of the episode loss and those of the step-level loss.
  * The behaviour log-probs come along for a trainer that does not recompute them.
  */
-export function packUpdate(sequences: TrainingSequence[]): Omit<UpdateBatch, 'oldLogp' | 'refLogp'> & { behaviourLogp: Float32Array } {
+export function packUpdate(sequences: TrainingSequence[]): Omit<UpdateBatch, 'oldLogp' | 'rolloutLogp' | 'refLogp'> & { behaviourLogp: Float32Array } {
   const batch = packSequences(sequences.map((s) => s.tokens));
   const n = batch.tokens.length;
   const roles = new Uint8Array(n);

@@ -66,4 +66,18 @@ TIRL_HD inline float exp_nonpositive(float x) {
   return underflows ? 0.0f : ((e.q + e.r) + 1.0f) * e.two_to_n;
 }
 
+// e^x for any float x, branch-free (so that a loop over it vectorises): exp_bounded on an
+// argument shifted by 64 outside [-80, 80], times 2^(-+64); +Inf above 88.7228 (where f32
+// overflows), 0 below -104; NaN in, NaN out.
+TIRL_HD inline float exp_any(float x) {
+  const bool high = x > 80.0f;
+  const bool low = x < -80.0f;
+  const float shift = select(high, -64.0f, select(low, 64.0f, 0.0f));
+  const float factor = select(high, 1.8446744073709552e19f, select(low, 5.421010862427522e-20f, 1.0f));
+  const float shifted = x + shift;
+  const float inner = select(shifted > 80.0f, 80.0f, select(shifted < -80.0f, -80.0f, shifted));
+  const float e = exp_bounded(inner) * factor;
+  return select(x > 88.7228394f, bits_float(0x7f800000u), select(x < -104.0f, 0.0f, e));
+}
+
 }  // namespace tirl

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "math/common.h"
+#include "math/exp.h"
 #include "math/float_bits.h"
 #include "math/ppo_loss.h"
 
@@ -59,8 +60,8 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
   const Ratio r = token_ratio(logp, old_logp);
   // torch.clamp(ratio, max=c): NaN passes.
   const float truncated = select(r.ratio > c.clip_ratio_c, c.clip_ratio_c, r.ratio);
-  const float prob = ::expf(logp);
-  const float old_prob = ::expf(old_logp);
+  const float prob = exp_any(logp);
+  const float old_prob = exp_any(old_logp);
   bool valid_positive, valid_negative;
   if constexpr (kBinaryKl) {
     const float binary_kl =
@@ -88,7 +89,7 @@ TIRL_HD inline PolicyTerm sapo_term(float logp, float old_logp, float advantage,
                                     const PolicyConstants& c) {
   const Ratio r = token_ratio(logp, old_logp);
   const float tau = select(advantage > 0.0f, c.tau_pos, c.tau_neg);
-  const float e = ::expf(-(tau * (r.ratio - 1.0f)));
+  const float e = exp_any(-(tau * (r.ratio - 1.0f)));
   const float s = 1.0f / (1.0f + e);
   // 1 - s without cancellation where s is near 1 (e small).
   const float one_minus_s = select(s < 0.5f, 1.0f - s, e / (1.0f + e));
@@ -133,7 +134,7 @@ TIRL_HD inline PolicyTerm dro_term(float logp, float old_logp, float advantage,
 // ---------------------------------------------------------------- Clip-Cov, KL-Cov
 
 // Clip-Cov and KL-Cov use the unclamped ratio exp(logp - old_logp).
-TIRL_HD inline float unclamped_ratio(float logp, float old_logp) { return ::expf(logp - old_logp); }
+TIRL_HD inline float unclamped_ratio(float logp, float old_logp) { return exp_any(logp - old_logp); }
 
 // Clip-Cov: max(L1, L2) as vanilla without the dual clip and with the unclamped ratio,
 // times corr = 0 for the selected tokens (their loss and gradient are 0 unless NaN).
@@ -176,7 +177,7 @@ TIRL_HD inline bool clip_cov_candidate(float logp, float old_logp, float advanta
 TIRL_HD inline PolicyTerm kl_cov_term(float logp, float old_logp, float advantage, bool selected,
                                       const PolicyConstants& c) {
   const float log_ratio = logp - old_logp;
-  const float ratio = ::expf(log_ratio);
+  const float ratio = exp_any(log_ratio);
   const float abs_kl = select(log_ratio < 0.0f, -log_ratio, log_ratio);
   const float sign = select(log_ratio > 0.0f, 1.0f, select(log_ratio < 0.0f, -1.0f, 0.0f));
   const float base = -advantage * ratio;
@@ -230,7 +231,7 @@ constexpr float kRolloutLogRatioBound = 20.0f;
 // log-ratio (a token's, or a sequence's sum): exp(clamp(x, -20, 20)), then min(w, upper), or
 // w where lower <= w <= upper and 0 elsewhere.
 TIRL_HD inline float rollout_is_weight(float log_ratio, float lower, float upper) {
-  const float w = ::expf(clamp_keep_nan(log_ratio, -kRolloutLogRatioBound, kRolloutLogRatioBound));
+  const float w = exp_any(clamp_keep_nan(log_ratio, -kRolloutLogRatioBound, kRolloutLogRatioBound));
   if (lower > 0.0f) return select((w >= lower) & (w <= upper), w, 0.0f);
   return select(w > upper, upper, w);
 }
