@@ -3,6 +3,7 @@ import type { BenchCase } from './harness.js';
 import { cases as ppoLoss } from './ppo_loss.js';
 import { cases as tokenLogprobs } from './token_logprobs.js';
 import { cases as groupAdvantages } from './group_advantages.js';
+import { cases as advantages } from './advantages.js';
 import { cases as dpoLoss } from './dpo_loss.js';
 import { cases as feedbackMask } from './feedback_mask.js';
 import { cases as sequenceLogprobs } from './sequence_logprobs.js';
@@ -12,6 +13,7 @@ export const allCases: BenchCase[] = [
   ...ppoLoss,
   ...tokenLogprobs,
   ...groupAdvantages,
+  ...advantages,
   ...dpoLoss,
   ...feedbackMask,
   ...sequenceLogprobs,

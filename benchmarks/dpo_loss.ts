@@ -2,7 +2,7 @@
 import { dpoLoss } from '../lib/index.js';
 import { Rng } from './data.js';
 import { compareArrays, compareNumbers, syncPeer, type BenchCase } from './harness.js';
-import { dpoLossTs } from './peers/dpo_loss.js';
+import { dpoLossTs } from '../test/reference/dpo_loss.js';
 
 const BETA = 0.1;
 const LABEL_SMOOTHING = 0;

@@ -2,7 +2,7 @@
 import { feedbackMask } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
 import { syncPeer, type BenchCase, type SizeName } from './harness.js';
-import { feedbackMaskTs } from './peers/feedback_mask.js';
+import { reference as feedbackMaskReference } from '../test/reference/feedback_mask.js';
 
 function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
@@ -21,20 +21,16 @@ function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeName[]): B
       const rng = new Rng(5);
       const keep = new Uint8Array(numSeqs).map(() => (rng.next() < 0.05 ? 0 : 1));
       const out = { mask: new Uint8Array(tokens), actionTokens: new Int32Array(numSeqs) };
-      const tsMask = new Uint8Array(tokens);
-      const tsCounts = new Int32Array(numSeqs);
       return {
         peers: [
           syncPeer('tirl, out reused', 'tirl', () => feedbackMask({ roles, seqOffsets, keep, out })),
           syncPeer('tirl, allocating', 'tirl-alloc', () => feedbackMask({ roles, seqOffsets, keep })),
-          syncPeer('TypeScript, 1 thread', 'typescript', () =>
-            feedbackMaskTs(roles, seqOffsets, keep, tsMask, tsCounts),
-          ),
+          syncPeer('TypeScript, 1 thread', 'typescript', () => feedbackMaskReference(roles, seqOffsets, keep)),
         ],
         check() {
           feedbackMask({ roles, seqOffsets, keep, out });
-          feedbackMaskTs(roles, seqOffsets, keep, tsMask, tsCounts);
-          const same = out.mask.every((m, i) => m === tsMask[i]) && out.actionTokens.every((c, i) => c === tsCounts[i]);
+          const theirs = feedbackMaskReference(roles, seqOffsets, keep);
+          const same = out.mask.every((m, i) => m === theirs.mask[i]) && out.actionTokens.every((c, i) => c === theirs.actionTokens[i]);
           return same ? undefined : 'mask or counts differ';
         },
       };

@@ -6,8 +6,8 @@
 import { groupAdvantages, sequenceLogprobsBackward } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
 import { compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
-import { groupAdvantagesTs } from './peers/group_advantages.js';
-import { sequenceLogprobsBackwardTs } from './peers/sequence_logprobs.js';
+import { groupAdvantagesTs } from '../test/reference/group_advantages.js';
+import { referenceBackward as sequenceLogprobsBackwardReference } from '../test/reference/sequence_logprobs.js';
 
 const GROUP_SIZE = 8;
 const EPSILON = 1e-6;
@@ -65,14 +65,13 @@ function expandedCase(numSeqs: number, seqLen: number, sizes: SizeName[]): Bench
       const advantages = new Float32Array(numSeqs);
       const tokenAdvantages = new Float32Array(tokens);
       const tsAdvantages = new Float32Array(numSeqs);
-      const tsTokens = new Float32Array(tokens);
       const ours = () => {
         groupAdvantages({ rewards, groupSize: GROUP_SIZE, out: advantages });
         sequenceLogprobsBackward({ gradSeq: advantages, mask, seqOffsets, out: tokenAdvantages });
       };
       const ts = () => {
         groupAdvantagesTs(rewards, GROUP_SIZE, EPSILON, tsAdvantages);
-        sequenceLogprobsBackwardTs(tsAdvantages, mask, seqOffsets, tsTokens);
+        return sequenceLogprobsBackwardReference(tsAdvantages, mask, seqOffsets, false);
       };
       return {
         peers: [
@@ -84,8 +83,7 @@ function expandedCase(numSeqs: number, seqLen: number, sizes: SizeName[]): Bench
         ],
         check() {
           ours();
-          ts();
-          return compareArrays('token advantages', tokenAdvantages, tsTokens, 1e-5);
+          return compareArrays('token advantages', tokenAdvantages, ts(), 1e-5);
         },
       };
     },

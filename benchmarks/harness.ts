@@ -14,7 +14,7 @@ export type PeerKind =
   | 'tirl-alloc' // our kernel, allocating its outputs on every call
   | 'tirl-1thread' // our kernel on one thread (the scaling row)
   | 'tirl-async' // the …Async form (binding-overhead case)
-  | 'typescript' // the plain TypeScript peer in benchmarks/peers/
+  | 'typescript' // the plain TypeScript peer from test/reference/<op>.ts
   | 'torch' // PyTorch eager, in the Python co-process
   | 'copy'; // Float32Array.prototype.set of the same number of bytes (memcpy)
 

@@ -6,7 +6,7 @@
 import { ppoLoss, ppoLossAsync, type PpoLossOptions } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
 import { asyncPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
-import { ppoLossTs } from './peers/ppo_loss.js';
+import { ppoLossTs } from '../test/reference/ppo_loss.js';
 
 const CLIP = 0.2;
 const DUAL_CLIP = 3; // verl's clip_ratio_c default

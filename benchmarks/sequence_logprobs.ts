@@ -5,7 +5,7 @@
 import { sequenceLogprobs, sequenceLogprobsBackward } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
 import { compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
-import { sequenceLogprobsBackwardTs, sequenceLogprobsTs } from './peers/sequence_logprobs.js';
+import { reference as sequenceLogprobsReference, referenceBackward as sequenceLogprobsBackwardReference } from '../test/reference/sequence_logprobs.js';
 
 function sequenceCase(numSeqs: number, seqLen: number, backward: boolean, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
@@ -26,7 +26,6 @@ function sequenceCase(numSeqs: number, seqLen: number, backward: boolean, sizes:
       const logp = rng.uniform(tokens, -5, 0);
       const gradSeq = rng.bell(numSeqs, 0, 1);
       const out = new Float32Array(backward ? tokens : numSeqs);
-      const tsOut = new Float32Array(out.length);
       const ours = backward
         ? () => sequenceLogprobsBackward({ gradSeq, mask, seqOffsets, out })
         : () => sequenceLogprobs({ logp, mask, seqOffsets, out });
@@ -34,8 +33,8 @@ function sequenceCase(numSeqs: number, seqLen: number, backward: boolean, sizes:
         ? () => sequenceLogprobsBackward({ gradSeq, mask, seqOffsets })
         : () => sequenceLogprobs({ logp, mask, seqOffsets });
       const ts = backward
-        ? () => sequenceLogprobsBackwardTs(gradSeq, mask, seqOffsets, tsOut)
-        : () => sequenceLogprobsTs(logp, mask, seqOffsets, tsOut);
+        ? () => sequenceLogprobsBackwardReference(gradSeq, mask, seqOffsets, false)
+        : () => sequenceLogprobsReference(logp, mask, seqOffsets, false);
       return {
         peers: [
           syncPeer('tirl, out reused', 'tirl', ours),
@@ -44,8 +43,7 @@ function sequenceCase(numSeqs: number, seqLen: number, backward: boolean, sizes:
         ],
         check() {
           ours();
-          ts();
-          return compareArrays(backward ? 'gradLogp' : 'sums', out, tsOut, 1e-5);
+          return compareArrays(backward ? 'gradLogp' : 'sums', out, ts(), 1e-5);
         },
       };
     },

@@ -11,7 +11,7 @@ import {
   tokenLogprobsBackwardTs,
   tokenLogprobsBf16Ts,
   tokenLogprobsTs,
-} from './peers/token_logprobs.js';
+} from '../test/reference/token_logprobs.js';
 
 type Dtype = 'f32' | 'bf16';
 

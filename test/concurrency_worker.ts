@@ -51,6 +51,12 @@ export function opCalls(seed: number): OpCall[] {
       aggregation: 'seq-mean-token-mean', clipHigh: 0.28, dualClip: 3,
     }),
     call('groupAdvantages', { rewards: random.normals(PAIRS), groupIds }),
+    call('advantages', {
+      estimator: 'tir_optimal_token_baseline', tokenRewards: random.normals(n), mask, seqOffsets,
+      groupIds: new Int32Array(b).map(() => random.int(0, 40)), oldLogp: logp,
+      sumPiSquared: logp.map((x) => Math.exp(2 * x)), withReturns: true,
+    }),
+    call('advantages', { estimator: 'gae', rewards: random.normals(b), mask, seqOffsets, values: random.normals(n), lam: 0.95 }),
     call('dpoLoss', {
       policyChosen: random.floats(PAIRS, -80, -10), policyRejected: random.floats(PAIRS, -80, -10),
       refChosen: random.floats(PAIRS, -80, -10), refRejected: random.floats(PAIRS, -80, -10),

@@ -47,11 +47,11 @@ describe('broadcast', () => {
 });
 
 describe('outcome advantages', () => {
-  test('RLOO = n/(n-1)(s - mean) = s minus the mean of the others', () => {
+  test('RLOO = n/(n-1)(s - mean) = s minus the mean of the others; a group of one keeps its reward (verl 1dda039b rloo)', () => {
     const rewards = Float32Array.of(1, 0, 0, 1, 5, 3, 2);
     const groups = Int32Array.of(7, 7, 7, 7, -1, 4, 4);
     const advantages = rlooAdvantages(rewards, groups);
-    close(advantages, [2 / 3, -2 / 3, -2 / 3, 2 / 3, 0, 1, -1]);
+    close(advantages, [2 / 3, -2 / 3, -2 / 3, 2 / 3, 5, 1, -1]);
     // Leave-one-out definition, for the group of four.
     for (let i = 0; i < 4; i++) {
       let others = 0;
@@ -85,7 +85,7 @@ describe('outcome advantages', () => {
   });
 
   test('RLOO per-token advantages', () => {
-    close(perSequence(rlooTokenAdvantages(batch, mask)), [1, -0.5, -0.5, 0]);
+    close(perSequence(rlooTokenAdvantages(batch, mask)), [1, -0.5, -0.5, 2]);
   });
 
   test('REINFORCE++-baseline: centred per group, whitened over masked tokens', () => {

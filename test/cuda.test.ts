@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
 import {
+  ADVANTAGE_ESTIMATORS,
+  advantages,
   cuda,
   dpoLoss,
   feedbackMask,
@@ -220,6 +222,22 @@ describe('ops on the GPU agree with the CPU', { skip: gpu }, () => {
   const groupIds = Int32Array.from({ length: 96 }, () => rng.int(0, 20));
   cases.push(['groupAdvantages groupIds', () => groupAdvantages({ rewards, groupIds }), () => groupAdvantages(toDevice({ rewards, groupIds })), 1e-5]);
   cases.push(['groupAdvantages groupSize', () => groupAdvantages({ rewards, groupSize: 8 }), () => groupAdvantages(toDevice({ rewards, groupSize: 8 })), 1e-5]);
+  // advantages: every estimator, ids in any order with groups of one, token rewards, fully masked sequences.
+  const advantageIds = Int32Array.from({ length: 40 }, () => rng.int(-5, 15));
+  for (const estimator of ADVANTAGE_ESTIMATORS) {
+    const grouped = !['reinforce_plus_plus', 'remax', 'gae'].includes(estimator);
+    const tokenBaseline = estimator.endsWith('optimal_token_baseline');
+    const options = {
+      estimator, mask, seqOffsets, withReturns: true,
+      ...(estimator === 'gdpo' ? { rewards: rng.normals(80), rewardWeights: Float32Array.of(1, 0.5) } : { tokenRewards: rng.normals(n).map((x) => (x > 1 ? x : 0)) }),
+      ...(grouped ? { groupIds: advantageIds } : {}),
+      ...(estimator === 'gae' ? { values: rng.normals(n), gamma: 0.9, lam: 0.95 } : {}),
+      ...(estimator === 'reinforce_plus_plus' ? { gamma: 0.9 } : {}),
+      ...(estimator === 'remax' ? { rewardBaselines: rng.normals(40) } : {}),
+      ...(tokenBaseline ? { oldLogp: logp, sumPiSquared: logp.map((x) => Math.exp(2 * x)), rolloutIsWeights: rng.floats(n, 0.5, 1.5) } : {}),
+    };
+    cases.push([`advantages ${estimator}`, () => advantages(options), () => advantages(toDevice(options)), 1e-5]);
+  }
   for (const variant of ['sigmoid', 'hinge', 'ipo', 'robust'] as const) {
     const pairs = { policyChosen: rng.normals(50, 10), policyRejected: rng.normals(50, 10), refChosen: rng.normals(50, 10), refRejected: rng.normals(50, 10), variant };
     cases.push([`dpoLoss ${variant}`, () => dpoLoss(pairs), () => dpoLoss(toDevice(pairs)), 1e-5]);

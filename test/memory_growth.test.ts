@@ -23,6 +23,8 @@ import { fileURLToPath } from 'node:url';
 import { runInNewContext } from 'node:vm';
 
 import {
+  advantages,
+  advantagesAsync,
   dpoLoss,
   dpoLossAsync,
   feedbackMask,
@@ -98,6 +100,10 @@ function calls(): [string, () => unknown][] {
   const tokenInputs = { logits: rng.normals(16 * v, 2), vocabSize: v, labels };
   const token = { ...tokenInputs, withEntropy: true };
   const tokenBackward = { ...tokenInputs, gradLogp: rng.normals(16), gradEntropy: rng.normals(16) };
+  const advantageInputs = {
+    estimator: 'reinforce_plus_plus_baseline' as const, rewards: rng.normals(b), mask, seqOffsets,
+    groupIds: Int32Array.from({ length: b }, (_, i) => i % 3), withReturns: true,
+  };
   const rollout = { logp, rolloutLogp: rng.floats(n, -3, 0), mask, seqOffsets, rolloutIs: 'token' as const, rolloutRs: 'token_k1,seq_mean_k3', rolloutRsThreshold: [2, 0.5] };
   // Errors raised by the C call after the outputs were allocated (a bad label, a bad role).
   const badLabels = Int32Array.from(labels).fill(v, 15);
@@ -107,6 +113,8 @@ function calls(): [string, () => unknown][] {
     ['ppoLossAsync', () => ppoLossAsync(ppo)],
     ['groupAdvantages', () => groupAdvantages(group)],
     ['groupAdvantagesAsync', () => groupAdvantagesAsync(group)],
+    ['advantages', () => advantages(advantageInputs)],
+    ['advantagesAsync', () => advantagesAsync(advantageInputs)],
     ['dpoLoss', () => dpoLoss(pairs)],
     ['dpoLossAsync', () => dpoLossAsync(pairs)],
     ['feedbackMask', () => feedbackMask(feedback)],

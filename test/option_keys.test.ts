@@ -22,6 +22,7 @@ const CALLS: Record<string, Record<string, unknown>> = {
   tokenLogprobs: { logits: f32(1, 2, 3, 4), vocabSize: 2, labels: i32(0, 1) },
   tokenLogprobsBackward: { logits: f32(1, 2, 3, 4), vocabSize: 2, labels: i32(0, 1), gradLogp: f32(1, 1) },
   rolloutCorrection: { logp: f32(-1, -2), rolloutLogp: f32(-1.1, -2), mask: u8(1, 1), seqOffsets: i32(0, 2) },
+  advantages: { rewards: f32(1, 0), mask: u8(1, 1), seqOffsets: i32(0, 1, 2), groupSize: 2 },
 };
 
 type Op = (options: unknown) => unknown;
@@ -64,6 +65,9 @@ describe('one validation layer: the core decides ranges, the binding names the J
     ['dpoLoss', 'labelSmoothing', { ...CALLS.dpoLoss, labelSmoothing: 0.5 }, RangeError, /^dpoLoss: Expected a number in \[0, 0\.5\) for labelSmoothing but received 0.5$/],
     ['tokenLogprobs', 'temperature', { ...CALLS.tokenLogprobs, temperature: 0 }, RangeError, /^tokenLogprobs: Expected a number in \[1e-37, 1e\+37\] for temperature but received 0$/],
     ['tokenLogprobs', 'labels', { ...CALLS.tokenLogprobs, labels: i32(0, 2) }, RangeError, /^tokenLogprobs: Expected labels in \[0, vocabSize = 2\) but received labels\[1\] = 2$/],
+    ['advantages', 'fNorm', { ...CALLS.advantages, estimator: 'gpg', fNorm: -1 }, RangeError, /^advantages: Expected a finite number > 0 for fNorm but received -1$/],
+    ['advantages', 'gamma', { ...CALLS.advantages, gamma: 0.5 }, TypeError, /^advantages: Expected no gamma \(not read by estimator 'grpo'\) but received the number 0.5$/],
+    ['advantages', 'values', { rewards: f32(1, 0), mask: u8(1, 1), seqOffsets: i32(0, 1, 2), estimator: 'gae' }, TypeError, /^advantages: Expected values with estimator 'gae' but received undefined$/],
   ];
   for (const [name, label, options, error, message] of cases) {
     it(`${name} ${label}`, async () => throwsBoth(name, options, error, message));

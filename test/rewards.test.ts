@@ -40,9 +40,6 @@ describe('answersMatch against the answer table', () => {
       assert.equal(answersMatch(c.prediction, c.gold), c.expected);
     });
   }
-  test('is symmetric on the table', () => {
-    for (const c of cases) assert.equal(answersMatch(c.gold, c.prediction), answersMatch(c.prediction, c.gold), JSON.stringify(c));
-  });
 });
 
 describe('QA exact match and F1 (SQuAD normalisation)', () => {

@@ -1,9 +1,12 @@
 /**
- * Line charts of training metrics, stacked in panels that share the x axis, rendered
- * from the same layout as SVG (for pages) and PNG (for terminals, READMEs and tools
- * that show pictures).
+ * Line charts of training metrics, stacked in panels that share the x axis, written as
+ * SVG (for pages) and rasterised from that same SVG to PNG (for terminals, READMEs and
+ * tools that show pictures) by resvg, whose prebuilt binaries need no compiler.
  */
-import { Raster, type Rgb } from './raster.js';
+import { Resvg } from '@resvg/resvg-js';
+
+/** A colour as red, green and blue in [0, 255]. */
+export type Rgb = readonly [number, number, number];
 
 export interface Series {
   name: string;
@@ -110,43 +113,14 @@ export function renderSvg(panels: Panel[], options: ChartOptions): string {
   return out.join('\n');
 }
 
-/** The chart as a PNG file. */
+/**
+ * The chart as a PNG file: {@link renderSvg}'s document rasterised by resvg at its own
+ * size, with the machine's fonts for the text (sans-serif; DejaVu Sans where present).
+ */
 export function renderPng(panels: Panel[], options: ChartOptions): Buffer {
-  const l = layout(panels, options);
-  const raster = new Raster(l.width, l.height);
-  const black: Rgb = [0, 0, 0];
-  const grey: Rgb = [150, 150, 150];
-  const light: Rgb = [229, 229, 229];
-  const sx = (x: number) => l.left + ((x - l.x0) / (l.x1 - l.x0)) * (l.right - l.left);
-  raster.text((l.width - Raster.textWidth(options.title, 2)) / 2, 10, options.title, black, 2);
-  for (const { top, bottom, y0, y1, panel } of l.panels) {
-    const sy = (y: number) => bottom - ((y - y0) / (y1 - y0)) * (bottom - top);
-    raster.text(l.left, top - 16, panel.title, black);
-    for (const t of niceTicks(y0, y1, 4)) {
-      raster.line(l.left, sy(t), l.right, sy(t), light);
-      const label = formatTick(t);
-      raster.text(l.left - 6 - Raster.textWidth(label), sy(t) - 3, label, black);
-    }
-    raster.line(l.left, top, l.right, top, grey);
-    raster.line(l.left, bottom, l.right, bottom, grey);
-    raster.line(l.left, top, l.left, bottom, grey);
-    raster.line(l.right, top, l.right, bottom, grey);
-    let legendX = l.right;
-    for (const series of [...panel.series].reverse()) {
-      const points = series.points.filter(([, y]) => Number.isFinite(y));
-      for (let i = 1; i < points.length; i++) {
-        raster.line(sx(points[i - 1][0]), sy(points[i - 1][1]), sx(points[i][0]), sy(points[i][1]), series.color, 2);
-      }
-      legendX -= Raster.textWidth(series.name) + 24;
-      raster.fillRect(legendX, top - 14, 12, 4, series.color);
-      raster.text(legendX + 16, top - 16, series.name, black);
-    }
-  }
-  const last = l.panels[l.panels.length - 1];
-  for (const t of niceTicks(l.x0, l.x1, 8)) {
-    const label = formatTick(t);
-    raster.text(sx(t) - Raster.textWidth(label) / 2, last.bottom + 8, label, black);
-  }
-  raster.text((l.left + l.right - Raster.textWidth(options.xLabel)) / 2, l.height - 16, options.xLabel, black);
-  return raster.toPng();
+  const resvg = new Resvg(renderSvg(panels, options), {
+    background: 'white',
+    font: { loadSystemFonts: true, defaultFontFamily: 'DejaVu Sans', sansSerifFamily: 'DejaVu Sans' },
+  });
+  return resvg.render().asPng();
 }

@@ -177,6 +177,83 @@ def group_advantages(torch, numRewards, groupSize, seqLen):
     return call
 
 
+def advantages(torch, estimator, numSeqs, seqLen, groupSize):
+    """verl's code for the estimator (verl/trainer/ppo/core_algos.py, 1dda039b), on a padded
+    [B, T] tool-use batch with the score on each response's last action token: 'grpo' loops
+    over a dict of groups in Python; 'gae' runs its backward loop over the columns, then
+    masked_whiten; 'optimal_token_baseline' loops over the groups."""
+    g = torch.Generator().manual_seed(3)
+    mask = (tool_use_roles(torch, numSeqs, seqLen, g) == 1).float()
+    scores = torch.randint(0, 2, (numSeqs,), generator=g).float()
+    last = (mask * torch.arange(seqLen)).argmax(dim=-1)
+    token_level_rewards = torch.zeros(numSeqs, seqLen)
+    token_level_rewards[torch.arange(numSeqs), last] = scores
+    index = [i // groupSize for i in range(numSeqs)]
+    values = torch.rand(numSeqs, seqLen, generator=g) - 0.5
+    old_log_probs = -3 * torch.rand(numSeqs, seqLen, generator=g)
+    sum_pi_squared = torch.exp(2 * old_log_probs) + 0.1 * torch.rand(numSeqs, seqLen, generator=g)
+
+    def masked_whiten(x, m):
+        mean = (x * m).sum() / (m.sum() + 1e-8)
+        var = ((x - mean) ** 2 * m).sum() / (m.sum() + 1e-8)
+        var = var * (m.sum() / (m.sum() - 1))
+        return (x - mean) * torch.rsqrt(var + 1e-8)
+
+    def grpo():
+        s = token_level_rewards.sum(dim=-1)
+        id2score, id2mean, id2std = {}, {}, {}
+        with torch.no_grad():
+            for i in range(numSeqs):
+                id2score.setdefault(index[i], []).append(s[i])
+            for idx, group in id2score.items():
+                if len(group) == 1:
+                    id2mean[idx], id2std[idx] = torch.tensor(0.0), torch.tensor(1.0)
+                else:
+                    stacked = torch.stack(group)
+                    id2mean[idx], id2std[idx] = torch.mean(stacked), torch.std(stacked)
+            for i in range(numSeqs):
+                s[i] = (s[i] - id2mean[index[i]]) / (id2std[index[i]] + 1e-6)
+            return s.unsqueeze(-1) * mask
+
+    def gae(gamma=1.0, lam=0.95):
+        with torch.no_grad():
+            nextvalues, lastgaelam, reversed_ = 0, 0, []
+            for t in reversed(range(seqLen)):
+                delta = token_level_rewards[:, t] + gamma * nextvalues - values[:, t]
+                lastgaelam_ = delta + gamma * lam * lastgaelam
+                nextvalues = values[:, t] * mask[:, t] + (1 - mask[:, t]) * nextvalues
+                lastgaelam = lastgaelam_ * mask[:, t] + (1 - mask[:, t]) * lastgaelam
+                reversed_.append(lastgaelam)
+            adv = torch.stack(reversed_[::-1], dim=1)
+            returns = adv + values
+            return masked_whiten(adv, mask), returns
+
+    def optimal_token_baseline(epsilon=1e-8):
+        with torch.no_grad():
+            returns = (token_level_rewards * mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
+            w = 1 - 2 * torch.exp(old_log_probs) + sum_pi_squared
+            w_cumulative = (w * mask).cumsum(dim=-1)
+            groups = {}
+            for i in range(numSeqs):
+                groups.setdefault(index[i], []).append(i)
+            baselines = torch.zeros_like(returns)
+            for members in groups.values():
+                if len(members) == 1:
+                    continue
+                idx = torch.tensor(members)
+                r, wc, m = returns[idx], w_cumulative[idx], mask[idx]
+                baselines[idx] = ((r * wc * m).sum(dim=0) / ((wc * m).sum(dim=0) + epsilon)).expand(len(members), -1)
+                lengths = m.sum(dim=-1)
+                ordered, _ = torch.sort(lengths)
+                longest, second = int(ordered[-1].item()), int(ordered[-2].item())
+                at = (lengths == longest).nonzero(as_tuple=True)[0]
+                if at.numel() == 1 and longest > second:
+                    baselines[members[int(at[0])], second:] = 0.0
+            return (returns - baselines) * mask, returns
+
+    return {'grpo': grpo, 'gae': gae, 'optimal_token_baseline': optimal_token_baseline}[estimator]
+
+
 def dpo_loss(torch, numPairs, beta, labelSmoothing):
     """TRL DPOTrainer.dpo_loss, sigmoid variant, with the backward into the policy log-probs."""
     import torch.nn.functional as F
@@ -326,6 +403,7 @@ BUILDERS = {
     'ppoLoss': ppo_loss,
     'tokenLogprobs': token_logprobs,
     'groupAdvantages': group_advantages,
+    'advantages': advantages,
     'dpoLoss': dpo_loss,
     'feedbackMask': feedback_mask,
     'sequenceLogprobs': sequence_logprobs,

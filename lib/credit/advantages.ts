@@ -1,5 +1,5 @@
-/** Outcome-level advantages: GRPO (from the kernel), RLOO and REINFORCE++-baseline. */
-import { groupAdvantages } from '../kernels/index.js';
+/** Outcome-level advantages of a batch: GRPO, RLOO and REINFORCE++-baseline, all from the kernels. */
+import { advantages, groupAdvantages } from '../kernels/index.js';
 import type { TokenBatch } from '../trajectory/batch.js';
 import { broadcastToTokens } from './broadcast.js';
 import { rangeError, typeError } from '../check.js';
@@ -19,22 +19,18 @@ function checkBatchRewards(batch: TokenBatch): void {
 
 /**
  * RLOO advantages: each reward minus the mean of the other rewards of its group,
- * A_i = n/(n-1)·(s_i − μ_g). A group of one has no baseline and gets 0. Sums in float64.
+ * A_i = n/(n-1)·(s_i − μ_g), from the `advantages` kernel (estimator `'rloo'`). A group of
+ * one has no baseline and keeps its reward, as verl's `'rloo'` does. Sums in float64.
  * @param rewards Float32Array[B]; @param groupIds Int32Array[B], any values, any order.
  */
 export function rlooAdvantages(rewards: Float32Array, groupIds: Int32Array): Float32Array {
   checkRewards(rewards, groupIds);
-  const sums = new Map<number, { sum: number; count: number }>();
-  for (let i = 0; i < rewards.length; i++) {
-    const group = sums.get(groupIds[i]!) ?? { sum: 0, count: 0 };
-    group.sum += rewards[i]!;
-    group.count++;
-    sums.set(groupIds[i]!, group);
-  }
-  return Float32Array.from(rewards, (reward, i) => {
-    const { sum, count } = sums.get(groupIds[i]!)!;
-    return count < 2 ? 0 : (count / (count - 1)) * (reward - sum / count);
-  });
+  // One masked-in token per sequence: the token advantages are the sequence advantages.
+  return advantages({
+    estimator: 'rloo', rewards, groupIds,
+    mask: new Uint8Array(rewards.length).fill(1),
+    seqOffsets: Int32Array.from({ length: rewards.length + 1 }, (_, i) => i),
+  }).advantages;
 }
 
 /** Options for `grpoTokenAdvantages`. */
@@ -60,30 +56,21 @@ export function grpoTokenAdvantages(batch: TokenBatch, mask: Uint8Array, options
   return broadcastToTokens(sequenceAdvantages, mask, batch.seqOffsets);
 }
 
-/** RLOO per-token advantages of a batch (see `rlooAdvantages`), broadcast to masked action tokens. */
+/** RLOO per-token advantages of a batch (see `rlooAdvantages`), on the masked action tokens. */
 export function rlooTokenAdvantages(batch: TokenBatch, mask: Uint8Array): Float32Array {
   checkBatchRewards(batch);
-  return broadcastToTokens(rlooAdvantages(batch.rewards, batch.groupIds), mask, batch.seqOffsets);
+  return advantages({ estimator: 'rloo', rewards: batch.rewards, groupIds: batch.groupIds, mask, seqOffsets: batch.seqOffsets }).advantages;
 }
 
 /**
- * REINFORCE++-baseline: rewards centred on their group mean (the kernel with
- * `scaleByStd: false`), broadcast to action tokens, then whitened over all masked tokens of
- * the batch as verl's `masked_whiten` does: (x − mean) / sqrt(unbiased variance + 1e-8).
+ * REINFORCE++-baseline (the `advantages` kernel, estimator `'reinforce_plus_plus_baseline'`):
+ * rewards centred on their group mean (a group of one keeps its reward), broadcast to the
+ * action tokens, then whitened over all masked tokens of the batch as verl's
+ * `masked_whiten` does: (x − mean) / sqrt(unbiased variance + 1e-8).
  */
 export function reinforcePlusPlusBaselineAdvantages(batch: TokenBatch, mask: Uint8Array): Float32Array {
   checkBatchRewards(batch);
-  const centred = groupAdvantages({ rewards: batch.rewards, groupIds: batch.groupIds, scaleByStd: false });
-  const tokens = broadcastToTokens(centred, mask, batch.seqOffsets);
-  let count = 0;
-  let sum = 0;
-  for (let t = 0; t < tokens.length; t++) if (mask[t] !== 0) { count++; sum += tokens[t]!; }
-  if (count === 0) return tokens;
-  const mean = sum / count;
-  let squares = 0;
-  for (let t = 0; t < tokens.length; t++) if (mask[t] !== 0) squares += (tokens[t]! - mean) ** 2;
-  const variance = count > 1 ? squares / (count - 1) : 0;
-  const scale = 1 / Math.sqrt(variance + 1e-8);
-  for (let t = 0; t < tokens.length; t++) if (mask[t] !== 0) tokens[t] = (tokens[t]! - mean) * scale;
-  return tokens;
+  return advantages({
+    estimator: 'reinforce_plus_plus_baseline', rewards: batch.rewards, groupIds: batch.groupIds, mask, seqOffsets: batch.seqOffsets,
+  }).advantages;
 }

@@ -5,3 +5,4 @@ export * from './sequence_logprobs.js';
 export * from './ppo_loss.js';
 export * from './token_logprobs.js';
 export * from './rollout_correction.js';
+export * from './advantages.js';

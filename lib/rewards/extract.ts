@@ -82,12 +82,15 @@ function lastFinalAnswerCall(text: string): string | null {
   return null;
 }
 
-const ANSWER_PHRASES = ['the final answer is', 'final answer:', 'the answer is', 'answer:'];
+const ANSWER_PHRASES = ['the final answer is', 'final answer:', 'final answer', 'the answer is', 'answer is', 'answer:'];
+
+/** How far back from the end plain-text conclusions and math spans are looked for, by default. */
+export const DEFAULT_LOOKBACK = 4_000;
 
 /** Text after the last "The answer is" (or "Answer:") up to the end of its sentence. */
-function lastAnswerPhrase(text: string): string | null {
+function lastAnswerPhrase(text: string, lookback = 20_000): string | null {
   // Only the tail can hold the last phrase; lowercasing a megabyte output is wasted work.
-  const tail = text.length > 20_000 ? text.slice(-20_000) : text;
+  const tail = text.length > lookback ? text.slice(-lookback) : text;
   const lower = tail.toLowerCase();
   let best = -1;
   let phraseLength = 0;
@@ -113,20 +116,125 @@ function lastAnswerPhrase(text: string): string | null {
       break;
     }
   }
-  rest = trimEndChars(rest.replace(/^[:\s]+/, ''), ' \t\r\n.;,!');
+  rest = trimEndChars(rest.replace(/^[:*_\s]+/, ''), ' \t\r\n.;,!*_');
   if (rest.startsWith('\\boxed')) return lastBoxed(rest) ?? rest;
+  // "The largest n is 34": a sentence whose last clause states the value.
+  const clause = /^(?:[A-Za-z][\w']*\s+){1,8}(?:is|are|equals|=)\s+(.+)$/.exec(rest);
+  if (clause !== null && !/^\$/.test(rest)) rest = clause[1]!;
   return rest === '' ? null : rest;
 }
 
+/** Content of the last `<answer>…</answer>` (an unclosed `<think>` before it does not matter). */
+function lastAnswerTag(text: string): string | null {
+  const close = text.lastIndexOf('</answer>');
+  if (close < 0) return null;
+  const open = text.lastIndexOf('<answer>', close);
+  if (open < 0) return null;
+  const inner = text.slice(open + '<answer>'.length, close);
+  return inner.length > MAX_ANSWER_CHARS ? null : inner;
+}
+
+/** Every `\boxed{…}` / `\fbox{…}` content, in order (at most 32). @internal */
+export function allBoxed(text: string): string[] {
+  const boxes: string[] = [];
+  let at = 0;
+  let failures = 0;
+  while (boxes.length < 32 && failures < MAX_ATTEMPTS) {
+    const boxed = text.indexOf('\\boxed', at);
+    const fbox = text.indexOf('\\fbox', at);
+    const next = boxed < 0 ? fbox : fbox < 0 ? boxed : Math.min(boxed, fbox);
+    if (next < 0) break;
+    const command = next === boxed ? '\\boxed' : '\\fbox';
+    const content = boxedAt(text, next, command);
+    if (content !== null && content.trim() !== '') {
+      boxes.push(content.trim());
+      at = next + command.length + content.length + 1;
+    } else {
+      failures++;
+      at = next + command.length;
+    }
+  }
+  return boxes;
+}
+
+/** Last `\[…\]`, `$$…$$`, `\(…\)` or `$…$` span in `text`, or null. */
+function lastMathSpan(text: string): string | null {
+  const candidates: [number, string][] = [];
+  for (const [open, close] of [['\\[', '\\]'], ['\\(', '\\)'], ['$$', '$$']] as const) {
+    const end = text.lastIndexOf(close);
+    if (end < 0) continue;
+    const start = text.lastIndexOf(open, end - 1);
+    if (start >= 0 && end - start - open.length > 0) candidates.push([end, text.slice(start + open.length, end)]);
+  }
+  const end = text.lastIndexOf('$');
+  if (end > 0) {
+    const start = text.lastIndexOf('$', end - 1);
+    if (start >= 0 && end - start > 1) candidates.push([end, text.slice(start + 1, end)]);
+  }
+  if (candidates.length === 0) return null;
+  candidates.sort((a, b) => b[0] - a[0]);
+  return candidates[0]![1].trim() || null;
+}
+
+/** Last number in `text` (with sign, separators, decimals, a fraction a/b, a percent). */
+function lastNumber(text: string): string | null {
+  const matches = text.match(/-?\d[\d,]*(?:\.\d+)?(?:\s*\/\s*\d+)?\s*(?:%|percent)?/g);
+  if (matches === null) return null;
+  return trimEndChars(matches[matches.length - 1]!.trim(), ',');
+}
+
+/** Where a final answer was found. */
+export type AnswerSource = 'answer-tag' | 'boxed' | 'final_answer' | 'phrase' | 'math' | 'last-number' | 'whole';
+
+/** The final answer of a response, all its boxes, and where the answer was found. */
+export interface FoundAnswer {
+  answer: string | null;
+  boxes: string[];
+  source: AnswerSource | null;
+}
+
 /**
- * The final answer in a model output: the last `\boxed{…}` (nested braces; also `\fbox`),
+ * The final answer in a model response, for grading: `<answer>` tags, else the last box,
+ * else a `final_answer(…)` call, else a plain-text conclusion ("Final answer: …", "the
+ * answer is …", "**Answer:** …"), else the last math span, else the last number; the last
+ * three are looked for in the last `lookback` characters only; a bare answer (at most 80
+ * characters and one word outside LaTeX commands) is its own answer (before the last-number rule). Never throws.
+ */
+export function findAnswer(text: string, lookback = DEFAULT_LOOKBACK): FoundAnswer {
+  if (typeof text !== 'string' || text.trim() === '') return { answer: null, boxes: [], source: null };
+  const tag = lastAnswerTag(text);
+  if (tag !== null && tag.trim() !== '') {
+    const inner = lastBoxed(tag);
+    return { answer: (inner ?? tag).trim(), boxes: allBoxed(tag), source: 'answer-tag' };
+  }
+  const boxes = allBoxed(text);
+  const boxed = lastBoxed(text);
+  if (boxed !== null && boxed.trim() !== '') return { answer: boxed.trim(), boxes, source: 'boxed' };
+  const call = lastFinalAnswerCall(text);
+  if (call !== null && call.trim() !== '') return { answer: call.trim(), boxes, source: 'final_answer' };
+  const tail = text.length > lookback ? text.slice(-lookback) : text;
+  const phrase = lastAnswerPhrase(tail, lookback);
+  if (phrase !== null && phrase.trim() !== '') return { answer: phrase.trim(), boxes, source: 'phrase' };
+  const math = lastMathSpan(tail);
+  if (math !== null) return { answer: math, boxes, source: 'math' };
+  // A bare answer ("3/4", "\sin^2 x", "(C)") is its own answer; prose goes on to its last number.
+  const trimmed = text.trim();
+  const words = trimmed.match(/(?<![\\a-zA-Z])[a-zA-Z]{3,}/g)?.length ?? 0;
+  if (trimmed.length <= 80 && words <= 1) return { answer: trimmed, boxes, source: 'whole' };
+  const number = lastNumber(tail);
+  return number === null ? { answer: null, boxes, source: null } : { answer: number, boxes, source: 'last-number' };
+}
+
+/**
+ * The final answer in a model output: the last `<answer>…</answer>`, else the last
+ * `\boxed{…}` (nested braces; also `\fbox`),
  * else the last `final_answer(…)` call, else the sentence after the last "The answer is" /
  * "Final answer:" / "Answer:". Returns null when there is none. Never throws; non-strings
  * give null. Answers longer than 10,000 characters are treated as absent.
  */
 export function extractAnswer(text: string): string | null {
   if (typeof text !== 'string' || text === '') return null;
-  const answer = lastBoxed(text) ?? lastFinalAnswerCall(text) ?? lastAnswerPhrase(text);
+  const answer = lastAnswerTag(text) ?? lastBoxed(text) ?? lastFinalAnswerCall(text) ?? lastAnswerPhrase(text);
   if (answer === null) return null;
   const trimmed = answer.trim();
   return trimmed === '' || trimmed.length > MAX_ANSWER_CHARS ? null : trimmed;

@@ -480,6 +480,68 @@ void fuzz_group_advantages(Decoder& in) {
   });
 }
 
+void fuzz_advantages(Decoder& in) {
+  const int64_t num_tokens = in.size(64);
+  const int64_t num_seqs = in.size(8);
+  tirl_advantages_options options = tirl_advantages_options_default();
+  in.enumeration(options.estimator, 12);
+  // The group and key counts decide array sizes: take them small, sometimes wrong.
+  if (in.byte() >= 192) options.num_reward_keys = static_cast<int64_t>(in.byte() % 4);
+  if (in.byte() >= 160) options.group_size = in.size(8);
+  const int64_t keys = options.num_reward_keys >= 1 && options.num_reward_keys <= 4 ? options.num_reward_keys : 1;
+  Buffer<uint8_t> mask = in.array<uint8_t>(num_tokens);
+  in.fill_bytes(mask, false);
+  Buffer<int32_t> offsets = in.one_in(16) ? Buffer<int32_t>{} : in.offsets(num_seqs, num_tokens);
+  Buffer<float> rewards = in.optional_array<float>(num_seqs * keys),
+                token_rewards = in.optional_array<float>(num_tokens),
+                values = in.optional_array<float>(num_tokens),
+                baselines = in.optional_array<float>(num_seqs),
+                old_logp = in.optional_array<float>(num_tokens),
+                sum_pi_squared = in.optional_array<float>(num_tokens),
+                is_weights = in.optional_array<float>(num_tokens),
+                reward_weights = in.optional_array<float>(keys);
+  for (Buffer<float>* b : {&rewards, &token_rewards, &values, &baselines, &old_logp, &sum_pi_squared,
+                           &is_weights, &reward_weights}) {
+    in.fill_floats(*b);
+  }
+  Buffer<int32_t> group_ids = in.optional_array<int32_t>(num_seqs);
+  if (group_ids.get() != nullptr) {
+    Prng random = in.prng();
+    const uint8_t mode = in.byte();
+    for (int64_t i = 0; i < group_ids.count; ++i) {
+      group_ids.data[i] = mode >= 240 ? static_cast<int32_t>(random.next())
+                                      : static_cast<int32_t>(random.below(1 + mode % 8)) - 2;
+    }
+  }
+  if (in.byte() >= 200) options.norm_adv_by_std = static_cast<int32_t>(in.byte()) - 128;
+  if (in.byte() >= 200) options.handle_zero_tail = static_cast<int32_t>(in.byte()) - 128;
+  in.number(options.epsilon);
+  in.number(options.gamma);
+  in.number(options.lam);
+  in.number(options.f_norm);
+  tirl_advantages_inputs inputs;
+  std::memset(&inputs, 0, sizeof inputs);
+  inputs.rewards = rewards.get();
+  inputs.token_rewards = token_rewards.get();
+  inputs.mask = mask.get();
+  inputs.seq_offsets = offsets.get();
+  inputs.group_ids = group_ids.get();
+  inputs.values = values.get();
+  inputs.reward_baselines = baselines.get();
+  inputs.old_logp = old_logp.get();
+  inputs.sum_pi_squared = sum_pi_squared.get();
+  inputs.rollout_is_weights = is_weights.get();
+  inputs.reward_weights = reward_weights.get();
+  const bool null_inputs = in.one_in(32), null_options = in.one_in(32);
+  Buffer<float> advantages = in.array<float>(num_tokens);
+  Buffer<float> returns = in.optional_array<float>(num_tokens);
+  const tirl_device device = in.device();
+  run("tirl_advantages", in, device, {output(advantages), output(returns)}, [&] {
+    return tirl_advantages(null_inputs ? nullptr : &inputs, num_tokens, num_seqs,
+                           null_options ? nullptr : &options, advantages.get(), returns.get(), device);
+  });
+}
+
 void fuzz_dpo_loss(Decoder& in) {
   const int64_t num_pairs = in.size(64);
   Buffer<float> inputs[4] = {in.array<float>(num_pairs), in.array<float>(num_pairs),
@@ -745,7 +807,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   in.set_cuda_fuzzable(cuda_fuzzable);
   tirl_set_num_threads(1 + in.byte() % 4);
   for (int calls = 0; calls < 4 && !in.empty(); ++calls) {
-    switch (in.byte() % 12) {
+    switch (in.byte() % 13) {
       case 0: fuzz_ppo_loss(in); break;
       case 1: fuzz_group_advantages(in); break;
       case 2: fuzz_dpo_loss(in); break;
@@ -758,6 +820,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 9: if (cuda_fuzzable) fuzz_cuda_helpers(in); break;
       case 10: fuzz_rollout_correction(in); break;
       case 11: fuzz_policy_loss(in); break;
+      case 12: fuzz_advantages(in); break;
       default: break;
     }
   }

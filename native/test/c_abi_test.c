@@ -212,6 +212,46 @@ static void test_group_advantages(void) {
   CHECK(s == TIRL_ERROR_INVALID_ARGUMENT, "group size 3 of 4 accepted");
 }
 
+static void test_advantages(void) {
+  /* RLOO over ids in any order: group 7 = {1, 0, 1} gives 3/2 (s - 2/3); group 2 is alone
+   * and keeps its score (verl's 'rloo'). One token per sequence, the second masked out. */
+  const float rewards[4] = {1, 4, 0, 1};
+  const int32_t ids[4] = {7, 2, 7, 7};
+  const uint8_t mask[5] = {1, 1, 1, 0, 1};
+  const int32_t offsets[5] = {0, 1, 2, 4, 5};
+  float advantages[5], returns[5];
+  tirl_advantages_inputs in;
+  memset(&in, 0, sizeof in);
+  in.rewards = rewards;
+  in.mask = mask;
+  in.seq_offsets = offsets;
+  in.group_ids = ids;
+  tirl_advantages_options options = tirl_advantages_options_default();
+  options.estimator = TIRL_ADV_RLOO;
+  tirl_status s = tirl_advantages(&in, 5, 4, &options, advantages, returns, tirl_cpu());
+  CHECK(s == TIRL_OK, "advantages status %d: %s", (int)s, tirl_last_error());
+  CHECK(fabsf(advantages[0] - 0.5f) < 1e-6f && advantages[1] == 4.0f && fabsf(advantages[2] + 1.0f) < 1e-6f &&
+            advantages[3] == 0.0f && fabsf(advantages[4] - 0.5f) < 1e-6f && returns[4] == advantages[4],
+        "rloo %f %f %f %f %f", advantages[0], advantages[1], advantages[2], advantages[3], advantages[4]);
+  /* An array the estimator does not read, a missing one, and an unknown estimator. */
+  const float values[5] = {0, 0, 0, 0, 0};
+  in.values = values;
+  CHECK(tirl_advantages(&in, 5, 4, &options, advantages, NULL, tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT &&
+            strstr(tirl_last_error(), "values") != NULL,
+        "values accepted by rloo: %s", tirl_last_error());
+  in.values = NULL;
+  options.estimator = TIRL_ADV_GAE;
+  in.group_ids = NULL;
+  CHECK(tirl_advantages(&in, 5, 4, &options, advantages, NULL, tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT &&
+            strstr(tirl_last_error(), "values") != NULL,
+        "gae without values: %s", tirl_last_error());
+  options.estimator = (tirl_advantage_estimator)12;
+  CHECK(tirl_advantages(&in, 5, 4, &options, advantages, NULL, tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT,
+        "estimator 12 accepted");
+  CHECK(tirl_advantages(NULL, 5, 4, &options, advantages, NULL, tirl_cpu()) == TIRL_ERROR_INVALID_ARGUMENT,
+        "NULL inputs accepted");
+}
+
 static void test_dpo_loss(void) {
   /* Margin 0: sigmoid DPO loss log 2, gradient -beta / 2 per pair (mean over 2 pairs). */
   const float zeros[2] = {0, 0};
@@ -379,6 +419,7 @@ int main(void) {
   test_threads_deterministic();
   test_cuda();
   test_group_advantages();
+  test_advantages();
   test_dpo_loss();
   test_sequence_logprobs();
   test_rollout_correction();

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import type { KlEstimator, PolicyLoss, PpoAggregation, PpoLossOptions, RolloutCorrectionOptions, RolloutRejectionOption } from '../../lib/index.js';
 import { finiteDifferenceGradient as dpoGradient, referenceLoss as dpoReference, referenceRewards } from '../reference/dpo_loss.js';
 import { reference as feedbackReference } from '../reference/feedback_mask.js';
+import { reference as advantagesReference, type Estimator, type ReferenceInputs } from '../reference/advantages.js';
 import { reference as groupReference } from '../reference/group_advantages.js';
 import { policyFiniteDifference as ppoGradient, policyReference as ppoReference } from '../reference/policy_loss.js';
 import { rolloutCorrectionReference } from '../../benchmarks/peers/rollout_correction.js';
@@ -18,6 +19,7 @@ import { assertClose, Random } from '../support.js';
 export const OP_NAMES = [
   'ppoLoss',
   'groupAdvantages',
+  'advantages',
   'dpoLoss',
   'feedbackMask',
   'sequenceLogprobs',
@@ -287,6 +289,91 @@ const groupAdvantages: OpSpec = {
     const want = groupReference(rewards, ids, (options.scaleByStd as boolean | undefined) ?? true, (options.epsilon as number | undefined) ?? 1e-6);
     assert.ok(result instanceof Float32Array, 'a Float32Array');
     assertClose(result, want, { label: 'advantages' });
+  },
+};
+
+const ADVANTAGE_ESTIMATORS: readonly Estimator[] = [
+  'grpo', 'grpo_passk', 'gdpo', 'rloo', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline',
+  'remax', 'opo', 'gpg', 'gae', 'optimal_token_baseline', 'tir_optimal_token_baseline',
+];
+const UNGROUPED_ESTIMATORS: readonly Estimator[] = ['reinforce_plus_plus', 'remax', 'gae'];
+
+const advantages: OpSpec = {
+  name: 'advantages',
+  arguments: [
+    { name: 'estimator', kind: 'choice', choices: ADVANTAGE_ESTIMATORS },
+    { name: 'rewards', kind: 'f32' },
+    { name: 'tokenRewards', kind: 'f32' },
+    { name: 'mask', kind: 'u8', required: true },
+    { name: 'seqOffsets', kind: 'i32', required: true },
+    { name: 'groupIds', kind: 'i32' },
+    { name: 'groupSize', kind: 'integer' },
+    { name: 'normAdvByStdInGrpo', kind: 'boolean' },
+    { name: 'epsilon', kind: 'number' },
+    { name: 'rewardWeights', kind: 'f32' },
+    { name: 'gamma', kind: 'number' },
+    { name: 'lam', kind: 'number' },
+    { name: 'values', kind: 'f32' },
+    { name: 'rewardBaselines', kind: 'f32' },
+    { name: 'fNorm', kind: 'number' },
+    { name: 'oldLogp', kind: 'f32' },
+    { name: 'sumPiSquared', kind: 'f32' },
+    { name: 'rolloutIsWeights', kind: 'f32' },
+    { name: 'handleZeroTail', kind: 'boolean' },
+    { name: 'withReturns', kind: 'boolean' },
+  ],
+  outMembers: { advantages: 'f32', returns: 'f32' },
+  build(rng) {
+    const estimator = rng.pick(ADVANTAGE_ESTIMATORS);
+    const groupSize = rng.int(1, 9);
+    const b = size(rng, 12, 400) * groupSize;
+    const seqOffsets = offsets(rng, b, [1, 4, 16, 200]);
+    const n = seqOffsets[b]!;
+    const o: Options = { estimator, mask: rng.mask(n, 0.8), seqOffsets };
+    const keys = estimator === 'gdpo' ? rng.int(1, 4) : 1;
+    if (rng.next() < 0.5 || keys > 1) o.rewards = poison(rng, Float32Array.from({ length: keys * b }, () => (rng.next() < 0.5 ? Math.round(rng.next()) : rng.normal())));
+    else o.tokenRewards = poison(rng, Float32Array.from({ length: n }, () => (rng.next() < 0.2 ? rng.normal() : 0)));
+    if (!UNGROUPED_ESTIMATORS.includes(estimator)) {
+      if (rng.next() < 0.3) o.groupSize = groupSize;
+      else {
+        const pool = Int32Array.from({ length: Math.max(1, b >> 1) }, () => rng.int(-(2 ** 31), 2 ** 31 - 1));
+        o.groupIds = Int32Array.from({ length: b }, () => pool[rng.int(0, pool.length)]!);
+      }
+    }
+    if (['grpo', 'grpo_passk', 'gdpo'].includes(estimator)) {
+      if (rng.next() < 0.3) o.normAdvByStdInGrpo = rng.next() < 0.5;
+      if (rng.next() < 0.3) o.epsilon = rng.pick([0, 1e-6, 0.5]);
+    }
+    if (estimator === 'gdpo' && rng.next() < 0.5) o.rewardWeights = rng.normals(keys);
+    if (estimator === 'gae' || estimator === 'reinforce_plus_plus') o.gamma = rng.pick([0, 0.9, 1]);
+    if (estimator === 'gae') {
+      o.lam = rng.pick([0, 0.95, 1]);
+      o.values = rng.normals(n);
+    }
+    if (estimator === 'remax') o.rewardBaselines = rng.normals(b);
+    if (estimator === 'gpg' && rng.next() < 0.5) o.fNorm = rng.pick([0.5, 1, 3]);
+    if (estimator.endsWith('optimal_token_baseline')) {
+      const oldLogp = Float32Array.from({ length: n }, () => Math.log(rng.uniform(0.01, 1)));
+      o.oldLogp = oldLogp;
+      o.sumPiSquared = Float32Array.from(oldLogp, (lp) => Math.exp(2 * lp) + rng.uniform(0, 1 - Math.exp(2 * lp)));
+      if (rng.next() < 0.5) o.rolloutIsWeights = rng.floats(n, 0.5, 2);
+      if (rng.next() < 0.3) o.handleZeroTail = rng.next() < 0.5;
+      if (rng.next() < 0.3) o.epsilon = rng.pick([0, 1e-8, 0.5]);
+    }
+    if (rng.next() < 0.5) o.withReturns = true;
+    if (rng.next() < 0.3) o.out = { advantages: new Float32Array(n).fill(NaN), ...(o.withReturns ? { returns: new Float32Array(n).fill(NaN) } : {}) };
+    return o;
+  },
+  check(options, result) {
+    const seqOffsets = options.seqOffsets as Int32Array;
+    const groupIds = (options.groupIds as Int32Array | undefined) ??
+      (options.groupSize === undefined ? undefined : Int32Array.from({ length: seqOffsets.length - 1 }, (_, i) => Math.floor(i / (options.groupSize as number))));
+    const want = advantagesReference({ ...(options as unknown as ReferenceInputs), estimator: (options.estimator as Estimator | undefined) ?? 'grpo', groupIds });
+    const got = result as { advantages: Float32Array; returns?: Float32Array };
+    assert.ok(got.advantages instanceof Float32Array, 'advantages: a Float32Array');
+    assertClose(got.advantages, want.advantages, { rtol: 2e-5, atol: 2e-5 + 1e-6 * want.magnitude, label: 'advantages' });
+    if (options.withReturns) assertClose(got.returns!, want.returns, { rtol: 2e-5, atol: 2e-5, label: 'returns' });
+    else assert.equal(got.returns, undefined, 'no returns');
   },
 };
 
@@ -611,6 +698,7 @@ const rolloutCorrection: OpSpec = {
 export const OPS: Readonly<Record<OpName, OpSpec>> = {
   ppoLoss,
   groupAdvantages,
+  advantages,
   dpoLoss,
   feedbackMask,
   sequenceLogprobs,

@@ -1,6 +1,6 @@
 import { Role } from '../../lib/index.js';
 
-/** Independent reference of feedbackMask: the rule of MATH.md, token by token (shared by the op test and the fuzzer). */
+/** Independent reference of feedbackMask: the rule of MATH.md, token by token (shared by the op test, the fuzzer and `tirl bench`). */
 export function reference(roles: Uint8Array, seqOffsets: Int32Array, keep?: Uint8Array) {
   const b = seqOffsets.length - 1;
   const mask = new Uint8Array(roles.length);

@@ -1,4 +1,4 @@
-/** Independent float64 references of sequenceLogprobs and its backward, shared by the op test and the fuzzer. */
+/** Independent float64 references of sequenceLogprobs and its backward, shared by the op test, the fuzzer and `tirl bench`. */
 
 /** Independent float64 reference: masked sum (or mean) per sequence, as MATH.md defines |y_i|. */
 export function reference(logp: ArrayLike<number>, mask: Uint8Array, seqOffsets: Int32Array, average: boolean): Float64Array {
@@ -39,7 +39,8 @@ export function finiteDifferenceBackward(logp: Float32Array, mask: Uint8Array, s
 export function referenceBackward(gradSeq: ArrayLike<number>, mask: Uint8Array, seqOffsets: Int32Array, average: boolean): Float64Array {
   const grad = new Float64Array(mask.length);
   for (let i = 0; i + 1 < seqOffsets.length; i++) {
-    const count = mask.subarray(seqOffsets[i], seqOffsets[i + 1]).reduce((s, m) => s + (m ? 1 : 0), 0);
+    let count = 0;
+    for (let t = seqOffsets[i]; t < seqOffsets[i + 1]; t++) if (mask[t]) count++;
     for (let t = seqOffsets[i]; t < seqOffsets[i + 1]; t++) {
       grad[t] = mask[t] ? (average ? gradSeq[i] / count : gradSeq[i]) : 0;
     }

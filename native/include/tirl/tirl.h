@@ -212,6 +212,77 @@ TIRL_API tirl_status tirl_group_advantages(const float* rewards, int64_t num_rew
                                            const tirl_group_advantages_options* options,
                                            float* advantages, tirl_device device);
 
+/* ---------------------------------------------------------------- advantages */
+
+/* verl's advantage estimators, by their registry keys (verl/trainer/ppo/core_algos.py). */
+typedef enum tirl_advantage_estimator TIRL_ENUM_BASE {
+  TIRL_ADV_GRPO = 0,                        /* "grpo" */
+  TIRL_ADV_GRPO_PASSK = 1,                  /* "grpo_passk" */
+  TIRL_ADV_GDPO = 2,                        /* "gdpo" */
+  TIRL_ADV_RLOO = 3,                        /* "rloo" */
+  TIRL_ADV_REINFORCE_PLUS_PLUS = 4,         /* "reinforce_plus_plus" */
+  TIRL_ADV_REINFORCE_PLUS_PLUS_BASELINE = 5,/* "reinforce_plus_plus_baseline" */
+  TIRL_ADV_REMAX = 6,                       /* "remax" */
+  TIRL_ADV_OPO = 7,                         /* "opo" */
+  TIRL_ADV_GPG = 8,                         /* "gpg" */
+  TIRL_ADV_GAE = 9,                         /* "gae" */
+  TIRL_ADV_OPTIMAL_TOKEN_BASELINE = 10,     /* "optimal_token_baseline" */
+  TIRL_ADV_TIR_OPTIMAL_TOKEN_BASELINE = 11  /* "tir_optimal_token_baseline" */
+} tirl_advantage_estimator;
+
+typedef struct tirl_advantages_options {
+  tirl_advantage_estimator estimator; /* TIRL_ADV_GRPO */
+  int32_t norm_adv_by_std;  /* 1; grpo, grpo_passk, gdpo: divide by the group std (0 = Dr.GRPO) */
+  double epsilon;           /* -1 = the estimator's default: 1e-8 for the optimal-token
+                               baselines, 1e-6 otherwise; else finite and >= 0 */
+  double gamma;             /* 1; reinforce_plus_plus, gae: discount in [0, 1] */
+  double lam;               /* 1; gae: lambda in [0, 1] */
+  double f_norm;            /* 1; gpg: divisor, finite and > 0 */
+  int32_t handle_zero_tail; /* 1; optimal-token baselines: see tirl_advantages */
+  int64_t num_reward_keys;  /* 1; gdpo: K reward components (rewards holds K * num_seqs) */
+  int64_t group_size;       /* 0 = groups from group_ids; else contiguous groups of this size */
+} tirl_advantages_options;
+
+/* The arrays an estimator reads; an array it does not read must be NULL. */
+typedef struct tirl_advantages_inputs {
+  const float* rewards;          /* [num_reward_keys * num_seqs] sequence scores (key-major), or NULL */
+  const float* token_rewards;    /* [num_tokens] verl's token_level_rewards, or NULL */
+  const uint8_t* mask;           /* [num_tokens] response (action) mask */
+  const int32_t* seq_offsets;    /* [num_seqs + 1] */
+  const int32_t* group_ids;      /* [num_seqs] any int32, any order; or NULL (group_size) */
+  const float* values;           /* gae: [num_tokens] critic values */
+  const float* reward_baselines; /* remax: [num_seqs] reward of the greedy rollout */
+  const float* old_logp;         /* optimal-token baselines: [num_tokens] */
+  const float* sum_pi_squared;   /* optimal-token baselines: [num_tokens] sum_v pi_v^2 */
+  const float* rollout_is_weights; /* optimal-token baselines: [num_tokens] or NULL */
+  const float* reward_weights;   /* gdpo: [num_reward_keys] or NULL (all 1) */
+} tirl_advantages_inputs;
+
+TIRL_API tirl_advantages_options tirl_advantages_options_default(void);
+
+/*
+ * Advantages (and returns) of one estimator, as verl computes them, over the ragged
+ * layout (formulas: docs/math.md "Advantage estimators").
+ * Rewards: give exactly one of rewards (a score per sequence) and token_rewards (a reward
+ * per token; token_rewards may be NULL only when num_tokens is 0). A sequence's score is
+ * its rewards entry or the sum of its token rewards (all tokens, as verl sums
+ * token_level_rewards); a token-level estimator sees a sequence score as a reward on the
+ * sequence's last masked-in token.
+ * Groups (grpo, grpo_passk, gdpo, rloo, reinforce_plus_plus_baseline, opo, gpg and the
+ * optimal-token baselines): group_ids, or contiguous runs of options->group_size (which
+ * must divide num_seqs); the other estimators take neither.
+ * The optimal-token baselines index a sequence's tokens from its first masked-in token
+ * (optimal_token_baseline, verl's response columns) or count its masked-in tokens only
+ * (tir_optimal_token_baseline, which skips tool feedback as verl does).
+ * advantages: [num_tokens], 0 on masked-out tokens. returns: [num_tokens] or NULL; what
+ * verl returns beside the advantages: the advantages themselves for the outcome
+ * estimators, the discounted returns (reinforce_plus_plus), the reward-to-go (remax and
+ * the optimal-token baselines, on every token), advantages + values before whitening (gae).
+ */
+TIRL_API tirl_status tirl_advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
+                                     int64_t num_seqs, const tirl_advantages_options* options,
+                                     float* advantages, float* returns, tirl_device device);
+
 /* ---------------------------------------------------------------- dpoLoss */
 
 typedef enum tirl_dpo_variant TIRL_ENUM_BASE {

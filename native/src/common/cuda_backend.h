@@ -7,8 +7,10 @@
 // in device memory) is checked where it lives.
 //
 // The core and the CUDA library are built together from one tree, so the CUDA table is
-// versioned only to refuse a stale library left beside a newer core: change
-// TIRL_CUDA_BACKEND_VERSION whenever the struct changes (a line added to ops.def).
+// versioned only to refuse a stale library left beside a newer core. The version is a hash
+// of ops.def's names and signatures (so an op added, removed, moved or changed there changes
+// it by itself) and of TIRL_CUDA_BACKEND_BASE_VERSION, which goes up when the fields before
+// `ops` change.
 #pragma once
 
 #include <stddef.h>
@@ -16,12 +18,31 @@
 
 #include "tirl/tirl.h"
 
-#define TIRL_CUDA_BACKEND_VERSION 3
+#define TIRL_CUDA_BACKEND_BASE_VERSION 2
 #define TIRL_CUDA_BACKEND_SYMBOL "tirl_cuda_backend_v1"
 #define TIRL_CUDA_LIBRARY_NAME "libtirl_cuda.so"
 
 // Strips the parentheses of an ops.def parameter or argument list.
 #define TIRL_EXPAND(...) __VA_ARGS__
+
+namespace tirl {
+
+// 32-bit FNV-1a of `text`, folded into `hash`.
+constexpr uint32_t fnv1a(const char* text, uint32_t hash = 2166136261u) {
+  for (; *text != '\0'; ++text) hash = (hash ^ static_cast<uint8_t>(*text)) * 16777619u;
+  return hash;
+}
+
+// TIRL_CUDA_BACKEND_VERSION: the table's layout as a number (see the top of the file).
+inline constexpr uint32_t kCudaBackendVersion = fnv1a(
+#define TIRL_OP(name, public_name, params, args) #name #params ";"
+#include "ops.def"
+#undef TIRL_OP
+    "", TIRL_CUDA_BACKEND_BASE_VERSION);
+
+}  // namespace tirl
+
+#define TIRL_CUDA_BACKEND_VERSION (::tirl::kCudaBackendVersion)
 
 extern "C" {
 

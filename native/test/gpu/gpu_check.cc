@@ -24,6 +24,7 @@ const Op kOps[] = {
     {"dpoLoss", check_dpo_loss, bench_dpo_loss},
     {"tokenLogprobs", check_token_logprobs, bench_token_logprobs},
     {"rolloutCorrection", check_rollout_correction, bench_rollout_correction},
+    {"advantages", check_advantages, bench_advantages},
 };
 
 // ------------------------------------------------------------------ output

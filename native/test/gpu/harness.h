@@ -293,6 +293,7 @@ TIRL_GPU_CHECK(group_advantages)
 TIRL_GPU_CHECK(dpo_loss)
 TIRL_GPU_CHECK(token_logprobs)
 TIRL_GPU_CHECK(rollout_correction)
+TIRL_GPU_CHECK(advantages)
 #undef TIRL_GPU_CHECK
 
 }  // namespace tirl::gpu_check

@@ -1,0 +1,146 @@
+// advantages on the CPU: the passes of math/advantages.h over fixed chunks of sequences,
+// groups and tokens. Each pass is a sequential loop in a fixed order, so the result does not
+// depend on the thread count and equals the CUDA backend's. The front door
+// (api/advantages.cc) has checked the call and copied the index arrays.
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "common/error.h"
+#include "common/parallel.h"
+#include "cpu/ops.h"
+#include "math/advantages.h"
+
+namespace tirl {
+namespace {
+
+using advantages::Problem;
+using advantages::SequenceSummary;
+
+constexpr int64_t kSeqsPerChunk = 4;
+constexpr int64_t kGroupsPerChunk = 2;
+
+// Sequence indices ordered by group id (stably: members keep their input order), and the
+// start of each group in that order (one past the last at the end). The CUDA backend's
+// stable radix sort gives the same order.
+void order_groups(const int32_t* group_ids, int64_t group_size, int64_t num_seqs,
+                  std::vector<int32_t>& members, std::vector<int64_t>& group_start) {
+  members.resize(static_cast<size_t>(num_seqs));
+  std::iota(members.begin(), members.end(), 0);
+  group_start.clear();
+  if (group_ids != nullptr) {
+    std::stable_sort(members.begin(), members.end(),
+                     [&](int32_t a, int32_t b) { return group_ids[a] < group_ids[b]; });
+    for (int64_t i = 0; i < num_seqs; ++i) {
+      if (i == 0 || group_ids[members[i]] != group_ids[members[i - 1]]) group_start.push_back(i);
+    }
+  } else {
+    for (int64_t i = 0; i < num_seqs; i += group_size) group_start.push_back(i);
+  }
+  group_start.push_back(num_seqs);
+}
+
+void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t* group_ids,
+                    int64_t group_size) {
+  const int64_t num_seqs = p.num_seqs;
+  const tirl_advantage_estimator e = p.estimator;
+  std::vector<SequenceSummary> summary(static_cast<size_t>(num_seqs));
+  auto over_sequences = [&](auto&& per_sequence) {
+    auto body = [&](int64_t chunk) {
+      const int64_t last = std::min(num_seqs, (chunk + 1) * kSeqsPerChunk);
+      for (int64_t s = chunk * kSeqsPerChunk; s < last; ++s) per_sequence(s);
+    };
+    parallel_for(chunk_count(num_seqs, kSeqsPerChunk), body);
+  };
+  over_sequences([&](int64_t s) {
+    summary[s] = advantages::summarize(p, s, seq_offsets[s], seq_offsets[s + 1]);
+  });
+
+  std::vector<int32_t> members;
+  std::vector<int64_t> group_start;
+  auto over_groups = [&](auto&& per_group) {
+    const int64_t num_groups = static_cast<int64_t>(group_start.size()) - 1;
+    auto body = [&](int64_t chunk) {
+      const int64_t last = std::min(num_groups, (chunk + 1) * kGroupsPerChunk);
+      for (int64_t g = chunk * kGroupsPerChunk; g < last; ++g) {
+        const int32_t* first = members.data() + group_start[g];
+        per_group([first](int64_t j) { return static_cast<int64_t>(first[j]); },
+                  group_start[g + 1] - group_start[g]);
+      }
+    };
+    parallel_for(chunk_count(num_groups, kGroupsPerChunk), body);
+  };
+  if (advantages::is_grouped(e)) order_groups(group_ids, group_size, num_seqs, members, group_start);
+
+  std::vector<double> seq_adv;
+  if (advantages::is_outcome(e)) {
+    double alpha = 1.0;
+    if (e == TIRL_ADV_GPG) {
+      int64_t nonzero = 0;
+      for (const SequenceSummary& q : summary) nonzero += q.score != 0.0;
+      alpha = advantages::gpg_alpha(num_seqs, nonzero);
+    }
+    seq_adv.resize(static_cast<size_t>(num_seqs));
+    over_groups([&](auto member, int64_t count) {
+      advantages::outcome_group(p, summary.data(), member, count, alpha, seq_adv.data());
+    });
+  }
+  over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
+
+  if (advantages::is_token_baseline(e)) {
+    std::vector<double> numerator(static_cast<size_t>(p.num_tokens));
+    std::vector<double> denominator(static_cast<size_t>(p.num_tokens));
+    over_groups([&](auto member, int64_t count) {
+      advantages::token_baseline_group(p, summary.data(), member, count, numerator.data(),
+                                       denominator.data());
+    });
+  }
+
+  if (advantages::is_whitened(e)) {
+    constexpr int64_t kChunk = advantages::kTokensPerChunk;
+    const int64_t chunks = chunk_count(p.num_tokens, kChunk);
+    std::vector<double> sums(static_cast<size_t>(chunks));
+    std::vector<int64_t> counts(static_cast<size_t>(chunks));
+    auto sum_body = [&](int64_t c) {
+      advantages::masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c],
+                             &counts[c]);
+    };
+    parallel_for(chunks, sum_body);
+    double sum = 0.0;
+    int64_t count = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sum += sums[c];
+      count += counts[c];
+    }
+    const double mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
+    auto squares_body = [&](int64_t c) {
+      sums[c] = advantages::masked_squared_deviations(p, c * kChunk,
+                                                      std::min(p.num_tokens, (c + 1) * kChunk), mean);
+    };
+    parallel_for(chunks, squares_body);
+    double squares = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) squares += sums[c];
+    const double inverse_std = advantages::whiten_inverse_std(count, squares);
+    auto whiten_body = [&](int64_t c) {
+      advantages::whiten(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean, inverse_std);
+    };
+    parallel_for(chunks, whiten_body);
+  }
+}
+
+}  // namespace
+}  // namespace tirl
+
+namespace tirl::cpu {
+
+tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens, int64_t num_seqs,
+                       const tirl_advantages_options* options, float* advantages_out,
+                       float* returns, tirl_device) {
+  advantages_cpu(advantages::make_problem(*inputs, num_tokens, num_seqs, *options, advantages_out,
+                                          returns),
+                 inputs->seq_offsets, inputs->group_ids, options->group_size);
+  return ok();
+}
+
+}  // namespace tirl::cpu

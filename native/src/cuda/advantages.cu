@@ -1,0 +1,241 @@
+// advantages on the GPU: the passes of math/advantages.h, each call run by one thread (a
+// sequence, a group, a chunk of tokens), in the CPU backend's order. Groups come from a
+// stable radix sort of (id, index) pairs: groups by id, members in input order, as the CPU
+// orders them, so the two backends give the same bits. The offsets are checked on the
+// device first; the call then synchronises once more at the end (its scratch is freed in
+// stream order, and waiting keeps its errors in this call).
+#include <cub/device/device_radix_sort.cuh>
+
+#include <climits>
+#include <string>
+
+#include "cuda/common.cuh"
+#include "cuda/ops.h"
+#include "cuda/reduce.cuh"
+#include "math/advantages.h"
+
+namespace tirl::cuda {
+namespace {
+
+using advantages::Problem;
+using advantages::SequenceSummary;
+
+constexpr const char* kOp = "advantages";
+constexpr int kThreads = 256;
+
+// Strides over [0, n) with the whole grid.
+#define TIRL_GRID_LOOP(i, n)                                                                   \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);      \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void iota_kernel(int32_t* values, int64_t n) {
+  TIRL_GRID_LOOP(i, n) values[i] = static_cast<int32_t>(i);
+}
+
+__global__ void check_kernel(const int32_t* seq_offsets, int64_t num_seqs, OffsetsReport* report) {
+  check_offsets(seq_offsets, num_seqs, report);
+}
+
+__global__ void summarize_kernel(Problem p, const int32_t* __restrict__ seq_offsets,
+                                 SequenceSummary* __restrict__ summary,
+                                 unsigned long long* __restrict__ nonzero) {
+  TIRL_GRID_LOOP(s, p.num_seqs) {
+    const TokenRange r = sequence_tokens(seq_offsets, s, p.num_tokens);
+    summary[s] = advantages::summarize(p, s, r.begin, r.end);
+    if (summary[s].score != 0.0) atomicAdd(nonzero, 1ull);  // gpg's count: exact in any order
+  }
+}
+
+// The group starting at position i of the ordering, if one does: its member count.
+// ids: sorted ids (null: contiguous groups of group_size).
+__device__ int64_t group_at(const int32_t* ids, int64_t num_seqs, int64_t group_size, int64_t i) {
+  if (ids == nullptr) return i % group_size == 0 ? group_size : 0;
+  if (i > 0 && ids[i] == ids[i - 1]) return 0;
+  int64_t end = i + 1;
+  while (end < num_seqs && ids[end] == ids[i]) ++end;
+  return end - i;
+}
+
+__global__ void outcome_kernel(Problem p, const SequenceSummary* __restrict__ summary,
+                               const int32_t* __restrict__ ids, const int32_t* __restrict__ order,
+                               int64_t group_size, const unsigned long long* __restrict__ nonzero,
+                               double* __restrict__ seq_adv) {
+  const double alpha = advantages::gpg_alpha(p.num_seqs, static_cast<int64_t>(*nonzero));
+  TIRL_GRID_LOOP(i, p.num_seqs) {
+    const int64_t count = group_at(ids, p.num_seqs, group_size, i);
+    if (count == 0) continue;
+    auto member = [=](int64_t j) { return order != nullptr ? static_cast<int64_t>(order[i + j]) : i + j; };
+    advantages::outcome_group(p, summary, member, count, alpha, seq_adv);
+  }
+}
+
+__global__ void token_kernel(Problem p, const SequenceSummary* __restrict__ summary,
+                             const double* __restrict__ seq_adv) {
+  TIRL_GRID_LOOP(s, p.num_seqs) advantages::token_pass(p, summary[s], s, seq_adv);
+}
+
+__global__ void token_baseline_kernel(Problem p, const SequenceSummary* __restrict__ summary,
+                                      const int32_t* __restrict__ ids,
+                                      const int32_t* __restrict__ order, int64_t group_size,
+                                      double* numerator, double* denominator) {
+  TIRL_GRID_LOOP(i, p.num_seqs) {
+    const int64_t count = group_at(ids, p.num_seqs, group_size, i);
+    if (count == 0) continue;
+    auto member = [=](int64_t j) { return order != nullptr ? static_cast<int64_t>(order[i + j]) : i + j; };
+    advantages::token_baseline_group(p, summary, member, count, numerator, denominator);
+  }
+}
+
+// Whitening: per-chunk partial sums, combined in chunk order by one thread, as on the CPU.
+__global__ void sum_kernel(Problem p, double* __restrict__ sums, long long* __restrict__ counts) {
+  constexpr int64_t kChunk = advantages::kTokensPerChunk;
+  TIRL_GRID_LOOP(c, (p.num_tokens + kChunk - 1) / kChunk) {
+    const int64_t last = (c + 1) * kChunk < p.num_tokens ? (c + 1) * kChunk : p.num_tokens;
+    int64_t count = 0;
+    advantages::masked_sum(p, c * kChunk, last, &sums[c], &count);
+    counts[c] = count;
+  }
+}
+
+__global__ void squares_kernel(Problem p, const double* __restrict__ stats, double* __restrict__ sums) {
+  constexpr int64_t kChunk = advantages::kTokensPerChunk;
+  TIRL_GRID_LOOP(c, (p.num_tokens + kChunk - 1) / kChunk) {
+    const int64_t last = (c + 1) * kChunk < p.num_tokens ? (c + 1) * kChunk : p.num_tokens;
+    sums[c] = advantages::masked_squared_deviations(p, c * kChunk, last, stats[0]);
+  }
+}
+
+// stats[0] = mean, stats[1] = inverse std; stats[2] holds the count between the two calls.
+__global__ void combine_kernel(int64_t chunks, const double* sums, const long long* counts,
+                               double* stats, bool squares) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  double total = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) total += sums[c];
+  if (!squares) {
+    long long count = 0;
+    for (int64_t c = 0; c < chunks; ++c) count += counts[c];
+    stats[0] = count > 0 ? total / static_cast<double>(count) : 0.0;
+    stats[2] = static_cast<double>(count);
+  } else {
+    stats[1] = advantages::whiten_inverse_std(static_cast<int64_t>(stats[2]), total);
+  }
+}
+
+__global__ void whiten_kernel(Problem p, const double* __restrict__ stats) {
+  TIRL_GRID_LOOP(t, p.num_tokens) advantages::whiten(p, t, t + 1, stats[0], stats[1]);
+}
+
+// Byte offsets of the call's scratch arrays, each 256-byte aligned.
+struct Layout {
+  size_t bytes = 0;
+  size_t add(size_t size) {
+    const size_t at = bytes;
+    bytes += (size + 255) / 256 * 256;
+    return at;
+  }
+};
+
+}  // namespace
+
+tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens, int64_t num_seqs,
+                       const tirl_advantages_options* options, float* advantages_out,
+                       float* returns, tirl_device device) {
+  return guarded([&]() -> tirl_status {
+    DeviceScope scope(device);
+    TIRL_CUDA_TRY(kOp, scope.enter());
+    cudaStream_t stream = stream_of(device);
+    const tirl_advantages_inputs& in = *inputs;
+    const tirl_advantages_options& o = *options;
+    const tirl_advantage_estimator e = o.estimator;
+    const Problem p = advantages::make_problem(in, num_tokens, num_seqs, o, advantages_out, returns);
+    const bool grouped = advantages::is_grouped(e) && num_seqs > 0;
+    const bool sorted = grouped && in.group_ids != nullptr;
+    const int n = static_cast<int>(num_seqs);  // the core caps num_seqs below 2^31 - 1
+    size_t sort_bytes = 0;
+    if (sorted) {
+      TIRL_CUDA_TRY(kOp, cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, in.group_ids,
+                                                         static_cast<int32_t*>(nullptr),
+                                                         static_cast<const int32_t*>(nullptr),
+                                                         static_cast<int32_t*>(nullptr), n, 0, 32,
+                                                         stream));
+    }
+    const int64_t chunks = (num_tokens + advantages::kTokensPerChunk - 1) / advantages::kTokensPerChunk;
+    const bool token_baseline = advantages::is_token_baseline(e);
+    Layout layout;
+    const size_t at_report = layout.add(sizeof(OffsetsReport));
+    const size_t at_nonzero = layout.add(sizeof(unsigned long long));
+    const size_t at_summary = layout.add(sizeof(SequenceSummary) * num_seqs);
+    const size_t at_seq_adv = layout.add(sizeof(double) * num_seqs);
+    const size_t at_index = layout.add(sorted ? sizeof(int32_t) * num_seqs : 0);
+    const size_t at_ids = layout.add(sorted ? sizeof(int32_t) * num_seqs : 0);
+    const size_t at_order = layout.add(sorted ? sizeof(int32_t) * num_seqs : 0);
+    const size_t at_sort = layout.add(sort_bytes);
+    const size_t at_numerator = layout.add(token_baseline ? sizeof(double) * num_tokens : 0);
+    const size_t at_denominator = layout.add(token_baseline ? sizeof(double) * num_tokens : 0);
+    const size_t at_sums = layout.add(sizeof(double) * chunks);
+    const size_t at_counts = layout.add(sizeof(long long) * chunks);
+    const size_t at_stats = layout.add(3 * sizeof(double));
+    Scratch scratch(stream);
+    TIRL_CUDA_TRY(kOp, scratch.allocate(layout.bytes));
+    char* base = scratch.as<char>();
+    auto* report = reinterpret_cast<OffsetsReport*>(base + at_report);
+    auto* nonzero = reinterpret_cast<unsigned long long*>(base + at_nonzero);
+    auto* summary = reinterpret_cast<SequenceSummary*>(base + at_summary);
+    auto* seq_adv = reinterpret_cast<double*>(base + at_seq_adv);
+    auto* index = reinterpret_cast<int32_t*>(base + at_index);
+    auto* sorted_ids = reinterpret_cast<int32_t*>(base + at_ids);
+    auto* order = reinterpret_cast<int32_t*>(base + at_order);
+    auto* numerator = reinterpret_cast<double*>(base + at_numerator);
+    auto* denominator = reinterpret_cast<double*>(base + at_denominator);
+    auto* sums = reinterpret_cast<double*>(base + at_sums);
+    auto* counts = reinterpret_cast<long long*>(base + at_counts);
+    auto* stats = reinterpret_cast<double*>(base + at_stats);
+
+    // The offsets first: nothing indexes with them before they are known good.
+    TIRL_CUDA_TRY(kOp, cudaMemsetAsync(report, 0xff, sizeof(OffsetsReport), stream));
+    check_kernel<<<blocks_for(num_seqs, kThreads), kThreads, 0, stream>>>(in.seq_offsets, num_seqs, report);
+    TIRL_CUDA_TRY(kOp, cudaGetLastError());
+    OffsetsReport host;
+    TIRL_CUDA_TRY(kOp, cudaMemcpyAsync(&host, report, sizeof host, cudaMemcpyDeviceToHost, stream));
+    TIRL_CUDA_TRY(kOp, cudaStreamSynchronize(stream));
+    if (tirl_status s = offsets_error(kOp, host, in.seq_offsets, num_tokens)) return s;
+
+    const unsigned seq_blocks = blocks_for(num_seqs, kThreads);
+    TIRL_CUDA_TRY(kOp, cudaMemsetAsync(nonzero, 0, sizeof(unsigned long long), stream));
+    summarize_kernel<<<seq_blocks, kThreads, 0, stream>>>(p, in.seq_offsets, summary, nonzero);
+    TIRL_CUDA_TRY(kOp, cudaGetLastError());
+    if (sorted) {
+      iota_kernel<<<seq_blocks, kThreads, 0, stream>>>(index, num_seqs);
+      TIRL_CUDA_TRY(kOp, cudaGetLastError());
+      TIRL_CUDA_TRY(kOp, cub::DeviceRadixSort::SortPairs(base + at_sort, sort_bytes, in.group_ids,
+                                                         sorted_ids, index, order, n, 0, 32, stream));
+    }
+    const int32_t* ids = sorted ? sorted_ids : nullptr;
+    const int32_t* members = sorted ? order : nullptr;
+    if (grouped && advantages::is_outcome(e)) {
+      outcome_kernel<<<seq_blocks, kThreads, 0, stream>>>(p, summary, ids, members, o.group_size,
+                                                           nonzero, seq_adv);
+      TIRL_CUDA_TRY(kOp, cudaGetLastError());
+    }
+    token_kernel<<<seq_blocks, kThreads, 0, stream>>>(p, summary, seq_adv);
+    TIRL_CUDA_TRY(kOp, cudaGetLastError());
+    if (grouped && token_baseline) {
+      token_baseline_kernel<<<seq_blocks, kThreads, 0, stream>>>(p, summary, ids, members,
+                                                                 o.group_size, numerator, denominator);
+      TIRL_CUDA_TRY(kOp, cudaGetLastError());
+    }
+    if (advantages::is_whitened(e) && num_tokens > 0) {
+      const unsigned chunk_blocks = blocks_for(chunks, kThreads);
+      sum_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, sums, counts);
+      combine_kernel<<<1, 1, 0, stream>>>(chunks, sums, counts, stats, false);
+      squares_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, stats, sums);
+      combine_kernel<<<1, 1, 0, stream>>>(chunks, sums, counts, stats, true);
+      whiten_kernel<<<blocks_for(num_tokens, kThreads), kThreads, 0, stream>>>(p, stats);
+      TIRL_CUDA_TRY(kOp, cudaGetLastError());
+    }
+    TIRL_CUDA_TRY(kOp, cudaStreamSynchronize(stream));
+    return ok();
+  });
+}
+
+}  // namespace tirl::cuda

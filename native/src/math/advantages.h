@@ -1,0 +1,439 @@
+// Advantage estimators (docs/math.md "Advantage estimators"), with verl's conventions
+// (verl/trainer/ppo/core_algos.py). Both backends run these functions unchanged: one call
+// per sequence, per group or per chunk of tokens, each a sequential loop in a fixed order
+// with sums in double, so the CPU and the CUDA results are bitwise identical and do not
+// depend on the thread count. The backends only decide who runs which call.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "math/common.h"
+#include "math/group_advantages.h"
+#include "tirl/tirl.h"
+
+namespace tirl::advantages {
+
+// One call's arrays (in the memory of its device) and resolved options.
+struct Problem {
+  const float* rewards;        // [num_reward_keys * num_seqs] or null (token_rewards)
+  const float* token_rewards;  // [num_tokens] or null (rewards)
+  const uint8_t* mask;
+  const float* values;
+  const float* reward_baselines;
+  const float* old_logp;
+  const float* sum_pi_squared;
+  const float* rollout_is_weights;
+  const float* reward_weights;
+  int64_t num_tokens, num_seqs, num_reward_keys;
+  tirl_advantage_estimator estimator;
+  bool norm_adv_by_std, handle_zero_tail;
+  double epsilon, gamma, lam, f_norm;
+  float* advantages;
+  float* returns;  // or null
+};
+
+// Tokens at or past this many per chunk are whitened chunk by chunk (fixed boundaries).
+constexpr int64_t kTokensPerChunk = 4096;
+// verl's masked_whiten adds this to the variance.
+constexpr double kWhitenEpsilon = 1e-8;
+
+TIRL_HD inline double default_epsilon(tirl_advantage_estimator e) {
+  return e == TIRL_ADV_OPTIMAL_TOKEN_BASELINE || e == TIRL_ADV_TIR_OPTIMAL_TOKEN_BASELINE ? 1e-8
+                                                                                          : 1e-6;
+}
+
+// A scalar advantage per sequence, broadcast to its masked-in tokens.
+TIRL_HD inline bool is_outcome(tirl_advantage_estimator e) {
+  return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_GDPO ||
+         e == TIRL_ADV_RLOO || e == TIRL_ADV_REINFORCE_PLUS_PLUS_BASELINE || e == TIRL_ADV_OPO ||
+         e == TIRL_ADV_GPG;
+}
+TIRL_HD inline bool is_token_baseline(tirl_advantage_estimator e) {
+  return e == TIRL_ADV_OPTIMAL_TOKEN_BASELINE || e == TIRL_ADV_TIR_OPTIMAL_TOKEN_BASELINE;
+}
+TIRL_HD inline bool is_grouped(tirl_advantage_estimator e) {
+  return is_outcome(e) || is_token_baseline(e);
+}
+// Whitened over all masked-in tokens of the batch at the end (verl's masked_whiten).
+TIRL_HD inline bool is_whitened(tirl_advantage_estimator e) {
+  return e == TIRL_ADV_GAE || e == TIRL_ADV_REINFORCE_PLUS_PLUS ||
+         e == TIRL_ADV_REINFORCE_PLUS_PLUS_BASELINE || e == TIRL_ADV_GDPO;
+}
+
+// What the group and token passes need to know of a sequence.
+struct SequenceSummary {
+  int64_t begin, end;  // its tokens
+  double score;        // its rewards entry, or the sum of its token rewards (all tokens)
+  // Left 0, -1, -1 where reads_mask_summary is false:
+  int64_t length;      // masked-in tokens
+  int64_t first, last; // first and last masked-in token; -1 when there are none
+};
+
+// The outcome estimators other than opo read no mask statistics: their pass skips the scan.
+TIRL_HD inline bool reads_mask_summary(tirl_advantage_estimator e) {
+  return !is_outcome(e) || e == TIRL_ADV_OPO;
+}
+
+TIRL_HD inline SequenceSummary summarize(const Problem& p, int64_t s, int64_t begin, int64_t end) {
+  SequenceSummary q{begin, end, 0.0, 0, -1, -1};
+  if (p.token_rewards != nullptr) {
+    for (int64_t t = begin; t < end; ++t) q.score += p.token_rewards[t];
+  } else if (p.rewards != nullptr) {
+    q.score = p.rewards[s];
+  }
+  if (!reads_mask_summary(p.estimator)) return q;
+  for (int64_t t = begin; t < end; ++t) {
+    if (p.mask[t] == 0) continue;
+    if (q.first < 0) q.first = t;
+    q.last = t;
+    ++q.length;
+  }
+  return q;
+}
+
+// The reward of token t of sequence s: its token reward, or the sequence's score on its last
+// masked-in token.
+TIRL_HD inline double token_reward(const Problem& p, const SequenceSummary& q, int64_t s,
+                                   int64_t t) {
+  if (p.token_rewards != nullptr) return p.token_rewards[t];
+  return t == q.last && p.rewards != nullptr ? static_cast<double>(p.rewards[s]) : 0.0;
+}
+
+// Reward component k of sequence s (gdpo); component 0 is the score.
+TIRL_HD inline double component(const Problem& p, const SequenceSummary* summary, int64_t k,
+                                int64_t s) {
+  return k == 0 ? summary[s].score : static_cast<double>(p.rewards[k * p.num_seqs + s]);
+}
+
+// gpg's alpha: B / max(number of non-zero scores, 1) (a NaN score counts as non-zero).
+TIRL_HD inline double gpg_alpha(int64_t num_seqs, int64_t nonzero) {
+  return static_cast<double>(num_seqs) / static_cast<double>(nonzero > 1 ? nonzero : 1);
+}
+
+// a > b in torch.topk's order, where NaN is the largest.
+TIRL_HD inline bool ranks_above(double a, double b) {
+  return (a != a && b == b) || a > b;
+}
+
+// The group's mean and sum of squared deviations of component k (two passes, member order).
+template <class Member>
+TIRL_HD void group_moments(const Problem& p, const SequenceSummary* summary, Member member,
+                           int64_t count, int64_t k, double* mean, double* squared_deviations) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < count; ++j) sum += component(p, summary, k, member(j));
+  *mean = sum / static_cast<double>(count);
+  double squares = 0.0;
+  for (int64_t j = 0; j < count; ++j) {
+    const double deviation = component(p, summary, k, member(j)) - *mean;
+    squares += deviation * deviation;
+  }
+  *squared_deviations = squares;
+}
+
+// The sequence advantages of one group of an outcome estimator: seq_adv[member(j)] for j
+// in [0, count), members in input order. alpha: gpg_alpha of the batch (gpg only).
+template <class Member>
+TIRL_HD void outcome_group(const Problem& p, const SequenceSummary* summary, Member member,
+                           int64_t count, double alpha, double* seq_adv) {
+  const tirl_advantage_estimator e = p.estimator;
+  double mean = 0.0, squares = 0.0;
+  if (e == TIRL_ADV_GDPO) {
+    // Each component normalised as grpo normalises the score, then weighted and summed.
+    for (int64_t j = 0; j < count; ++j) seq_adv[member(j)] = 0.0;
+    for (int64_t k = 0; k < p.num_reward_keys; ++k) {
+      group_moments(p, summary, member, count, k, &mean, &squares);
+      const GroupScale scale = group_scale(count, mean, squares, p.norm_adv_by_std, p.epsilon);
+      const double weight = p.reward_weights != nullptr ? p.reward_weights[k] : 1.0;
+      for (int64_t j = 0; j < count; ++j) {
+        const int64_t s = member(j);
+        seq_adv[s] += weight * ((component(p, summary, k, s) - scale.mean) * scale.inverse_denominator);
+      }
+    }
+    return;
+  }
+  if (e == TIRL_ADV_GRPO_PASSK) {
+    // Only the best member learns: r_max - r_second_max (verl refuses a group of one; it
+    // has no second, and gets 0 here).
+    for (int64_t j = 0; j < count; ++j) seq_adv[member(j)] = 0.0;
+    if (count < 2) return;
+    int64_t best = 0;
+    for (int64_t j = 1; j < count; ++j) {
+      if (ranks_above(summary[member(j)].score, summary[member(best)].score)) best = j;
+    }
+    int64_t second = best == 0 ? 1 : 0;
+    for (int64_t j = 0; j < count; ++j) {
+      if (j != best && ranks_above(summary[member(j)].score, summary[member(second)].score)) second = j;
+    }
+    double advantage = summary[member(best)].score - summary[member(second)].score;
+    if (p.norm_adv_by_std) {
+      group_moments(p, summary, member, count, 0, &mean, &squares);
+      advantage *= group_scale(count, mean, squares, true, p.epsilon).inverse_denominator;
+    }
+    seq_adv[member(best)] = advantage;
+    return;
+  }
+  if (e == TIRL_ADV_GRPO) {
+    group_moments(p, summary, member, count, 0, &mean, &squares);
+    const GroupScale scale = group_scale(count, mean, squares, p.norm_adv_by_std, p.epsilon);
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t s = member(j);
+      seq_adv[s] = (summary[s].score - scale.mean) * scale.inverse_denominator;
+    }
+    return;
+  }
+  // rloo, reinforce_plus_plus_baseline, opo, gpg: a baseline, none for a group of one.
+  double baseline = 0.0, factor = 1.0;
+  if (count > 1) {
+    if (e == TIRL_ADV_OPO) {
+      // The length-weighted mean score.
+      double weighted = 0.0, total_length = 0.0;
+      for (int64_t j = 0; j < count; ++j) {
+        const SequenceSummary& q = summary[member(j)];
+        weighted += static_cast<double>(q.length) * q.score;
+        total_length += static_cast<double>(q.length);
+      }
+      baseline = weighted / total_length;
+    } else {
+      group_moments(p, summary, member, count, 0, &mean, &squares);
+      baseline = mean;
+      if (e == TIRL_ADV_RLOO) factor = static_cast<double>(count) / static_cast<double>(count - 1);
+    }
+  }
+  if (e == TIRL_ADV_GPG) factor = alpha / p.f_norm;
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t s = member(j);
+    seq_adv[s] = (summary[s].score - baseline) * factor;
+  }
+}
+
+// The per-token weight of the optimal-token baselines: 1 - 2 pi + sum pi^2, times the
+// squared rollout importance weight when given.
+TIRL_HD inline double path_variance(const Problem& p, int64_t t) {
+  double w = 1.0 - 2.0 * exp(static_cast<double>(p.old_logp[t])) + p.sum_pi_squared[t];
+  if (p.rollout_is_weights != nullptr) {
+    const double rho = p.rollout_is_weights[t];
+    w *= rho * rho;
+  }
+  return w;
+}
+
+// The token pass of sequence s: writes p.advantages (before whitening; for the
+// optimal-token baselines the reward-to-go, which their group pass turns into
+// advantages) and p.returns where they are not the final advantages.
+// seq_adv: the outcome estimators' sequence advantages.
+TIRL_HD inline void token_pass(const Problem& p, const SequenceSummary& q, int64_t s,
+                               const double* seq_adv) {
+  const tirl_advantage_estimator e = p.estimator;
+  float* adv = p.advantages;
+  float* ret = p.returns;
+  if (is_outcome(e)) {
+    const float a = static_cast<float>(seq_adv[s]);
+    for (int64_t t = q.begin; t < q.end; ++t) {
+      adv[t] = p.mask[t] != 0 ? a : 0.0f;
+      if (ret != nullptr && !is_whitened(e)) ret[t] = adv[t];
+    }
+    return;
+  }
+  if (e == TIRL_ADV_REINFORCE_PLUS_PLUS) {
+    // Discounted returns over masked-in tokens; masked-out tokens pass the running return
+    // through unchanged (their own rewards are dropped, as in verl).
+    double running = 0.0;
+    for (int64_t t = q.end - 1; t >= q.begin; --t) {
+      float value = 0.0f;
+      if (p.mask[t] != 0) {
+        running = token_reward(p, q, s, t) + p.gamma * running;
+        value = static_cast<float>(running);
+      }
+      adv[t] = value;
+      if (ret != nullptr) ret[t] = value;
+    }
+    return;
+  }
+  if (e == TIRL_ADV_GAE) {
+    // TD errors and their lambda-return; masked-out tokens carry next value and running
+    // advantage through (verl's "skip values and TD-error on observation tokens").
+    double next_value = 0.0, running = 0.0;
+    for (int64_t t = q.end - 1; t >= q.begin; --t) {
+      const double value = p.values[t];
+      const double delta = token_reward(p, q, s, t) + p.gamma * next_value - value;
+      if (p.mask[t] != 0) {
+        running = delta + p.gamma * p.lam * running;
+        next_value = value;
+      }
+      adv[t] = p.mask[t] != 0 ? static_cast<float>(running) : 0.0f;
+      if (ret != nullptr) ret[t] = static_cast<float>(running + value);
+    }
+    return;
+  }
+  // remax and the optimal-token baselines: the reward-to-go of masked-in rewards, on every token.
+  const double baseline = e == TIRL_ADV_REMAX ? static_cast<double>(p.reward_baselines[s]) : 0.0;
+  double to_go = 0.0;
+  for (int64_t t = q.end - 1; t >= q.begin; --t) {
+    if (p.mask[t] != 0) to_go += token_reward(p, q, s, t);
+    const float g = static_cast<float>(to_go);
+    if (e == TIRL_ADV_REMAX) {
+      adv[t] = p.mask[t] != 0 ? static_cast<float>(to_go - baseline) : 0.0f;
+    } else {
+      adv[t] = g;
+    }
+    if (ret != nullptr) ret[t] = g;
+  }
+}
+
+// The optimal-token baseline of one group, after the token pass left each token's
+// reward-to-go G in p.advantages: per column k, B_k = sum G W / (sum W + epsilon) over the
+// members with a masked-in token at k, W the running sum of path_variance over the
+// member's masked-in tokens; A = G - B on masked-in tokens, 0 elsewhere.
+// numerator, denominator: scratch of num_tokens doubles; the group uses the range of its
+// longest member, which no other group touches.
+template <class Member>
+TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summary, Member member,
+                                  int64_t count, double* numerator, double* denominator) {
+  const bool tir = p.estimator == TIRL_ADV_TIR_OPTIMAL_TOKEN_BASELINE;
+  // tir leaves fully masked members out of the group; the other counts them.
+  auto counts = [&](const SequenceSummary& q) { return !tir || q.length > 0; };
+  // Columns a member spans: from its first masked-in token to its last, or its masked-in count.
+  auto span = [&](const SequenceSummary& q) {
+    return q.length == 0 ? int64_t{0} : tir ? q.length : q.last - q.first + 1;
+  };
+  int64_t members = 0, widest = -1, columns = 0;
+  int64_t longest = -1, longest_count = 0, second_length = 0;
+  for (int64_t j = 0; j < count; ++j) {
+    const SequenceSummary& q = summary[member(j)];
+    if (!counts(q)) continue;
+    ++members;
+    if (span(q) > columns || widest < 0) {
+      columns = span(q);
+      widest = j;
+    }
+    // handle_zero_tail's longest and second-longest lengths (masked-in counts).
+    if (longest < 0 || q.length > summary[member(longest)].length) {
+      if (longest >= 0) second_length = summary[member(longest)].length;
+      longest = j;
+      longest_count = 1;
+    } else if (q.length == summary[member(longest)].length) {
+      ++longest_count;
+      second_length = q.length;
+    } else if (q.length > second_length) {
+      second_length = q.length;
+    }
+  }
+  const bool baseline = members > 1;
+  double* num = nullptr;
+  double* den = nullptr;
+  if (baseline) {
+    num = numerator + summary[member(widest)].begin;
+    den = denominator + summary[member(widest)].begin;
+    for (int64_t k = 0; k < columns; ++k) num[k] = den[k] = 0.0;
+    for (int64_t j = 0; j < count; ++j) {
+      const SequenceSummary& q = summary[member(j)];
+      if (q.length == 0) continue;
+      double path = 0.0;
+      int64_t k = 0;
+      for (int64_t t = q.first; t <= q.last; ++t) {
+        if (p.mask[t] == 0) continue;
+        path += path_variance(p, t);
+        if (!tir) k = t - q.first;
+        num[k] += static_cast<double>(p.advantages[t]) * path;
+        den[k] += path;
+        ++k;
+      }
+    }
+  }
+  const int64_t tail_member =
+      baseline && p.handle_zero_tail && longest_count == 1 &&
+              summary[member(longest)].length > second_length
+          ? longest
+          : -1;
+  for (int64_t j = 0; j < count; ++j) {
+    const SequenceSummary& q = summary[member(j)];
+    int64_t k = 0;
+    for (int64_t t = q.begin; t < q.end; ++t) {
+      if (p.mask[t] == 0) {
+        p.advantages[t] = 0.0f;
+        continue;
+      }
+      if (!tir) k = t - q.first;
+      double b = 0.0;
+      if (baseline && !(j == tail_member && k >= second_length)) {
+        b = num[k] / (den[k] + p.epsilon);
+      }
+      p.advantages[t] = static_cast<float>(static_cast<double>(p.advantages[t]) - b);
+      ++k;
+    }
+  }
+}
+
+// The problem of one call that passed the front door's checks (api/advantages.cc): host
+// code, which both backends share.
+inline Problem make_problem(const tirl_advantages_inputs& in, int64_t num_tokens, int64_t num_seqs,
+                            const tirl_advantages_options& o, float* advantages, float* returns) {
+  return Problem{in.rewards,
+                 num_tokens > 0 ? in.token_rewards : nullptr,
+                 in.mask,
+                 in.values,
+                 in.reward_baselines,
+                 in.old_logp,
+                 in.sum_pi_squared,
+                 in.rollout_is_weights,
+                 in.reward_weights,
+                 num_tokens,
+                 num_seqs,
+                 o.num_reward_keys,
+                 o.estimator,
+                 o.norm_adv_by_std != 0,
+                 o.handle_zero_tail != 0,
+                 o.epsilon < 0 ? default_epsilon(o.estimator) : o.epsilon,
+                 o.gamma,
+                 o.lam,
+                 o.f_norm,
+                 advantages,
+                 returns};
+}
+
+// Whitening statistics: partial sums over tokens [first, last), combined in chunk order.
+TIRL_HD inline void masked_sum(const Problem& p, int64_t first, int64_t last, double* sum,
+                               int64_t* count) {
+  double s = 0.0;
+  int64_t n = 0;
+  for (int64_t t = first; t < last; ++t) {
+    if (p.mask[t] == 0) continue;
+    s += p.advantages[t];
+    ++n;
+  }
+  *sum = s;
+  *count = n;
+}
+TIRL_HD inline double masked_squared_deviations(const Problem& p, int64_t first, int64_t last,
+                                                double mean) {
+  double squares = 0.0;
+  for (int64_t t = first; t < last; ++t) {
+    if (p.mask[t] == 0) continue;
+    const double deviation = static_cast<double>(p.advantages[t]) - mean;
+    squares += deviation * deviation;
+  }
+  return squares;
+}
+// verl's masked_whiten: (x - mean) / sqrt(unbiased variance + 1e-8). One masked-in token
+// (where verl raises) has variance 0.
+TIRL_HD inline double whiten_inverse_std(int64_t count, double squared_deviations) {
+  const double variance =
+      count > 1 ? squared_deviations / static_cast<double>(count - 1) : 0.0;
+  return 1.0 / sqrt(variance + kWhitenEpsilon);
+}
+// Whitens tokens [first, last) in place; masked-out tokens get 0. returns, when the
+// estimator's returns are its advantages, receives them too.
+TIRL_HD inline void whiten(const Problem& p, int64_t first, int64_t last, double mean,
+                           double inverse_std) {
+  const bool copy = p.returns != nullptr && is_outcome(p.estimator);
+  for (int64_t t = first; t < last; ++t) {
+    const float a = p.mask[t] != 0
+                        ? static_cast<float>((static_cast<double>(p.advantages[t]) - mean) * inverse_std)
+                        : 0.0f;
+    p.advantages[t] = a;
+    if (copy) p.returns[t] = a;
+  }
+}
+
+}  // namespace tirl::advantages
