@@ -258,6 +258,43 @@ describe('GRPOTrainer', () => {
   });
 });
 
+describe('GRPOTrainer policy losses', () => {
+  before(async () => {
+    await tf.setBackend('cpu');
+  });
+
+  // Two epochs, so that the second sees ratios away from 1, where the losses differ.
+  async function trainedTable(extra: Partial<GRPOTrainerOptions<Product>>): Promise<Float32Array> {
+    const policy = bigram();
+    const [metrics] = await new GRPOTrainer(trainerOptions(policy, { ppoEpochs: 2, ...extra })).train(1);
+    assert.ok(metrics.trainedTokens > 0 && metrics.gradNorm > 0, `${extra.policyLoss}: nothing trained`);
+    const result = table(policy);
+    policy.dispose();
+    return result;
+  }
+
+  it("trains with the kernel's policy losses, 'ppo' being 'vanilla'", async () => {
+    const vanilla = await trainedTable({ policyLoss: 'vanilla' });
+    assert.deepEqual(await trainedTable({}), vanilla);
+    assert.deepEqual(await trainedTable({ policyLoss: 'ppo' }), vanilla);
+    for (const [policyLoss, policyLossParameters] of [
+      ['sapo', { tauPos: 2, tauNeg: 3 }],
+      ['dro', { droBeta: 0.5 }],
+      ['gpg', {}],
+    ] as const) {
+      const updated = await trainedTable({ policyLoss, policyLossParameters });
+      assert.ok(updated.some((v, i) => v !== vanilla[i]), `${policyLoss} trained exactly as vanilla`);
+    }
+  });
+
+  it('refuses an option the chosen loss does not read, naming it and the loss', async () => {
+    const train = (extra: Partial<GRPOTrainerOptions<Product>>) => new GRPOTrainer(trainerOptions(bigram(), extra)).train(1);
+    await assert.rejects(train({ policyLoss: 'sapo', clipLow: 0.1 }), (e: Error) => e instanceof TypeError && /clipLow/.test(e.message) && /sapo/.test(e.message));
+    await assert.rejects(train({ policyLossParameters: { tauPos: 1 } }), (e: Error) => e instanceof TypeError && /tauPos/.test(e.message));
+    assert.throws(() => new GRPOTrainer(trainerOptions(bigram(), { policyLoss: 'nope' as 'sapo' })), (e: Error) => e instanceof RangeError && /options\.policyLoss/.test(e.message));
+  });
+});
+
 describe('GRPOTrainer options', () => {
   it('rejects malformed options, naming them', () => {
     const base = trainerOptions(bigram());

@@ -75,6 +75,12 @@ export type PolicyLoss =
   | 'reinforce'
   | 'bypass_mode';
 
+/** The policy losses {@link ppoLoss} accepts, in the C enum's order. */
+export const POLICY_LOSSES: readonly PolicyLoss[] = [
+  'vanilla', 'gspo', 'dppo_tv', 'dppo_kl', 'sapo', 'gpg', 'clip_cov', 'kl_cov', 'geo_mean', 'dro',
+  'cispo', 'reinforce', 'bypass_mode',
+];
+
 export interface PpoLossOptions {
   /** Log-probs of the sampled tokens under the current policy, `[N]`: the gradient is taken with respect to these. */
   logp: Float32Array;

@@ -19,15 +19,37 @@ import {
   type PpoAggregation,
   type PpoLossOptions,
   type PpoLossResult,
+  type PolicyLoss,
+  POLICY_LOSSES,
 } from '../kernels/index.js';
-import { checkNumber, rangeError } from '../check.js';
+import { checkNumber, rangeError, typeError } from '../check.js';
 
-/** The policy losses a trainer can compute. 'ppo': the clipped surrogate of the `ppoLoss` kernel. */
-export type PolicyLossName = 'ppo';
+/**
+ * The policy losses a trainer can compute: every `policyLoss` of the `ppoLoss` kernel
+ * (verl's registry keys), and `'ppo'`, the name trainers used before, for `'vanilla'`.
+ */
+export type PolicyLossName = PolicyLoss | 'ppo';
 
-/** The policy-loss options of a trainer (see the `ppoLoss` kernel for their meaning). */
+/** The options of the chosen loss that only some losses read (see the `ppoLoss` kernel). */
+export type PolicyLossParameters = Pick<
+  PpoLossOptions,
+  | 'ratioLevel' | 'clipRatioC' | 'tauPos' | 'tauNeg' | 'clipCovRatio' | 'clipCovLb' | 'clipCovUb' | 'seed'
+  | 'klCovRatio' | 'ppoKlCoef' | 'droBeta' | 'lossType' | 'rolloutIs' | 'rolloutIsThreshold'
+  | 'rolloutIsThresholdLower' | 'rolloutIsBatchNormalize'
+>;
+
+/**
+ * The policy-loss options of a trainer (see the `ppoLoss` kernel for their meaning and
+ * defaults). An option is passed to the kernel only when given, so the kernel's defaults
+ * apply (clipLow 0.2, clipHigh = clipLow, dualClip off, aggregation 'token-mean', or
+ * 'seq-mean-token-mean' for 'gspo' and 'sapo'), and an option the chosen loss does not
+ * read is the kernel's TypeError naming it and the loss.
+ */
 export interface PolicyLossOptions {
-  /** ppoLoss settings (see the kernel): clipLow 0.2, clipHigh = clipLow, dualClip off, aggregation 'token-mean'. */
+  /** The policy loss, by verl's registry key. Default `'vanilla'` (also spelt `'ppo'`). */
+  policyLoss?: PolicyLossName;
+  /** The chosen loss's own options, e.g. `{ tauPos, tauNeg }` for `'sapo'`. Default none. */
+  policyLossParameters?: PolicyLossParameters;
   clipLow?: number;
   clipHigh?: number;
   dualClip?: number;
@@ -38,29 +60,44 @@ export interface PolicyLossOptions {
   klEstimator?: KlEstimator;
 }
 
-/** {@link PolicyLossOptions} with their defaults filled in and checked. */
+/** {@link PolicyLossOptions} checked, with the loss named and klCoef filled in. */
 export interface PolicyLossSettings {
-  policyLoss: PolicyLossName;
-  clipLow: number;
-  clipHigh: number;
+  policyLoss: PolicyLoss;
+  parameters: PolicyLossParameters;
+  clipLow?: number;
+  clipHigh?: number;
   dualClip?: number;
-  aggregation: PpoAggregation;
+  aggregation?: PpoAggregation;
   klCoef: number;
-  klEstimator: KlEstimator;
+  klEstimator?: KlEstimator;
 }
 
-/** Fills in and checks a trainer's policy-loss options; errors name `options.<name>`. */
+/** Checks a trainer's policy-loss options; errors name `options.<name>`. */
 export function policyLossSettings(options: PolicyLossOptions): PolicyLossSettings {
-  const clipLow = checkNumber('options.clipLow', options.clipLow, 0.2, 0, 1);
-  if (clipLow === 1) throw rangeError('options.clipLow', 'a number in [0, 1)', clipLow);
+  const name = options.policyLoss ?? 'vanilla';
+  if (name !== 'ppo' && !POLICY_LOSSES.includes(name)) {
+    throw rangeError('options.policyLoss', `one of 'ppo', ${POLICY_LOSSES.map((n) => `'${n}'`).join(', ')}`, name);
+  }
+  const parameters = options.policyLossParameters ?? {};
+  if (typeof parameters !== 'object' || parameters === null) {
+    throw typeError('options.policyLossParameters', 'an object', parameters);
+  }
+  const given = <K extends 'clipLow' | 'clipHigh' | 'dualClip' | 'aggregation' | 'klEstimator'>(key: K) =>
+    options[key] !== undefined ? { [key]: options[key] } as Pick<PolicyLossOptions, K> : {};
+  if (options.clipLow !== undefined) {
+    const clipLow = checkNumber('options.clipLow', options.clipLow, 0.2, 0, 1);
+    if (clipLow === 1) throw rangeError('options.clipLow', 'a number in [0, 1)', clipLow);
+  }
+  if (options.clipHigh !== undefined) checkNumber('options.clipHigh', options.clipHigh, 0, 0, Infinity);
   return {
-    policyLoss: 'ppo',
-    clipLow,
-    clipHigh: checkNumber('options.clipHigh', options.clipHigh, clipLow, 0, Infinity),
-    ...(options.dualClip !== undefined ? { dualClip: options.dualClip } : {}),
-    aggregation: options.aggregation ?? 'token-mean',
+    policyLoss: name === 'ppo' ? 'vanilla' : name,
+    parameters: { ...parameters },
+    ...given('clipLow'),
+    ...given('clipHigh'),
+    ...given('dualClip'),
+    ...given('aggregation'),
+    ...given('klEstimator'),
     klCoef: checkNumber('options.klCoef', options.klCoef, 0, 0, Infinity),
-    klEstimator: options.klEstimator ?? 'k3',
   };
 }
 
@@ -84,22 +121,19 @@ export interface PolicyLossInputs {
 /** The kernel options of one policy-loss call: a trainer's settings applied to a batch. */
 export function policyLossOptions(settings: PolicyLossSettings, inputs: PolicyLossInputs): PpoLossOptions {
   const { refLogp, ...data } = inputs;
+  const { policyLoss: name, parameters, klCoef, klEstimator, ...shared } = settings;
   return {
     ...data,
-    clipLow: settings.clipLow,
-    clipHigh: settings.clipHigh,
-    ...(refLogp ? { refLogp, klCoef: settings.klCoef, klEstimator: settings.klEstimator } : {}),
-    aggregation: settings.aggregation,
-    ...(settings.dualClip !== undefined ? { dualClip: settings.dualClip } : {}),
+    ...parameters,
+    ...shared,
+    ...(name !== 'vanilla' ? { policyLoss: name } : {}),
+    ...(refLogp ? { refLogp, klCoef, ...(klEstimator !== undefined ? { klEstimator } : {}) } : {}),
   };
 }
 
-/** Computes the policy loss `name` with the kernel's options: the loss, its statistics and dLoss/dlogp. */
-export function policyLoss(name: PolicyLossName, options: PpoLossOptions): PpoLossResult {
-  switch (name) {
-    case 'ppo':
-      return ppoLoss(options);
-  }
+/** Computes a policy loss with the kernel's options: the loss, its statistics and dLoss/dlogp. */
+export function policyLoss(options: PpoLossOptions): PpoLossResult {
+  return ppoLoss(options);
 }
 
 /** The preference-loss options of a trainer (see the `dpoLoss` kernel; its defaults apply). */

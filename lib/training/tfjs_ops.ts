@@ -14,10 +14,7 @@ import {
   tokenLogprobsBackward,
 } from '../kernels/index.js';
 import type { DpoLossOptions, DpoLossResult, PpoLossOptions, PpoLossResult, SequenceLogprobsOptions } from '../kernels/index.js';
-import { policyLoss, preferenceLoss, type PolicyLossName } from './losses.js';
-
-/** The policy loss of the adapter's {@link ppoLoss}. */
-const POLICY_LOSS: PolicyLossName = 'ppo';
+import { policyLoss, preferenceLoss } from './losses.js';
 
 /** Options of {@link tokenLogprobs}. */
 export interface TfjsTokenLogprobsOptions {
@@ -142,7 +139,7 @@ export function ppoLoss(
 ): { loss: tf.Scalar; stats: Omit<PpoLossResult, 'grad'> } {
   let stats: Omit<PpoLossResult, 'grad'> | undefined;
   const forward = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
-    const { grad, ...rest } = policyLoss(POLICY_LOSS, {
+    const { grad, ...rest } = policyLoss({
       ...options,
       logp: float32Data(args[0] as tf.Tensor, 'ppoLoss', 'logp', 1),
     });

@@ -45,7 +45,6 @@ export function microBatchLoss(
   const gradLogp = new Float32Array(sub.batch.tokens.length);
   if (normalizers.episodeTokens > 0) {
     const result = policyLoss(
-      settings.loss.policyLoss,
       policyLossOptions(settings.loss, {
         ...common,
         mask: episodeMask,
@@ -61,7 +60,6 @@ export function microBatchLoss(
   if (normalizers.stepTokens > 0) {
     const coef = settings.stepLevelCoef!;
     const result = policyLoss(
-      settings.loss.policyLoss,
       policyLossOptions(stepLevelLoss(settings.loss), { ...common, mask: take(update.stepMask), tokenNormalizer: normalizers.stepTokens }),
     );
     for (let t = 0; t < gradLogp.length; t++) gradLogp[t] += coef * result.grad[t];
