@@ -82,7 +82,9 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
     valid_positive = (prob - old_prob) <= c.clip_high;
     valid_negative = (prob - old_prob) >= -c.clip_low;
   }
-  const bool valid = advantage > 0.0f ? valid_positive : valid_negative;
+  // Bitwise, not ?: (a branch there keeps the CPU loop from vectorising).
+  const bool positive = advantage > 0.0f;
+  const bool valid = (positive & valid_positive) | (!positive & valid_negative);
   const float v = as_float(valid);
   const float coefficient = -advantage * truncated;
   return {coefficient * logp * v, v * coefficient, static_cast<int32_t>(!valid),
