@@ -492,7 +492,9 @@ void fuzz_advantages(Decoder& in) {
   Buffer<uint8_t> mask = in.array<uint8_t>(num_tokens);
   in.fill_bytes(mask, false);
   Buffer<int32_t> offsets = in.one_in(16) ? Buffer<int32_t>{} : in.offsets(num_seqs, num_tokens);
-  Buffer<float> rewards = in.optional_array<float>(num_seqs * keys),
+  // A hostile num_seqs times keys must not overflow here (a negative count is a short array).
+  const int64_t reward_count = num_seqs >= 0 && num_seqs <= kInt64Max / keys ? num_seqs * keys : -1;
+  Buffer<float> rewards = in.optional_array<float>(reward_count),
                 token_rewards = in.optional_array<float>(num_tokens),
                 values = in.optional_array<float>(num_tokens),
                 baselines = in.optional_array<float>(num_seqs),
