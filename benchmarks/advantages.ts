@@ -32,7 +32,7 @@ function inputs(estimator: AdvantageEstimator, numSeqs: number, seqLen: number):
   return options;
 }
 
-function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
+export function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
   const perToken = estimator === 'gae' ? 9 : estimator === 'optimal_token_baseline' ? 13 : 5;
   return {
