@@ -81,13 +81,21 @@ export const DEFAULT_DECOMPOSER_PROMPTS: DecomposerPrompts = Object.freeze({
   },
 });
 
+/** AceSearcher's document budget per question (see {@link DecomposerSolverOptions.documentBudget}). */
+export const DEFAULT_DOCUMENT_BUDGET = 15;
+
 /** Options of {@link DecomposerSolver}. */
 export interface DecomposerSolverOptions {
   /** The model, playing decomposer and solver. */
   policy: AgentPolicy;
   /** Where documents come from, e.g. `new Bm25Retriever(BUILTIN_CORPUS)`. */
   retriever: Retriever;
-  /** Documents retrieved per question, split across its sub-questions ({@link splitDocumentBudget}). Default 6. */
+  /**
+   * Documents retrieved per question, split across its sub-questions ({@link splitDocumentBudget}).
+   * Default 15, AceSearcher's: 5 passages per sub-question for questions of up to 3 hops
+   * (`passages[:5] if len(sub_questions) <= 3 else passages[:3]`, `inference/main_qa.py`,
+   * ritaranx/AceSearcher commit 16a9b3c3), which 15 split over 3 sub-questions gives.
+   */
   documentBudget?: number;
   /** Most sub-questions used; later ones are dropped (`metadata.droppedSubquestions`). Default 5. */
   maxSubquestions?: number;
@@ -138,7 +146,7 @@ export class DecomposerSolver {
       throw typeError('options.retriever', 'a retriever (an object with a search(query, limit) method)', retriever);
     }
     this.#retriever = retriever;
-    this.#documentBudget = options.documentBudget === undefined ? 6 : checkNonNegativeInteger('options.documentBudget', options.documentBudget);
+    this.#documentBudget = options.documentBudget === undefined ? DEFAULT_DOCUMENT_BUDGET : checkNonNegativeInteger('options.documentBudget', options.documentBudget);
     this.#maxSubquestions = positiveOption('options.maxSubquestions', options.maxSubquestions, 5);
     this.#system = stringOption('options.system', options.system);
     const overrides = options.prompts === undefined ? {} : checkObject('options.prompts', options.prompts);
@@ -219,7 +227,10 @@ export class DecomposerSolver {
  * ready for `buildPreferencePairs` (AceSearcher's decomposition, intermediate and final
  * pairs). Episodes are grouped by their decomposition (the text of turn 0), in order of first
  * appearance; each episode is one solution of its group: its last turn's text, its
- * intermediate answers and its reward. Sub-questions are those written in the decomposition.
+ * intermediate answers, its reward and the episode itself, so that the pairs carry the
+ * contexts the solver saw (the documents retrieved for each sub-question and the earlier
+ * answers) and the turns as generated, token ids included. Sub-questions are those written in
+ * the decomposition.
  * @param id the question's id in the pairs.
  * @throws TypeError naming the episode that is not a decomposer–solver episode of the same
  * question, or that has no reward; RangeError for an empty list.
@@ -252,6 +263,7 @@ export function decomposerPreferenceQuestion(id: string, trajectories: readonly 
       text: trajectory.turns.at(-1)!.action.text,
       intermediateAnswers: Array.isArray(answers) ? answers.map(String) : [],
       reward: trajectory.reward,
+      trajectory,
     });
   });
   return { id, question: question!, decompositions: [...groups.values()] };
