@@ -15,12 +15,12 @@ export {
   type CorrectionPrompt, type SelfCorrectingAgentOptions, type StepAttempt,
 } from './self_correcting_agent.js';
 export {
-  ProposeJudgeUpdate, JUDGE_SYSTEM_PROMPT, MAX_CRITIQUE_CHARS, PROPOSER_SYSTEM_PROMPT, defaultRefinePrompt, judgeVerifier, toolVerifier,
-  type Candidate, type JudgeVerifierOptions, type ProposeJudgeUpdateOptions, type RefinePrompt, type RoundRecord,
+  ProposeJudgeUpdate, JUDGE_SYSTEM_PROMPT, MAX_CRITIQUE_CHARS, PROPOSER_SYSTEM_PROMPT, defaultRefinePrompt, judgeVerifier, selectMemory, toolVerifier,
+  type Candidate, type JudgeVerifierOptions, type MemoryStrategy, type ProposeJudgeUpdateOptions, type ProposeJudgeUpdateResult, type RefinePrompt, type RoundRecord,
   type ToolVerifierOptions, type Verdict, type Verifier,
 } from './propose_judge_update.js';
 export {
-  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, decomposerPreferenceQuestion, parseSubquestions, resolveReferences, splitDocumentBudget,
+  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, DEFAULT_DOCUMENT_BUDGET, decomposerPreferenceQuestion, parseSubquestions, resolveReferences, splitDocumentBudget,
   type DecomposerPrompts, type DecomposerSolverOptions,
 } from './decomposer_solver.js';
 export {

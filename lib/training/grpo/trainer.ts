@@ -21,6 +21,7 @@ import { UpdateStats, type FilterCount, type GRPOStepMetrics, type RolloutCorrec
 import { correctRollout } from './rollout_correction.js';
 import { settings, type GRPOTrainerOptions, type Settings } from './options.js';
 import { stepLevelSequences } from './step_level.js';
+import { turnCreditAdvantages } from './turn_credit.js';
 import { appendTrajectoryLog, truncateTrajectoryLog } from './trajectory_log.js';
 import { gatherSequences, packUpdate, scatter, stepNormalizers, type TrainingSequence, type UpdateBatch } from './update_batch.js';
 
@@ -90,11 +91,13 @@ export class GRPOTrainer<Problem> {
     await options.onEpisodes?.(episodes, keep);
     await options.onBatch?.(batch, keep, report);
     if (options.trajectoryLogFile) await appendTrajectoryLog(options.trajectoryLogFile, this.stepCount + 1, batch, report);
+    const tokenAdvantages = options.turnCredit ? turnCreditAdvantages(batch, advantages, options.turnCredit) : undefined;
     const sequences: TrainingSequence[] = episodes.map((e, i) => ({
       tokens: e.tokens,
       roles: e.roles,
       behaviourLogp: e.behaviourLogp,
       advantage: advantages[i],
+      ...(tokenAdvantages ? { tokenAdvantages: tokenAdvantages[i] } : {}),
       kind: 'episode',
       keep: keep[i] === 1,
     }));

@@ -13,6 +13,8 @@ export interface TrainingSequence {
   roles: Uint8Array;
   behaviourLogp: Float32Array;
   advantage: number;
+  /** Per-token advantages (the sequence's length), replacing `advantage` where given (turn-level credit). */
+  tokenAdvantages?: Float32Array;
   /** Episode sequences are kept or filtered; step-level ones carry the THOR loss. */
   kind: 'episode' | 'step';
   keep: boolean;
@@ -50,7 +52,8 @@ export function packUpdate(sequences: TrainingSequence[]): Omit<UpdateBatch, 'ol
     const start = batch.seqOffsets[i];
     roles.set(s.roles, start);
     behaviourLogp.set(s.behaviourLogp, start);
-    advantages.fill(s.advantage, start, batch.seqOffsets[i + 1]);
+    if (s.tokenAdvantages) advantages.set(s.tokenAdvantages, start);
+    else advantages.fill(s.advantage, start, batch.seqOffsets[i + 1]);
   });
   const { mask } = feedbackMask({
     roles,
