@@ -21,5 +21,6 @@ export type {
   SampledTurn,
   SampleOptions,
 } from './trainable_policy.js';
+export type { AdvantageParameters, TrainerAdvantageEstimator } from './losses.js';
 export { SeededRandom } from './random.js';
 export { type Episode, type EpisodeTurn, packSequences, rollout, type RolloutLimits, toTokenBatch } from './rollout.js';

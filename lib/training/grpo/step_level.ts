@@ -6,7 +6,6 @@
 import { Role } from '../../kernels/index.js';
 import { mean } from '../batching.js';
 import type { Environment } from '../environment.js';
-import { sequenceAdvantages, type AdvantageSettings } from '../losses.js';
 import type { SeededRandom } from '../random.js';
 import { type Episode, replayStep } from '../rollout.js';
 import type { Policy } from '../trainable_policy.js';
@@ -20,14 +19,14 @@ export interface StepLevelContext<Problem> {
   createEnvironment: () => Environment<Problem>;
   maxTurnTokens: number;
   random: SeededRandom;
-  advantage: AdvantageSettings;
 }
 
 /**
  * THOR: at each episode's earliest failed tool calls, samples continuations from the
  * failure point, runs them (replaying the episode's earlier actions), rewards them 1 when
  * their tool call succeeds, and compares them with the failed action as one group. Their
- * shared prefix becomes prompt, so only the continuations are trained on.
+ * shared prefix becomes prompt, so only the continuations are trained on. The trainer
+ * computes their advantages with its estimator once the batch is scored.
  */
 export async function stepLevelSequences<Problem>(
   episodes: readonly Episode<Problem>[],
@@ -52,7 +51,6 @@ export async function stepLevelSequences<Problem>(
     : [];
   const replayer = context.createEnvironment();
   const rewards: number[] = [];
-  const groupIds: number[] = [];
   const sequences: TrainingSequence[] = [];
   try {
     for (const [f, { episode, turn, index }] of failures.entries()) {
@@ -82,20 +80,12 @@ export async function stepLevelSequences<Problem>(
         roles.fill(Role.action, prefixLength);
         const behaviourLogp = new Float32Array(length);
         behaviourLogp.set(alternative.logprobs, prefixLength);
-        sequences.push({ tokens, roles, behaviourLogp, advantage: 0, kind: 'step', keep: true });
+        sequences.push({ tokens, roles, behaviourLogp, reward: alternative.reward, group: f, kind: 'step', keep: true });
         rewards.push(alternative.reward);
-        groupIds.push(f);
       }
     }
   } finally {
     await replayer.close?.();
-  }
-  if (sequences.length > 0) {
-    const advantages = sequenceAdvantages(context.advantage, {
-      rewards: Float32Array.from(rewards),
-      groupIds: Int32Array.from(groupIds),
-    });
-    sequences.forEach((s, i) => (s.advantage = advantages[i]));
   }
   const resampledRewards = rewards.filter((_, i) => i % (samples + 1) !== 0);
   return {

@@ -1,6 +1,6 @@
 /**
  * GRPO for tool-using agents: G episodes per prompt through an environment with tools,
- * group-normalised advantages, filters (void turns by default), feedback masks, and
+ * advantages by any outcome estimator of the `advantages` kernel (GRPO by default), filters (void turns by default), feedback masks, and
  * micro-batched PPO updates whose gradient equals that of one big batch. This file is the
  * loop; its options, metrics, update batch, loss call, THOR step level, checkpoint and
  * trajectory log live beside it in `grpo/`.
@@ -10,9 +10,9 @@ import { chunk, mean, range, split, sum } from '../batching.js';
 import { latestCheckpoint, loadPolicy, writeCheckpoint } from '../checkpoint.js';
 import type { Environment } from '../environment.js';
 import { appendJsonLine, writeJsonLines } from '../jsonl_log.js';
-import { sequenceAdvantages } from '../losses.js';
 import { SeededRandom } from '../random.js';
 import { rollout, toTokenBatch } from '../rollout.js';
+import type { TokenBatch } from '../../trajectory/index.js';
 import type { Policy, PolicyBatch } from '../trainable_policy.js';
 import { readGRPOCheckpoint, writeGRPOCheckpoint } from './checkpoint.js';
 import { asTrajectoryFilter } from './filters.js';
@@ -21,9 +21,18 @@ import { UpdateStats, type FilterCount, type GRPOStepMetrics, type RolloutCorrec
 import { correctRollout } from './rollout_correction.js';
 import { settings, type GRPOTrainerOptions, type Settings } from './options.js';
 import { stepLevelSequences } from './step_level.js';
-import { turnCreditAdvantages } from './turn_credit.js';
+import { applyTurnCredit } from './turn_credit.js';
 import { appendTrajectoryLog, truncateTrajectoryLog } from './trajectory_log.js';
-import { gatherSequences, packUpdate, scatter, stepNormalizers, type TrainingSequence, type UpdateBatch } from './update_batch.js';
+import {
+  gatherSequences,
+  packUpdate,
+  scatter,
+  stepNormalizers,
+  updateAdvantages,
+  type TrainingSequence,
+  type UpdateBatch,
+} from './update_batch.js';
+import { typeError } from '../../check.js';
 
 /**
  * The GRPO trainer. `await trainer.train(steps)` runs until `steps` steps are done in
@@ -77,10 +86,6 @@ export class GRPOTrainer<Problem> {
     const groups = problems.map((_, i) => Math.floor(i / groupSize));
     const environments = this.environmentsFor(problems.length);
     const episodes = await rollout(policy, environments, problems, groups, options, this.random);
-    const advantages = sequenceAdvantages(options.advantage, {
-      rewards: Float32Array.from(episodes, (e) => e.reward),
-      groupSize,
-    });
 
     const batch = toTokenBatch(episodes, `step${this.stepCount + 1}`);
     const { keep, report } = applyFilters(batch, options.filters.map((f) => asTrajectoryFilter(f, episodes, groupSize)));
@@ -91,13 +96,12 @@ export class GRPOTrainer<Problem> {
     await options.onEpisodes?.(episodes, keep);
     await options.onBatch?.(batch, keep, report);
     if (options.trajectoryLogFile) await appendTrajectoryLog(options.trajectoryLogFile, this.stepCount + 1, batch, report);
-    const tokenAdvantages = options.turnCredit ? turnCreditAdvantages(batch, advantages, options.turnCredit) : undefined;
     const sequences: TrainingSequence[] = episodes.map((e, i) => ({
       tokens: e.tokens,
       roles: e.roles,
       behaviourLogp: e.behaviourLogp,
-      advantage: advantages[i],
-      ...(tokenAdvantages ? { tokenAdvantages: tokenAdvantages[i] } : {}),
+      reward: e.reward,
+      group: groups[i],
       kind: 'episode',
       keep: keep[i] === 1,
     }));
@@ -108,14 +112,13 @@ export class GRPOTrainer<Problem> {
         createEnvironment: options.createEnvironment,
         maxTurnTokens: options.maxTurnTokens,
         random: this.random,
-        advantage: options.advantage,
       });
       sequences.push(...step.sequences);
       stepLevel = step.metrics;
     }
     const rolloutSeconds = (performance.now() - started) / 1000;
 
-    const { update, correction } = await this.prepareUpdate(sequences);
+    const { update, correction } = await this.prepareUpdate(sequences, batch);
     const updateStats = await this.update(update);
     const seconds = (performance.now() - started) / 1000;
 
@@ -189,26 +192,42 @@ export class GRPOTrainer<Problem> {
     return this.environments.slice(0, count);
   }
 
-  /** Flattens the sequences, builds the masks, and scores old (and reference) log-probs. */
-  private async prepareUpdate(sequences: TrainingSequence[]): Promise<{ update: UpdateBatch; correction?: RolloutCorrectionMetrics }> {
+  /**
+   * Flattens the sequences, builds the masks, scores old (and reference) log-probs (and the
+   * policy's Σπ² when the estimator reads it), and computes the advantages (carried back
+   * through the episodes' turns with turn-level credit when that is on; `episodes` is the
+   * episodes' batch, the update batch's first sequences).
+   */
+  private async prepareUpdate(sequences: TrainingSequence[], episodes: TokenBatch): Promise<{ update: UpdateBatch; correction?: RolloutCorrectionMetrics }> {
     const { behaviourLogp: rolloutLogp, ...packed } = packUpdate(sequences);
     const recompute = this.options.oldLogprobs === 'recompute';
-    const oldLogp = recompute ? await this.score(this.options.policy, packed.batch) : rolloutLogp;
-    const refLogp = this.reference && this.options.loss.klCoef > 0 ? await this.score(this.reference, packed.batch) : undefined;
-    const update: UpdateBatch = { ...packed, oldLogp, rolloutLogp, ...(refLogp ? { refLogp } : {}) };
+    const withSumPiSquared = this.options.advantage.needsSumPiSquared;
+    const scored = recompute || withSumPiSquared ? await this.score(this.options.policy, packed.batch, withSumPiSquared) : undefined;
+    const oldLogp = recompute ? scored!.logp : rolloutLogp;
+    const refLogp = this.reference && this.options.loss.klCoef > 0 ? (await this.score(this.reference, packed.batch)).logp : undefined;
+    const scoredUpdate = { ...packed, oldLogp, rolloutLogp, ...(refLogp ? { refLogp } : {}) };
+    const update: UpdateBatch = { ...scoredUpdate, advantages: updateAdvantages(this.options.advantage, scoredUpdate, scored?.sumPiSquared) };
+    if (this.options.turnCredit) applyTurnCredit(update.advantages, update.batch.seqOffsets, episodes, this.options.turnCredit);
     return recompute ? { update, correction: correctRollout(update, this.options.rolloutCorrection) } : { update };
   }
 
-  /** Log-probs of the whole batch, scored micro-batch by micro-batch. */
-  private async score(policy: Policy, batch: PolicyBatch): Promise<Float32Array> {
-    const out = new Float32Array(batch.tokens.length);
+  /** Log-probs (and Σπ² when asked) of the whole batch, scored micro-batch by micro-batch. */
+  private async score(policy: Policy, batch: PolicyBatch, withSumPiSquared = false): Promise<{ logp: Float32Array; sumPiSquared?: Float32Array }> {
+    const logp = new Float32Array(batch.tokens.length);
+    const sumPiSquared = withSumPiSquared ? new Float32Array(batch.tokens.length) : undefined;
     const indices = range(batch.seqOffsets.length - 1);
     for (const micro of chunk(indices, this.options.microBatchSize ?? indices.length)) {
       const sub = gatherSequences(batch, micro);
-      const { logp } = await policy.logprobs(sub.batch);
-      scatter(out, logp, sub.positions);
+      const outputs = await policy.logprobs(sub.batch, withSumPiSquared ? { withSumPiSquared } : undefined);
+      scatter(logp, outputs.logp, sub.positions);
+      if (sumPiSquared) {
+        if (!outputs.sumPiSquared) {
+          throw typeError('options.policy', `a policy whose logprobs() gives sumPiSquared (advantageEstimator '${this.options.advantage.estimator}' reads it)`, policy);
+        }
+        scatter(sumPiSquared, outputs.sumPiSquared, sub.positions);
+      }
     }
-    return out;
+    return { logp, ...(sumPiSquared ? { sumPiSquared } : {}) };
   }
 
   /** PPO epochs over mini-batches of micro-batches, each optimizer step with its global normalisers. */

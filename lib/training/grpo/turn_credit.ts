@@ -23,15 +23,32 @@ export function turnCreditSettings(value: Omit<TurnCreditOptions, 'finalReward'>
 }
 
 /**
- * Per-token advantages of each episode of `batch` (one Float32Array per sequence, the
- * sequence's length): turn t of an episode with n turns gets c_t·γ^(n−t), where c_t is the
- * tool bonus or penalty for a turn that called a tool and the episode's outcome advantage
- * (`sequenceAdvantages[i]`, from the trainer's estimator) for any other turn; its action
- * tokens carry that value, every other token 0.
+ * Carries each episode's outcome advantage back through its turns, in place: `advantages`
+ * (`[N]` of the update batch, whose first sequences are the episodes of `episodes`, token for
+ * token; `seqOffsets` its boundaries) holds the estimator's advantages; for episode i, its
+ * outcome advantage A_i is their mean over its action tokens (outcome estimators give every
+ * token of a sequence the same one), and turn t of its n turns gets c_t·γ^(n−t), where c_t is
+ * the tool bonus or penalty for a turn that called a tool and A_i for any other turn
+ * (`turnLevelCredit`); its action tokens then carry that value.
  */
-export function turnCreditAdvantages(batch: TokenBatch, sequenceAdvantages: Float32Array, settings: TurnCreditSettings): Float32Array[] {
-  const credits = batchTurnCredit({ ...batch, rewards: sequenceAdvantages }, settings);
-  const { mask } = feedbackMask({ roles: batch.roles, seqOffsets: batch.seqOffsets });
-  const tokens = broadcastTurnsToTokens(credits, mask, batch);
-  return Array.from({ length: batch.size }, (_, i) => tokens.slice(batch.seqOffsets[i]!, batch.seqOffsets[i + 1]!));
+export function applyTurnCredit(advantages: Float32Array, seqOffsets: Int32Array, episodes: TokenBatch, settings: TurnCreditSettings): void {
+  const { mask } = feedbackMask({ roles: episodes.roles, seqOffsets: episodes.seqOffsets });
+  const outcome = new Float32Array(episodes.size);
+  for (let i = 0; i < episodes.size; i++) {
+    const shift = seqOffsets[i]! - episodes.seqOffsets[i]!;
+    let sum = 0;
+    let count = 0;
+    for (let t = episodes.seqOffsets[i]!; t < episodes.seqOffsets[i + 1]!; t++) {
+      if (mask[t] === 0) continue;
+      sum += advantages[t + shift]!;
+      count += 1;
+    }
+    outcome[i] = count === 0 ? 0 : sum / count;
+  }
+  const credits = batchTurnCredit({ ...episodes, rewards: outcome }, settings);
+  const perToken = broadcastTurnsToTokens(credits, mask, episodes);
+  for (let i = 0; i < episodes.size; i++) {
+    const shift = seqOffsets[i]! - episodes.seqOffsets[i]!;
+    for (let t = episodes.seqOffsets[i]!; t < episodes.seqOffsets[i + 1]!; t++) if (mask[t] !== 0) advantages[t + shift] = perToken[t]!;
+  }
 }
