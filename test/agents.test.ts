@@ -7,7 +7,7 @@ import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import {
   BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, ChatCompletionPolicy, DEFAULT_DOCUMENT_BUDGET, DecomposerSolver, MultiTurnReasoner, decomposerPreferenceQuestion,
-  ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, parseSubquestions, selectMemory,
+  ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, parseSubquestions, referenceVerifier, selectMemory,
   resolveReferences, splitDocumentBudget, toolVerifier, type Generation, type RoundRecord, type StepAttempt, type Verifier,
 } from '../lib/agents/index.js';
 import { OpenAIChatClient, type ChatCompletion, type ChatPolicy, type ChatRequest } from '../lib/chat_client/index.js';
@@ -492,6 +492,22 @@ describe('ProposeJudgeUpdate', () => {
     // Before round 3: rounds 0 and 1 are earlier than the latest (2); round 0 scored best.
     assert.match(policy.calls[3]![1]!.content!, /Earlier attempts:\n- Attempt 1: answer 1, score 0\.80/);
     assert.doesNotMatch(policy.calls[3]![1]!.content!, /Attempt 2:/);
+  });
+
+  test('reference verifier scores the answer against the gold, reading the round episode', async () => {
+    const verifier = referenceVerifier();
+    assert.deepEqual(await verifier.verify({ text: '\\boxed{4}', answer: '4', round: 0 }, { prompt: 'p', gold: '4' }),
+      { score: 1, passed: true, status: 'success', critique: 'The answer 4 is correct.' });
+    assert.equal((await verifier.verify({ text: 'x', answer: null, round: 0 }, { prompt: 'p', gold: '4' })).critique, 'The solution gives no final answer.');
+    assert.equal((await verifier.verify({ text: '\\boxed{4}', answer: '4', round: 0 }, { prompt: 'p' })).score, 0);
+    const seen: Trajectory[] = [];
+    const reading = referenceVerifier({ reward: (_answer, _task, episode) => (seen.push(episode), 0.5), passThreshold: 0.5, name: 'ref' });
+    const policy = new ScriptedPolicy([`${py('print(2)')}`, '\\boxed{2}']);
+    const { episodes } = await new ProposeJudgeUpdate({ policy, verifier: reading, tools: registry(fakePython() as Tool<never>), maxRounds: 1 })
+      .runRounds({ prompt: 'p', gold: '2' });
+    assert.equal(seen[0], episodes[0]);
+    assert.deepEqual(episodes[0]!.metadata!.verdict, { score: 0.5, passed: true, status: 'success', critique: 'The answer 2 is correct.' });
+    assert.throws(() => referenceVerifier({ passThreshold: Number.NaN }), (error: Error) => error instanceof RangeError && /options\.passThreshold/.test(error.message));
   });
 
   test('tool verifier runs the candidate check', async () => {

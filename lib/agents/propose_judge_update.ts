@@ -12,7 +12,7 @@ import { extractAnswer } from '../rewards/extract.js';
 import { checkTask, finishTrajectory, lastCodeBlock, responseText, startTrajectory, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
 import { mathReward } from '../rewards/episode.js';
 import { checkPolicy, type AgentPolicy } from './agent_policy.js';
-import { MultiTurnReasoner } from './multi_turn_reasoner.js';
+import { MultiTurnReasoner, type MultiTurnReasonerOptions } from './multi_turn_reasoner.js';
 import { checkFiniteNumber, checkObject, checkString, functionOption, nonNegativeOption, positiveOption, rangeError, stringOption, typeError } from '../check.js';
 
 /** A proposed solution, as a verifier sees it. */
@@ -126,6 +126,43 @@ export function judgeVerifier(options: JudgeVerifierOptions): Verifier {
   };
 }
 
+/** Options of {@link referenceVerifier}. */
+export interface ReferenceVerifierOptions {
+  /** Scores the candidate's answer against the task's gold answer(s), in [0, 1]. Default `mathReward`. */
+  reward?: RewardFunction;
+  /** Lowest score that passes. Default 1. */
+  passThreshold?: number;
+  /** Name in the trajectory. Default 'reference'. */
+  name?: string;
+}
+
+/**
+ * A verifier that compares the candidate's answer with the task's gold answer(s) by
+ * `reward(answer, task, episode)` (the round's episode, so a reward may read its tool
+ * results): the score is the reward, and the critique says whether the answer is right, as
+ * AlphaApollo's evolving loop scores each policy answer against the ground truth
+ * (`compute_answer_correctness`, evolving_main.py, commit 712a04dc). For training on problems
+ * with reference answers; a task without a gold answer scores 0.
+ */
+export function referenceVerifier(options: ReferenceVerifierOptions = {}): Verifier {
+  checkObject('options', options);
+  const reward = functionOption<RewardFunction>('options.reward', options.reward) ?? mathReward;
+  const name = stringOption('options.name', options.name) ?? 'reference';
+  const passThreshold = options.passThreshold ?? 1;
+  if (typeof passThreshold !== 'number' || !Number.isFinite(passThreshold)) throw rangeError('options.passThreshold', 'a finite number', passThreshold);
+  return {
+    name,
+    async verify(candidate, task) {
+      const episode = candidate.episode ?? { id: 'candidate', prompt: task.prompt, turns: [{ action: { text: candidate.text } }] };
+      const score = task.gold === undefined ? 0 : checkFiniteNumber('reward(answer, task, episode)', reward(candidate.answer, task, episode));
+      const passed = score >= passThreshold;
+      const critique = candidate.answer === null ? 'The solution gives no final answer.'
+        : `The answer ${candidate.answer} is ${passed ? 'correct' : 'wrong'}.`;
+      return { score, passed, status: 'success', critique };
+    },
+  };
+}
+
 /** What the loop remembers of one round; kept in `metadata.rounds`. */
 export interface RoundRecord {
   /** 0-based round. */
@@ -210,11 +247,15 @@ export const PROPOSER_SYSTEM_PROMPT =
   'and its output shown to you), and read the result. Include a ```python block that checks your result with assertions, and ' +
   'give the final answer as \\boxed{answer}.';
 
-/** Options of {@link ProposeJudgeUpdate}. */
-export interface ProposeJudgeUpdateOptions extends ToolUseOptions {
+/**
+ * Options of {@link ProposeJudgeUpdate}. The reasoner's options (`tools`, `codeTool`,
+ * `codeFence`, `reasoningTurns` and any other of `MultiTurnReasonerOptions` but `maxTurns` and
+ * `reward`) are passed to the reasoner each round runs.
+ */
+export interface ProposeJudgeUpdateOptions extends Omit<MultiTurnReasonerOptions, 'maxTurns' | 'reward' | 'system'> {
   /** The proposer. */
   policy: AgentPolicy;
-  /** Judges each proposal, e.g. `toolVerifier({ tools })` or `judgeVerifier({ policy })`. */
+  /** Judges each proposal, e.g. `toolVerifier({ tools })`, `judgeVerifier({ policy })` or `referenceVerifier()`. */
   verifier: Verifier;
   /** Most rounds (proposals). Default 3. */
   maxRounds?: number;
@@ -223,8 +264,6 @@ export interface ProposeJudgeUpdateOptions extends ToolUseOptions {
    * Default 3, AlphaApollo's `max_steps` (`informal_math_evolving/env.py`, commit 712a04dc).
    */
   maxTurnsPerRound?: number;
-  /** The reasoner's `reasoningTurns` (see `MultiTurnReasonerOptions`). Default true. */
-  reasoningTurns?: boolean;
   /** Earlier rounds remembered in a refinement prompt besides the latest (0 for none). Default 3. */
   memorySize?: number;
   /** Which earlier rounds are remembered. Default 'ranked' (AlphaApollo's). */
@@ -309,11 +348,12 @@ export class ProposeJudgeUpdate {
     this.#system = stringOption('options.system', options.system) ?? PROPOSER_SYSTEM_PROMPT;
     this.#refinePrompt = functionOption<RefinePrompt>('options.refinePrompt', options.refinePrompt) ?? defaultRefinePrompt;
     this.#reward = functionOption<RewardFunction>('options.reward', options.reward) ?? mathReward;
-    const { tools, codeTool, codeFence, reasoningTurns } = options;
+    const {
+      verifier: _verifier, maxRounds: _maxRounds, maxTurnsPerRound, memorySize: _memorySize, memory: _memory,
+      stopWhenPassed: _stopWhenPassed, system: _system, refinePrompt: _refinePrompt, reward: _reward, ...reasonerOptions
+    } = options;
     this.#reasoner = new MultiTurnReasoner({
-      policy, system: this.#system, maxTurns: positiveOption('options.maxTurnsPerRound', options.maxTurnsPerRound, 3),
-      ...(tools === undefined ? {} : { tools }), ...(codeTool === undefined ? {} : { codeTool }),
-      ...(codeFence === undefined ? {} : { codeFence }), ...(reasoningTurns === undefined ? {} : { reasoningTurns }),
+      ...reasonerOptions, policy, system: this.#system, maxTurns: positiveOption('options.maxTurnsPerRound', maxTurnsPerRound, 3),
     });
   }
 
