@@ -7,6 +7,7 @@ import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import {
   BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, ChatCompletionPolicy, DEFAULT_DOCUMENT_BUDGET, DecomposerSolver, MultiTurnReasoner, decomposerPreferenceQuestion,
+  decomposerReferenceEpisodes,
   ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, parseSubquestions, referenceVerifier, selectMemory,
   resolveReferences, splitDocumentBudget, toolVerifier, type Generation, type RoundRecord, type StepAttempt, type Verifier,
 } from '../lib/agents/index.js';
@@ -738,6 +739,33 @@ describe('DecomposerSolver', () => {
     // Called directly, without the episode, it is the exact match.
     assert.equal(qaReward('the Valdoria', { gold: ['Valdoria'] }), 1);
     assert.equal(qaReward(null, { gold: 'x' }), 0);
+  });
+
+  test('the supervised first stage: reference solutions as episodes in the solver\'s own conversation', async () => {
+    const retriever = new Bm25Retriever(BUILTIN_CORPUS);
+    const episodes = await decomposerReferenceEpisodes(BUILTIN_QUESTIONS, { retriever });
+    assert.equal(episodes.length, BUILTIN_QUESTIONS.length);
+    assert.ok(episodes.every((episode) => episode.reward === 1));
+    const [first] = episodes;
+    const question = BUILTIN_QUESTIONS[0]!;
+    assert.equal(first!.id, question.id);
+    assert.equal(first!.turns.length, question.steps.length + 2);
+    assert.deepEqual(first!.metadata!.intermediateAnswers, question.steps.map((step) => step.answer));
+    assert.equal(first!.turns[1]!.action.text, `\\boxed{${question.steps[0]!.answer}}`);
+    // The solver's real context: the documents retrieved for each resolved sub-question (15 in all).
+    assert.equal((first!.metadata!.documentIds as string[][]).flat().length, 15);
+    assert.ok((first!.metadata!.documentIds as string[][]).every((ids, k) => ids.includes(question.steps[k]!.supportingId)));
+    // Another model's format: its own marker and answer markup, read back by the solver's options.
+    const custom = await decomposerReferenceEpisodes(BUILTIN_QUESTIONS.slice(0, 1), {
+      retriever, subquestionMarker: 'then', answer: (text) => text.replace(/<\/?ans>/g, '').trim(),
+      format: { answer: (answer) => `<ans> ${answer} </ans>`, final: (answer) => `<ans> ${answer} </ans>` },
+    });
+    assert.match(custom[0]!.turns[0]!.action.text, /^then Q1: /);
+    assert.deepEqual(custom[0]!.metadata!.resolvedSubquestions, first!.metadata!.resolvedSubquestions);
+    assert.equal(custom[0]!.metadata!.answer, question.answers[0]);
+    assert.deepEqual(parseSubquestions('then a ? then b ?', 'then'), ['a ?', 'b ?']);
+    assert.throws(() => parseSubquestions('x', ''), (error: Error) => error instanceof RangeError && /marker/.test(error.message));
+    assert.throws(() => new DecomposerSolver({ policy: new ScriptedPolicy([]), retriever, subquestionMarker: '' }), /options\.subquestionMarker/);
   });
 
   test('a cut-off turn ends the episode', async () => {

@@ -20,7 +20,8 @@ export {
   type ToolVerifierOptions, type Verdict, type Verifier,
 } from './propose_judge_update.js';
 export {
-  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, DEFAULT_DOCUMENT_BUDGET, decomposerPreferenceQuestion, parseSubquestions, resolveReferences, splitDocumentBudget,
+  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, DEFAULT_DOCUMENT_BUDGET, SUBQUESTION_MARKER, decomposerPreferenceQuestion, decomposerReferenceEpisodes,
+  parseSubquestions, resolveReferences, splitDocumentBudget, type ReferenceFormat,
   type DecomposerPrompts, type DecomposerSolverOptions,
 } from './decomposer_solver.js';
 export {
