@@ -20,6 +20,8 @@ import type { Policy } from '../trainable_policy.js';
 import type { Episode } from '../rollout.js';
 import type { EpisodeFilter } from './filters.js';
 import type { GRPOStepMetrics } from './metrics.js';
+import { turnCreditSettings, type TurnCreditSettings } from './turn_credit.js';
+import type { TurnCreditOptions } from '../../credit/index.js';
 
 /**
  * THOR's step-level option: learning from alternatives at failed tool calls. With
@@ -145,6 +147,14 @@ export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, Advantag
   rolloutCorrection?: RolloutCorrectionSettings;
   /** THOR step-level resampling at failed tool calls; absent = off. */
   stepLevel?: StepLevelOptions;
+  /**
+   * AlphaApollo's turn-level credit (`turnLevelCredit`, MATH.md): each episode's outcome
+   * advantage (from the advantage estimator) is the credit of its turns without a tool call,
+   * tool turns get `successReward` (+0.1) or `failureReward` (−0.05) by how the call ran, and
+   * turn t of n is discounted by `gamma`^(n−t) (0.99); each action token's advantage is its
+   * turn's credit. Absent = off: every action token carries the episode's advantage.
+   */
+  turnCredit?: Omit<TurnCreditOptions, 'finalReward'>;
   /** Seed of the trainer's generator (problem draws, sampling, shuffles). Default 0. */
   seed?: number;
   /** JSONL file receiving one line of {@link GRPOStepMetrics} per step. */
@@ -175,7 +185,7 @@ export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, Advantag
 export type RolloutCorrectionSettings = Omit<RolloutCorrectionOptions, 'logp' | 'rolloutLogp' | 'mask' | 'seqOffsets' | 'out'>;
 
 /** Options with every default filled in; checked once, at construction. */
-export type Settings<Problem> = GRPOTrainerOptions<Problem> &
+export type Settings<Problem> = Omit<GRPOTrainerOptions<Problem>, 'turnCredit'> & { turnCredit?: TurnCreditSettings } &
   Required<
     Pick<
       GRPOTrainerOptions<Problem>,
@@ -259,6 +269,7 @@ export function settings<Problem>(options: GRPOTrainerOptions<Problem>): Setting
     checkpointEvery: integer('checkpointEvery', 1),
     stepLevel,
     dynamicSampling,
+    turnCredit: options.turnCredit === undefined ? undefined : turnCreditSettings(options.turnCredit),
     loss,
     advantage: advantageSettings(options),
   };

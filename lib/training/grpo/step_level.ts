@@ -8,7 +8,6 @@ import type { TokenBatch } from '../../trajectory/index.js';
 import { rangeError } from '../../check.js';
 import { mean } from '../batching.js';
 import type { Environment } from '../environment.js';
-import { sequenceAdvantages, type AdvantageSettings } from '../losses.js';
 import type { SeededRandom } from '../random.js';
 import { type Episode, replayStep } from '../rollout.js';
 import type { Policy } from '../trainable_policy.js';
@@ -22,14 +21,14 @@ export interface StepLevelContext<Problem> {
   createEnvironment: () => Environment<Problem>;
   maxTurnTokens: number;
   random: SeededRandom;
-  advantage: AdvantageSettings;
 }
 
 /**
  * THOR: at each episode's earliest failed tool calls, samples continuations from the
  * failure point, runs them (replaying the episode's earlier actions), rewards them 1 when
  * their tool call succeeds, and compares them with the failed action as one group. Their
- * shared prefix becomes prompt, so only the continuations are trained on.
+ * shared prefix becomes prompt, so only the continuations are trained on. The trainer
+ * computes their advantages with its estimator once the batch is scored.
  */
 export async function stepLevelSequences<Problem>(
   episodes: readonly Episode<Problem>[],
@@ -54,7 +53,6 @@ export async function stepLevelSequences<Problem>(
     : [];
   const replayer = context.createEnvironment();
   const rewards: number[] = [];
-  const groupIds: number[] = [];
   const sequences: TrainingSequence[] = [];
   try {
     for (const [f, { episode, turn, index }] of failures.entries()) {
@@ -84,20 +82,12 @@ export async function stepLevelSequences<Problem>(
         roles.fill(Role.action, prefixLength);
         const behaviourLogp = new Float32Array(length);
         behaviourLogp.set(alternative.logprobs, prefixLength);
-        sequences.push({ tokens, roles, behaviourLogp, advantage: 0, kind: 'step', keep: true });
+        sequences.push({ tokens, roles, behaviourLogp, reward: alternative.reward, group: f, kind: 'step', keep: true });
         rewards.push(alternative.reward);
-        groupIds.push(f);
       }
     }
   } finally {
     await replayer.close?.();
-  }
-  if (sequences.length > 0) {
-    const advantages = sequenceAdvantages(context.advantage, {
-      rewards: Float32Array.from(rewards),
-      groupIds: Int32Array.from(groupIds),
-    });
-    sequences.forEach((s, i) => (s.advantage = advantages[i]));
   }
   const resampledRewards = rewards.filter((_, i) => i % (samples + 1) !== 0);
   return {
@@ -119,16 +109,12 @@ interface RecordedAttempt {
  * trajectory holds before that step) form one group; an attempt whose execution succeeded,
  * or that ran nothing, scores 1, a failed one 0. Each becomes the trajectory's prefix (role
  * prompt) followed by the attempt's sampled ids, so only the attempt is trained on. Steps
- * with a single attempt teach nothing group-relative and are left out.
+ * with a single attempt teach nothing group-relative and are left out. The trainer computes
+ * their advantages with its estimator, one group per step.
  * @throws RangeError when an attempt lacks its token ids or log-probs.
  */
-export function attemptSequences(
-  batch: TokenBatch,
-  advantage: AdvantageSettings,
-): { sequences: TrainingSequence[]; metrics: NonNullable<GRPOStepMetrics['stepLevel']> } {
+export function attemptSequences(batch: TokenBatch): { sequences: TrainingSequence[]; metrics: NonNullable<GRPOStepMetrics['stepLevel']> } {
   const sequences: TrainingSequence[] = [];
-  const rewards: number[] = [];
-  const groupIds: number[] = [];
   let failures = 0;
   let retried = 0;
   let retriedSucceeded = 0;
@@ -156,9 +142,7 @@ export function attemptSequences(
         const behaviourLogp = new Float32Array(tokens.length);
         behaviourLogp.set(logprobs, prefix.length);
         const reward = attempt.response === undefined || attempt.response.status === 'success' ? 1 : 0;
-        sequences.push({ tokens, roles, behaviourLogp, advantage: 0, kind: 'step', keep: true });
-        rewards.push(reward);
-        groupIds.push(failures - 1);
+        sequences.push({ tokens, roles, behaviourLogp, reward, group: failures - 1, kind: 'step', keep: true });
         if (k > 0) {
           retried++;
           retriedSucceeded += reward;
@@ -166,9 +150,5 @@ export function attemptSequences(
       });
     }
   });
-  if (sequences.length > 0) {
-    const advantages = sequenceAdvantages(advantage, { rewards: Float32Array.from(rewards), groupIds: Int32Array.from(groupIds) });
-    sequences.forEach((s, k) => (s.advantage = advantages[k]!));
-  }
   return { sequences, metrics: { failures, samples: retried, successRate: retried ? retriedSucceeded / retried : 0 } };
 }

@@ -1,6 +1,6 @@
 /**
  * GRPO for tool-using agents: G episodes per prompt through an environment with tools,
- * group-normalised advantages, filters (void turns by default), feedback masks, and
+ * advantages by any outcome estimator of the `advantages` kernel (GRPO by default), filters (void turns by default), feedback masks, and
  * micro-batched PPO updates whose gradient equals that of one big batch. This file is the
  * loop; its options, metrics, update batch, loss call, THOR step level, checkpoint and
  * trajectory log live beside it in `grpo/`.
@@ -12,7 +12,6 @@ import { chunk, mean, range, split, sum } from '../batching.js';
 import { latestCheckpoint, loadPolicy, writeCheckpoint } from '../checkpoint.js';
 import type { Environment } from '../environment.js';
 import { appendJsonLine, writeJsonLines } from '../jsonl_log.js';
-import { sequenceAdvantages } from '../losses.js';
 import { SeededRandom } from '../random.js';
 import { type Episode, rollout, toTokenBatch } from '../rollout.js';
 import type { Policy, PolicyBatch } from '../trainable_policy.js';
@@ -23,8 +22,17 @@ import { UpdateStats, type FilterCount, type GRPOStepMetrics, type RolloutCorrec
 import { correctRollout } from './rollout_correction.js';
 import { settings, type AgentRollouts, type GRPOTrainerOptions, type Settings } from './options.js';
 import { attemptSequences, stepLevelSequences } from './step_level.js';
+import { applyTurnCredit } from './turn_credit.js';
 import { appendTrajectoryLog, truncateTrajectoryLog } from './trajectory_log.js';
-import { gatherSequences, packUpdate, scatter, stepNormalizers, type TrainingSequence, type UpdateBatch } from './update_batch.js';
+import {
+  gatherSequences,
+  packUpdate,
+  scatter,
+  stepNormalizers,
+  updateAdvantages,
+  type TrainingSequence,
+  type UpdateBatch,
+} from './update_batch.js';
 
 /** A step's episodes: the SDK's batch of them, and the trainer's own episodes when it ran them. */
 interface CollectedEpisodes<Problem> {
@@ -85,20 +93,17 @@ export class GRPOTrainer<Problem> {
     return ran;
   }
 
-  /** One step: rollouts (or the agent's episodes), advantages, filters, masks, PPO updates, metrics. */
+  /** One step: rollouts (or the agent's episodes), filters, masks, advantages, PPO updates, metrics. */
   async step(): Promise<GRPOStepMetrics> {
     const started = performance.now();
     const options = this.options;
+    const groupSize = options.groupSize;
     const policy = options.policy;
     if (options.loss.klCoef > 0 && !this.reference) this.reference = await policy.frozenCopy();
 
     const collected = options.agent ? await this.agentEpisodes(options.agent) : await this.environmentEpisodes();
     const { batch, episodes } = collected;
-    const advantages = sequenceAdvantages(
-      options.advantage,
-      episodes ? { rewards: batch.rewards, groupSize: options.groupSize } : { rewards: batch.rewards, groupIds: batch.groupIds },
-    );
-    const filters = options.filters.map((f) => asTrajectoryFilter(f, episodes ?? [], options.groupSize));
+    const filters = options.filters.map((f) => asTrajectoryFilter(f, episodes ?? [], groupSize));
     const { keep, report } = applyFilters(batch, filters);
     const filtered: Record<string, FilterCount> = {};
     for (const f of report.filters) {
@@ -114,7 +119,8 @@ export class GRPOTrainer<Problem> {
         tokens: batch.tokens.subarray(start, end),
         roles: batch.roles.subarray(start, end),
         behaviourLogp: batch.behaviourLogprobs.subarray(start, end),
-        advantage: advantages[i],
+        reward: episodes ? episodes[i].reward : batch.rewards[i],
+        group: batch.groupIds[i],
         kind: 'episode',
         keep: keep[i] === 1,
       };
@@ -127,15 +133,14 @@ export class GRPOTrainer<Problem> {
             createEnvironment: options.createEnvironment!,
             maxTurnTokens: options.maxTurnTokens,
             random: this.random,
-            advantage: options.advantage,
           })
-        : attemptSequences(batch, options.advantage);
+        : attemptSequences(batch);
       sequences.push(...step.sequences);
       stepLevel = step.metrics;
     }
     const rolloutSeconds = (performance.now() - started) / 1000;
 
-    const { update, correction } = await this.prepareUpdate(sequences);
+    const { update, correction } = await this.prepareUpdate(sequences, batch);
     const updateStats = await this.update(update);
     const seconds = (performance.now() - started) / 1000;
 
@@ -289,26 +294,42 @@ export class GRPOTrainer<Problem> {
     return this.environments.slice(0, count);
   }
 
-  /** Flattens the sequences, builds the masks, and scores old (and reference) log-probs. */
-  private async prepareUpdate(sequences: TrainingSequence[]): Promise<{ update: UpdateBatch; correction?: RolloutCorrectionMetrics }> {
+  /**
+   * Flattens the sequences, builds the masks, scores old (and reference) log-probs (and the
+   * policy's Σπ² when the estimator reads it), and computes the advantages (carried back
+   * through the episodes' turns with turn-level credit when that is on; `episodes` is the
+   * episodes' batch, the update batch's first sequences).
+   */
+  private async prepareUpdate(sequences: TrainingSequence[], episodes: TokenBatch): Promise<{ update: UpdateBatch; correction?: RolloutCorrectionMetrics }> {
     const { behaviourLogp: rolloutLogp, ...packed } = packUpdate(sequences);
     const recompute = this.options.oldLogprobs === 'recompute';
-    const oldLogp = recompute ? await this.score(this.options.policy, packed.batch) : rolloutLogp;
-    const refLogp = this.reference && this.options.loss.klCoef > 0 ? await this.score(this.reference, packed.batch) : undefined;
-    const update: UpdateBatch = { ...packed, oldLogp, rolloutLogp, ...(refLogp ? { refLogp } : {}) };
+    const withSumPiSquared = this.options.advantage.needsSumPiSquared;
+    const scored = recompute || withSumPiSquared ? await this.score(this.options.policy, packed.batch, withSumPiSquared) : undefined;
+    const oldLogp = recompute ? scored!.logp : rolloutLogp;
+    const refLogp = this.reference && this.options.loss.klCoef > 0 ? (await this.score(this.reference, packed.batch)).logp : undefined;
+    const scoredUpdate = { ...packed, oldLogp, rolloutLogp, ...(refLogp ? { refLogp } : {}) };
+    const update: UpdateBatch = { ...scoredUpdate, advantages: updateAdvantages(this.options.advantage, scoredUpdate, scored?.sumPiSquared) };
+    if (this.options.turnCredit) applyTurnCredit(update.advantages, update.batch.seqOffsets, episodes, this.options.turnCredit);
     return recompute ? { update, correction: correctRollout(update, this.options.rolloutCorrection) } : { update };
   }
 
-  /** Log-probs of the whole batch, scored micro-batch by micro-batch. */
-  private async score(policy: Policy, batch: PolicyBatch): Promise<Float32Array> {
-    const out = new Float32Array(batch.tokens.length);
+  /** Log-probs (and Σπ² when asked) of the whole batch, scored micro-batch by micro-batch. */
+  private async score(policy: Policy, batch: PolicyBatch, withSumPiSquared = false): Promise<{ logp: Float32Array; sumPiSquared?: Float32Array }> {
+    const logp = new Float32Array(batch.tokens.length);
+    const sumPiSquared = withSumPiSquared ? new Float32Array(batch.tokens.length) : undefined;
     const indices = range(batch.seqOffsets.length - 1);
     for (const micro of chunk(indices, this.options.microBatchSize ?? indices.length)) {
       const sub = gatherSequences(batch, micro);
-      const { logp } = await policy.logprobs(sub.batch);
-      scatter(out, logp, sub.positions);
+      const outputs = await policy.logprobs(sub.batch, withSumPiSquared ? { withSumPiSquared } : undefined);
+      scatter(logp, outputs.logp, sub.positions);
+      if (sumPiSquared) {
+        if (!outputs.sumPiSquared) {
+          throw typeError('options.policy', `a policy whose logprobs() gives sumPiSquared (advantageEstimator '${this.options.advantage.estimator}' reads it)`, policy);
+        }
+        scatter(sumPiSquared, outputs.sumPiSquared, sub.positions);
+      }
     }
-    return out;
+    return { logp, ...(sumPiSquared ? { sumPiSquared } : {}) };
   }
 
   /** PPO epochs over mini-batches of micro-batches, each optimizer step with its global normalisers. */
