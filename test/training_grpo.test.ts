@@ -28,6 +28,7 @@ import { TRAINER_ADVANTAGE_ESTIMATORS } from '../lib/training/losses.js';
 import { type Product, ProductEnvironment, products, VOCAB_SIZE } from '../examples/training/arithmetic.js';
 import { assertClose, checkBadInputs } from './support.js';
 import { bigram, RecordingPolicy, table } from './training_support.js';
+import { reference as groupAdvantagesReference } from './reference/group_advantages.js';
 
 function trainerOptions(policy: Policy, extra: Partial<GRPOTrainerOptions<Product>> = {}): GRPOTrainerOptions<Product> {
   return {
@@ -202,6 +203,40 @@ describe('GRPOTrainer', () => {
     // Episode tokens are unaffected by the coefficient.
     const episodeEnd = half.batch.seqOffsets[half.episodes];
     assertClose(full.gradient.gradLogp.subarray(0, episodeEnd), half.gradient.gradLogp.subarray(0, episodeEnd), { label: 'episodes' });
+  });
+
+  it('AlphaApollo turn-level credit: each action token carries its turn\'s discounted credit', async () => {
+    const gamma = 0.5;
+    const successReward = 0.3;
+    const failureReward = -0.2;
+    const policy = new RecordingPolicy(bigram());
+    let seen: TokenBatch | undefined;
+    const trainer = new GRPOTrainer(trainerOptions(policy, {
+      filters: [], turnCredit: { gamma, successReward, failureReward }, onBatch: (batch) => void (seen = batch),
+    }));
+    await trainer.train(1);
+    const batch = seen!;
+    const { batch: trained, gradient } = policy.gradients[0]!;
+    // Float64 reference: GRPO outcome advantages, then c_t·γ^(n−t) per turn (MATH.md).
+    const outcome = groupAdvantagesReference(batch.rewards, batch.groupIds);
+    const trainedTokens = batch.actionTokenCounts.reduce((sum, count) => sum + count, 0);
+    let toolTurns = 0;
+    batch.trajectories.forEach((trajectory, i) => {
+      const n = trajectory.turns.length;
+      for (let k = 0; k < n; k++) {
+        const response = trajectory.turns[k]!.response;
+        const tool = response !== undefined && response.toolName !== 'user';
+        if (tool) toolTurns += 1;
+        const credit = (!tool ? outcome[i]! : response.status === 'success' ? successReward : failureReward) * gamma ** (n - 1 - k);
+        const turn = batch.turnOffsets[i]! + k;
+        for (let t = batch.turnStarts[turn]!; t < batch.turnActionEnds[turn]!; t++) {
+          // At ratio 1 the token-mean loss's gradient is −A_t / (trained tokens).
+          const g = gradient.gradLogp[trained.seqOffsets[i]! + t - batch.seqOffsets[i]!]!;
+          assertClose(-g * trainedTokens, credit, { rtol: 1e-4, atol: 1e-6, label: `episode ${i} turn ${k}` });
+        }
+      }
+    });
+    assert.ok(toolTurns > 0, 'the batch should hold tool calls');
   });
 
   it('adds a KL to a frozen reference that is zero until the policy moves', async () => {
@@ -419,6 +454,9 @@ describe('GRPOTrainer options', () => {
       { name: 'stepLevel null', call: make({ stepLevel: null }), error: TypeError, message: 'options.stepLevel' },
       { name: 'stepLevel.samples 0', call: make({ stepLevel: { samples: 0 } }), error: RangeError, message: 'options.stepLevel.samples' },
       { name: 'stepLevel.coef -1', call: make({ stepLevel: { coef: -1 } }), error: RangeError, message: 'options.stepLevel.coef' },
+      { name: 'turnCredit null', call: make({ turnCredit: null }), error: TypeError, message: 'options.turnCredit' },
+      { name: 'turnCredit.gamma 1.5', call: make({ turnCredit: { gamma: 1.5 } }), error: RangeError, message: 'options.turnCredit.gamma' },
+      { name: 'turnCredit.successReward NaN', call: make({ turnCredit: { successReward: NaN } }), error: RangeError, message: 'options.turnCredit.successReward' },
       { name: 'options null', call: () => new GRPOTrainer(null as unknown as GRPOTrainerOptions<Product>), error: TypeError, message: 'options' },
     ]);
   });
