@@ -26,7 +26,7 @@
 namespace tirl::cpu {
 namespace {
 
-constexpr int64_t kTokensPerChunk = 16384;
+constexpr int64_t kTokensPerChunk = kPolicyChunkTokens;  // the picks' means: math/policy_loss.h
 constexpr int64_t kTokensPerBlock = 256;
 constexpr int kLanes = 16;
 constexpr int64_t kSequencesPerChunk = 32;
@@ -266,8 +266,7 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
     const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
     return clip_cov_candidate(in.logp[t], in.old_logp[t], in.advantages[t], cov, c, lb, ub);
   });
-  const int64_t wanted = std::max<int64_t>(
-      static_cast<int64_t>(o.clip_cov_ratio * static_cast<double>(m.masked)), 1);
+  const int64_t wanted = pick_count(m.masked, o.clip_cov_ratio, false);
   if (static_cast<int64_t>(candidates.size()) > wanted) {
     const uint64_t seed_key = pick_key_seed(o.seed);
     auto by_key = [&](int64_t a, int64_t b) {
@@ -281,31 +280,27 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
 }
 
 // KL-Cov: the max(floor(masked * kl_cov_ratio), 1) masked-in tokens with the largest
-// covariance (NaN counts as largest, as in torch.topk; ties go to the earlier token).
+// covariance (NaN counts as largest, as in torch.topk; ties go to the earlier token): the
+// smallest kl_cov_rank_key, the order the CUDA pick uses too.
 int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
                     std::vector<uint8_t>& selected) {
   const Means m = masked_means(in);
   if (m.masked == 0) return 0;
   std::vector<int64_t> valid = tokens_where(in, [](int64_t) { return true; });
-  const int64_t wanted = std::max<int64_t>(
-      static_cast<int64_t>(static_cast<double>(m.masked) * o.kl_cov_ratio), 1);
-  std::vector<std::pair<float, int64_t>> cov(valid.size());
+  const int64_t wanted = pick_count(m.masked, o.kl_cov_ratio, true);
+  std::vector<uint64_t> keys(valid.size());
   for (size_t i = 0; i < valid.size(); ++i) {
     const int64_t t = valid[i];
-    cov[i] = {covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage), t};
+    keys[i] = kl_cov_rank_key(covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage),
+                              static_cast<uint64_t>(t));
   }
-  auto larger = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
-    const bool a_nan = std::isnan(a.first), b_nan = std::isnan(b.first);
-    if (a_nan != b_nan) return a_nan;
-    if (!a_nan && a.first != b.first) return a.first > b.first;
-    return a.second < b.second;
-  };
-  if (static_cast<int64_t>(cov.size()) > wanted) {
-    std::nth_element(cov.begin(), cov.begin() + wanted, cov.end(), larger);
-    cov.resize(static_cast<size_t>(wanted));
+  if (static_cast<int64_t>(keys.size()) > wanted) {
+    std::nth_element(keys.begin(), keys.begin() + wanted, keys.end());
+    keys.resize(static_cast<size_t>(wanted));
   }
-  for (const auto& p : cov) selected[static_cast<size_t>(p.second)] = 1;
-  return static_cast<int64_t>(cov.size());
+  // The token is the key's low 32 bits (the front door keeps kl_cov batches below 2^32).
+  for (uint64_t k : keys) selected[static_cast<size_t>(k & 0xFFFFFFFFu)] = 1;
+  return static_cast<int64_t>(keys.size());
 }
 
 // ---------------------------------------------------------------- bypass_mode's IS weights
@@ -462,11 +457,8 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   for (int64_t s = 0; s < in.num_seqs; ++s) {
     const GeoMeanSequence& q = seqs[static_cast<size_t>(s)];
     const double n = static_cast<double>(q.masked);
-    const double mean_log_ratio = n > 0 ? q.log_ratio / n : 0.0;
-    const double mean_advantage = n > 0 ? q.advantage / n : 0.0;
-    const double weight = in.weights != nullptr ? std::exp(n > 0 ? q.log_weight / n : 0.0) : 1.0;
-    const double ratio = std::exp(mean_log_ratio);
-    const double loss = -mean_advantage * ratio * weight;
+    const double loss =
+        geo_mean_sequence_loss(q.log_ratio, q.advantage, q.log_weight, q.masked, in.weights != nullptr);
     total.pg_loss += scale * loss;
     coefficient[static_cast<size_t>(s)] = static_cast<float>(n > 0 ? scale * loss / n : 0.0);
     total.kl_stat += q.kl_stat;
