@@ -10,9 +10,9 @@ import { after, before, describe, test } from 'node:test';
 
 import { calculatorSession, DEMO_CODE_MARKUP, DEMO_VOID_TURN, demoAnswer, demoChatTemplate, demoReward, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
 import type { Problem } from '../app/demo/problems.js';
-import { TOKEN } from '../app/demo/vocab.js';
+import { TOKEN, encode } from '../app/demo/vocab.js';
 import {
-  DPOTrainer, failedExecutionFilter, GRPOTrainer, MultiTurnReasoner, packTrajectories, Role, SelfCorrectingAgent, voidTurnFilter,
+  DPOTrainer, failedExecutionFilter, GRPOTrainer, MultiTurnReasoner, packTrajectories, Role, SelfCorrectingAgent, TokenCompletionClient, voidTurnFilter,
   type AgentRolloutRequest, type AgentTask, type StepAttempt, type TokenBatch, type TokenPreferencePair, type Trajectory,
 } from '../lib/index.js';
 import { closeServedModel, resetServedModel, servedModel, servedWeights, weightChange } from './served_model.js';
@@ -56,6 +56,21 @@ describe('the served-model harness', () => {
         compared++;
       });
       assert.ok(compared > 8, `${api}: ${compared} action tokens`);
+    }
+  });
+
+  test('stop strings reach the server in both formats: the sample stops at them and keeps them', TIMEOUT, async () => {
+    const server = await resetServedModel();
+    const prompt = [TOKEN.bos, ...encode('what is 123 times 45 ?')];
+    for (const api of ['vllm', 'sglang'] as const) {
+      const client = new TokenCompletionClient(api === 'vllm' ? { api, baseUrl: server.url, model: server.model } : { api, baseUrl: server.url });
+      const stopped = await client.complete({ promptTokenIds: prompt, maxTokens: 30, seed: 4, stop: ['#1*#2 </calc>'] });
+      const free = await client.complete({ promptTokenIds: prompt, maxTokens: 30, seed: 4 });
+      const sample = stopped.samples[0]!;
+      assert.equal(sample.finishReason, 'stop', api);
+      assert.ok(sample.text.endsWith('#1*#2 </calc>'), `${api}: ${sample.text}`);
+      assert.deepEqual(sample.tokenIds, free.samples[0]!.tokenIds.slice(0, sample.tokenIds.length));
+      assert.ok(free.samples[0]!.tokenIds.length > sample.tokenIds.length, `${api}: without the stop string the model goes on`);
     }
   });
 
