@@ -15,6 +15,7 @@
 #include "math/common.h"
 #include "math/exp.h"
 #include "math/float_bits.h"
+#include "math/log.h"
 #include "math/ppo_loss.h"
 
 namespace tirl {
@@ -75,7 +76,7 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
   if constexpr (kBinaryKl) {
     const float binary_kl =
         old_prob * (old_logp - logp) +
-        (1.0f - old_prob) * ::logf((1.0f - old_prob + 1e-8f) / (1.0f - prob + 1e-8f));
+        (1.0f - old_prob) * log_any((1.0f - old_prob + 1e-8f) / (1.0f - prob + 1e-8f));
     valid_positive = (binary_kl <= c.clip_high) | (prob <= old_prob);
     valid_negative = (binary_kl <= c.clip_low) | (prob >= old_prob);
   } else {
