@@ -307,7 +307,7 @@ describe('MultiTurnReasoner', () => {
 describe('SelfCorrectingAgent', () => {
   const tools = () => registry(fakePython() as Tool<never>);
 
-  test('backtracks a failed step up to the depth, with only the latest error in context', async () => {
+  test('backtracks a failed step up to the depth, sampling it again from the same context', async () => {
     const policy = new ScriptedPolicy([
       `Step A1 ${py('raise NameError')}`,
       `Step A2 ${py('raise TypeError')}`,
@@ -321,18 +321,28 @@ describe('SelfCorrectingAgent', () => {
     const attempts = trajectory.metadata!.attempts as StepAttempt[];
     assert.deepEqual(attempts.map((a) => [a.step, a.attempt, a.backtracked]), [[0, 0, true], [0, 1, true], [0, 2, false], [1, 0, false]]);
     assert.equal(attempts[0]!.response!.status, 'error');
-    assert.equal(attempts[0]!.correction, undefined);
-    assert.match(attempts[1]!.correction!, /NameError: raised/);
+    assert.ok(attempts.every((a) => a.correction === undefined));
     assert.equal(trajectory.metadata!.backtracks, 2);
     assert.equal(trajectory.reward, 1);
-    // Regenerations start from the same prefix plus one correction message.
-    assert.equal(policy.calls[1]!.length, 3);
-    assert.deepEqual(assistantTexts(policy.calls[1]!), []);
-    assert.match(told(policy.calls[1]!), /Step A1[\s\S]*NameError: raised/);
-    assert.doesNotMatch(told(policy.calls[2]!), /NameError|Step A1/);
-    assert.match(told(policy.calls[2]!), /Step A2[\s\S]*TypeError: raised/);
+    // Every attempt at step 0 was sampled from the context the trajectory holds before it (THOR's
+    // backtracking): the same messages, no failed step or error in them.
+    const prefix = toChatMessages({ ...trajectory, turns: [] });
+    for (const call of [0, 1, 2]) assert.deepEqual(policy.calls[call], prefix);
     // The next step sees the kept path only.
     assert.deepEqual(policy.calls[3], toChatMessages({ ...trajectory, turns: trajectory.turns.slice(0, 1) }));
+  });
+
+  test("retry 'correct': the trajectory holds the failed step, its error and the correction the retry was sampled from", async () => {
+    const policy = new ScriptedPolicy([`Step A1 ${py('raise NameError')}`, `Step A2 ${py('print(6)')}`, 'Done: \\boxed{6}']);
+    const agent = new SelfCorrectingAgent({ policy, tools: tools(), retry: 'correct' });
+    const trajectory = await agent.run({ prompt: 'p', gold: '6' });
+    assert.deepEqual(trajectory.turns.map((turn) => turn.action.text.slice(0, 7)), ['Step A1', 'Step A2', 'Done: \\']);
+    assert.match(trajectory.turns[0]!.response!.text, /NameError: raised[\s\S]*Write that step again/);
+    const attempts = trajectory.metadata!.attempts as StepAttempt[];
+    assert.deepEqual(attempts.map((a) => [a.step, a.attempt, a.backtracked]), [[0, 0, true], [1, 1, false], [2, 0, false]]);
+    assert.match(attempts[0]!.correction!, /NameError: raised/);
+    // Each call saw exactly the trajectory before its turn: nothing outside the record.
+    for (const call of [0, 1, 2]) assert.deepEqual(policy.calls[call], toChatMessages({ ...trajectory, turns: trajectory.turns.slice(0, call) }));
   });
 
   test('when the depth is spent the failed step stays and the episode goes on', async () => {
@@ -345,7 +355,6 @@ describe('SelfCorrectingAgent', () => {
     const attempts = trajectory.metadata!.attempts as StepAttempt[];
     assert.deepEqual(attempts.map((a) => [a.step, a.attempt, a.backtracked, a.response?.status]),
       [[0, 0, true, 'error'], [0, 1, false, 'error'], [1, 0, true, 'timeout'], [1, 1, false, 'error'], [2, 0, false, undefined]]);
-    assert.match(attempts[3]!.correction!, /timed out/);
     assert.equal(trajectory.metadata!.answer, '1');
     assert.equal(trajectory.truncated, undefined);
   });
@@ -363,6 +372,8 @@ describe('SelfCorrectingAgent', () => {
     const policy = new ScriptedPolicy([]);
     assert.throws(() => new SelfCorrectingAgent({ policy, maxBacktracks: -1 }), (error: Error) => error instanceof RangeError && /options\.maxBacktracks/.test(error.message));
     assert.throws(() => new SelfCorrectingAgent({ policy, correctionPrompt: 1 as never }), (error: Error) => error instanceof TypeError && /options\.correctionPrompt/.test(error.message));
+    assert.throws(() => new SelfCorrectingAgent({ policy, retry: 'again' as never }), (error: Error) => error instanceof TypeError && /options\.retry/.test(error.message));
+    assert.throws(() => new SelfCorrectingAgent({ policy, endAtVoidTurn: 1 as never }), (error: Error) => error instanceof TypeError && /options\.endAtVoidTurn/.test(error.message));
   });
 
   test('corrects a real sandbox error', async (t) => {

@@ -8,11 +8,13 @@ export {
   ChatCompletionPolicy, ScriptedPolicy,
   type AgentPolicy, type ChatCompletionDefaults, type GenerateOptions, type Generation, type ScriptFunction, type ScriptedResponse,
 } from './agent_policy.js';
-export { lastCodeBlock, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
+export {
+  lastCodeBlock, lastDelimitedBlock, type AgentTask, type AnswerExtractor, type CodeMarkup, type CodeSession, type RewardFunction, type ToolUseOptions,
+} from './common.js';
 export { MultiTurnReasoner, REASONER_SYSTEM_PROMPT, type MultiTurnReasonerOptions } from './multi_turn_reasoner.js';
 export {
   SelfCorrectingAgent, SELF_CORRECTING_SYSTEM_PROMPT, defaultCorrectionPrompt,
-  type CorrectionPrompt, type SelfCorrectingAgentOptions, type StepAttempt,
+  type CorrectionPrompt, type RetryMode, type SelfCorrectingAgentOptions, type StepAttempt,
 } from './self_correcting_agent.js';
 export {
   ProposeJudgeUpdate, JUDGE_SYSTEM_PROMPT, MAX_CRITIQUE_CHARS, PROPOSER_SYSTEM_PROMPT, defaultRefinePrompt, judgeVerifier, referenceVerifier, selectMemory, toolVerifier,

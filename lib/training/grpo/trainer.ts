@@ -6,21 +6,22 @@
  * trajectory log live beside it in `grpo/`.
  */
 import { applyFilters } from '../../filters/index.js';
+import { checkArray, checkObject, rangeError, typeError } from '../../check.js';
+import { packTrajectories, type TokenBatch, type Trajectory } from '../../trajectory/index.js';
 import { chunk, mean, range, split, sum } from '../batching.js';
 import { latestCheckpoint, loadPolicy, writeCheckpoint } from '../checkpoint.js';
 import type { Environment } from '../environment.js';
 import { appendJsonLine, writeJsonLines } from '../jsonl_log.js';
 import { SeededRandom } from '../random.js';
-import { rollout, toTokenBatch } from '../rollout.js';
-import type { TokenBatch } from '../../trajectory/index.js';
+import { type Episode, rollout, toTokenBatch } from '../rollout.js';
 import type { Policy, PolicyBatch } from '../trainable_policy.js';
 import { readGRPOCheckpoint, writeGRPOCheckpoint } from './checkpoint.js';
 import { asTrajectoryFilter } from './filters.js';
 import { microBatchLoss, type MicroBatchLossSettings } from './loss.js';
 import { UpdateStats, type FilterCount, type GRPOStepMetrics, type RolloutCorrectionMetrics } from './metrics.js';
 import { correctRollout } from './rollout_correction.js';
-import { settings, type GRPOTrainerOptions, type Settings } from './options.js';
-import { stepLevelSequences } from './step_level.js';
+import { settings, type AgentRollouts, type GRPOTrainerOptions, type Settings } from './options.js';
+import { attemptSequences, stepLevelSequences } from './step_level.js';
 import { applyTurnCredit } from './turn_credit.js';
 import { appendTrajectoryLog, truncateTrajectoryLog } from './trajectory_log.js';
 import {
@@ -32,7 +33,26 @@ import {
   type TrainingSequence,
   type UpdateBatch,
 } from './update_batch.js';
-import { typeError } from '../../check.js';
+
+/** A step's episodes: the SDK's batch of them, and the trainer's own episodes when it ran them. */
+interface CollectedEpisodes<Problem> {
+  batch: TokenBatch;
+  episodes?: Episode<Problem>[];
+  dynamicSampling?: NonNullable<GRPOStepMetrics['dynamicSampling']>;
+}
+
+/** Whether a group's rewards differ (a group of one counts, as verl keeps it): group-relative advantages need that. */
+function hasSignal(rewards: readonly number[]): boolean {
+  return rewards.length === 1 || Math.max(...rewards) > Math.min(...rewards);
+}
+
+/** verl's guard: the generation batches are spent before enough groups had a signal. */
+function tooManyBatches(batches: number, kept: number, target: number): Error {
+  return new Error(
+    `GRPOTrainer: dynamic sampling ran ${batches} generation batches (options.dynamicSampling.maxBatches) and kept ${kept} of ` +
+    `${target} groups with unequal rewards; the problems may be too hard or too easy for the policy`,
+  );
+}
 
 /**
  * The GRPO trainer. `await trainer.train(steps)` runs until `steps` steps are done in
@@ -73,7 +93,7 @@ export class GRPOTrainer<Problem> {
     return ran;
   }
 
-  /** One step: rollouts, advantages, filters, masks, PPO updates, metrics. */
+  /** One step: rollouts (or the agent's episodes), filters, masks, advantages, PPO updates, metrics. */
   async step(): Promise<GRPOStepMetrics> {
     const started = performance.now();
     const options = this.options;
@@ -81,38 +101,40 @@ export class GRPOTrainer<Problem> {
     const policy = options.policy;
     if (options.loss.klCoef > 0 && !this.reference) this.reference = await policy.frozenCopy();
 
-    const prompts = this.nextProblems();
-    const problems = prompts.flatMap((p) => Array<Problem>(groupSize).fill(p));
-    const groups = problems.map((_, i) => Math.floor(i / groupSize));
-    const environments = this.environmentsFor(problems.length);
-    const episodes = await rollout(policy, environments, problems, groups, options, this.random);
-
-    const batch = toTokenBatch(episodes, `step${this.stepCount + 1}`);
-    const { keep, report } = applyFilters(batch, options.filters.map((f) => asTrajectoryFilter(f, episodes, groupSize)));
+    const collected = options.agent ? await this.agentEpisodes(options.agent) : await this.environmentEpisodes();
+    const { batch, episodes } = collected;
+    const filters = options.filters.map((f) => asTrajectoryFilter(f, episodes ?? [], groupSize));
+    const { keep, report } = applyFilters(batch, filters);
     const filtered: Record<string, FilterCount> = {};
     for (const f of report.filters) {
       filtered[f.name] = { trajectories: f.flaggedTrajectories, removed: f.removedTrajectories, tokens: f.removedTokens };
     }
-    await options.onEpisodes?.(episodes, keep);
+    if (episodes) await options.onEpisodes?.(episodes, keep);
     await options.onBatch?.(batch, keep, report);
     if (options.trajectoryLogFile) await appendTrajectoryLog(options.trajectoryLogFile, this.stepCount + 1, batch, report);
-    const sequences: TrainingSequence[] = episodes.map((e, i) => ({
-      tokens: e.tokens,
-      roles: e.roles,
-      behaviourLogp: e.behaviourLogp,
-      reward: e.reward,
-      group: groups[i],
-      kind: 'episode',
-      keep: keep[i] === 1,
-    }));
+    const sequences: TrainingSequence[] = Array.from({ length: batch.size }, (_, i) => {
+      const start = batch.seqOffsets[i];
+      const end = start + batch.lengths[i];
+      return {
+        tokens: batch.tokens.subarray(start, end),
+        roles: batch.roles.subarray(start, end),
+        behaviourLogp: batch.behaviourLogprobs.subarray(start, end),
+        reward: episodes ? episodes[i].reward : batch.rewards[i],
+        group: batch.groupIds[i],
+        kind: 'episode',
+        keep: keep[i] === 1,
+      };
+    });
     let stepLevel: GRPOStepMetrics['stepLevel'];
     if (options.stepLevel) {
-      const step = await stepLevelSequences(episodes, options.stepLevel, {
-        policy,
-        createEnvironment: options.createEnvironment,
-        maxTurnTokens: options.maxTurnTokens,
-        random: this.random,
-      });
+      const step = episodes
+        ? await stepLevelSequences(episodes, options.stepLevel, {
+            policy,
+            createEnvironment: options.createEnvironment!,
+            maxTurnTokens: options.maxTurnTokens,
+            random: this.random,
+          })
+        : attemptSequences(batch);
       sequences.push(...step.sequences);
       stepLevel = step.metrics;
     }
@@ -122,17 +144,19 @@ export class GRPOTrainer<Problem> {
     const updateStats = await this.update(update);
     const seconds = (performance.now() - started) / 1000;
 
+    const rewards = episodes ? episodes.map((e) => e.reward) : Array.from(batch.rewards);
     const metrics: GRPOStepMetrics = {
       step: this.stepCount + 1,
-      reward: mean(episodes.map((e) => e.reward)),
-      successRate: mean(episodes.map((e) => (e.success ? 1 : 0))),
-      episodes: episodes.length,
+      reward: mean(rewards),
+      successRate: episodes ? mean(episodes.map((e) => (e.success ? 1 : 0))) : mean(rewards.map((r) => (r > 0 ? 1 : 0))),
+      episodes: batch.size,
       filtered,
       keptTrajectories: sum(keep),
       tokens: update.batch.tokens.length,
       trainedTokens: sum(update.mask),
       ...updateStats,
       ...(stepLevel ? { stepLevel } : {}),
+      ...(collected.dynamicSampling ? { dynamicSampling: collected.dynamicSampling } : {}),
       ...(correction ? { rolloutCorrection: correction } : {}),
       rolloutSeconds,
       updateSeconds: seconds - rolloutSeconds,
@@ -144,6 +168,84 @@ export class GRPOTrainer<Problem> {
     if (options.logFile) await appendJsonLine(options.logFile, metrics);
     await options.onStep?.(metrics);
     return metrics;
+  }
+
+  /**
+   * The step's episodes through the environments: `promptsPerStep` groups, or with dynamic
+   * sampling, generation batches until that many groups with unequal rewards are kept.
+   */
+  private async environmentEpisodes(): Promise<CollectedEpisodes<Problem>> {
+    const options = this.options;
+    const groupSize = options.groupSize;
+    const kept: Episode<Problem>[] = [];
+    const dynamic = options.dynamicSampling;
+    let droppedGroups = 0;
+    for (let batches = 1; ; batches++) {
+      const prompts = this.nextProblems();
+      const problems = prompts.flatMap((p) => Array<Problem>(groupSize).fill(p));
+      const groups = problems.map((_, i) => Math.floor(i / groupSize));
+      const episodes = await rollout(options.policy, this.environmentsFor(problems.length), problems, groups, options, this.random);
+      if (!dynamic) return { batch: toTokenBatch(episodes, `step${this.stepCount + 1}`), episodes };
+      for (let g = 0; g < prompts.length; g++) {
+        const group = episodes.slice(g * groupSize, (g + 1) * groupSize);
+        if (!hasSignal(group.map((e) => e.reward))) {
+          droppedGroups++;
+          continue;
+        }
+        const index = kept.length / groupSize;
+        kept.push(...group.map((e) => ({ ...e, group: index })));
+      }
+      const target = prompts.length;
+      if (kept.length >= target * groupSize) {
+        const surplusGroups = kept.length / groupSize - target;
+        kept.length = target * groupSize;
+        return { batch: toTokenBatch(kept, `step${this.stepCount + 1}`), episodes: kept, dynamicSampling: { batches, droppedGroups, surplusGroups } };
+      }
+      if (batches >= dynamic.maxBatches) throw tooManyBatches(batches, kept.length / groupSize, target);
+    }
+  }
+
+  /** The step's episodes from the agent, packed with their token record; dynamic sampling as above. */
+  private async agentEpisodes(agent: AgentRollouts): Promise<CollectedEpisodes<Problem>> {
+    const options = this.options;
+    const target = options.promptsPerStep;
+    const dynamic = options.dynamicSampling;
+    const kept: Trajectory[][] = [];
+    const seen = new Set<string>();
+    let droppedGroups = 0;
+    let batches = 0;
+    for (let attempt = 0; ; attempt++) {
+      batches = attempt + 1;
+      const trajectories = await agent.collect({ step: this.stepCount + 1, attempt, groups: target, groupSize: options.groupSize });
+      checkArray('agent.collect(request)', trajectories);
+      const groups = new Map<string, Trajectory[]>();
+      trajectories.forEach((trajectory, i) => {
+        const name = `agent.collect(request)[${i}]`;
+        checkObject(name, trajectory);
+        if (typeof trajectory.groupId !== 'string') throw typeError(`${name}.groupId`, 'a string (the group of the episode)', trajectory.groupId);
+        if (typeof trajectory.reward !== 'number' || !Number.isFinite(trajectory.reward)) throw typeError(`${name}.reward`, 'a finite number', trajectory.reward);
+        if (seen.has(trajectory.groupId)) throw rangeError(`${name}.groupId`, 'a group id not used earlier in the step', trajectory.groupId);
+        const members = groups.get(trajectory.groupId) ?? [];
+        members.push(trajectory);
+        groups.set(trajectory.groupId, members);
+      });
+      for (const [id, members] of groups) {
+        seen.add(id);
+        if (dynamic && !hasSignal(members.map((t) => t.reward!))) droppedGroups++;
+        else kept.push(members);
+      }
+      if (!dynamic || kept.length >= target) break;
+      if (batches >= dynamic.maxBatches) throw tooManyBatches(batches, kept.length, target);
+    }
+    const surplusGroups = dynamic ? kept.length - target : 0;
+    const trajectories = (dynamic ? kept.slice(0, target) : kept).flat();
+    const batch = packTrajectories(trajectories, { tokenizer: agent.tokenizer, ...(agent.template ? { template: agent.template } : {}) });
+    batch.exact.forEach((exact, i) => {
+      if (exact !== 1) throw rangeError(`agent.collect(request): trajectory '${trajectories[i]!.id}'`, 'a token record of every span (the ids the engine saw and sampled; use a token-in/token-out policy)', 'a span re-tokenised from text');
+    });
+    return dynamic
+      ? { batch, dynamicSampling: { batches, droppedGroups, surplusGroups } }
+      : { batch };
   }
 
   /** Writes the trainer's state (policy, reference, step, generator, metrics) into `dir`. */
@@ -182,13 +284,13 @@ export class GRPOTrainer<Problem> {
   }
 
   private nextProblems(): readonly Problem[] {
-    const source = this.options.problems;
+    const source = this.options.problems!;
     if (typeof source === 'function') return source(this.stepCount);
     return Array.from({ length: this.options.promptsPerStep }, () => source[this.random.below(source.length)]);
   }
 
   private environmentsFor(count: number): Environment<Problem>[] {
-    while (this.environments.length < count) this.environments.push(this.options.createEnvironment());
+    while (this.environments.length < count) this.environments.push(this.options.createEnvironment!());
     return this.environments.slice(0, count);
   }
 
@@ -239,7 +341,7 @@ export class GRPOTrainer<Problem> {
     const lossSettings: MicroBatchLossSettings = {
       loss: o.loss,
       entropyCoef: o.entropyCoef,
-      ...(o.stepLevel ? { stepLevelCoef: o.stepLevel.coef } : {}),
+      ...(o.stepLevel ? { stepLevelCoef: o.stepLevel.coef, episodeCoef: o.stepLevel.episodeCoef } : {}),
     };
     for (let epoch = 0; epoch < o.ppoEpochs; epoch++) {
       const order = miniBatches > 1 ? this.random.shuffled(range(count)) : range(count);
