@@ -41,7 +41,6 @@ async function sample(label: string): Promise<{ episodes: Trajectory[][]; accura
   return { episodes, accuracy: all.filter((e) => e.reward === 1).length / all.length };
 }
 
-console.log(`before training: ${(100 * (await sample('base')).accuracy).toFixed(0)}% of sampled solutions right`);
 
 const references = await decomposerReferenceEpisodes(DEMO_QUESTIONS, { ...options, format: DEMO_REFERENCE_FORMAT });
 const example = references[0]!;
@@ -50,15 +49,14 @@ example.turns.forEach((turn, k) => console.log(`  turn ${k}: ${turn.action.text}
 const sft = new SFTTrainer({ policy: server.policy, examples: packTrajectories(references, pack), batchSize: 6, seed: 1 });
 const sftMetrics = await sft.train(60);
 console.log(`SFT: ${sftMetrics.length} steps, action-token loss ${sftMetrics[0]!.loss.toFixed(3)} -> ${sftMetrics.at(-1)!.loss.toFixed(3)} nats`);
-console.log(`after SFT: ${(100 * (await sample('sft')).accuracy).toFixed(0)}% right`);
 
 const dpo = new DPOTrainer({
-  policy: server.policy, rounds: 2, beta: 0.1, seed: 1,
+  policy: server.policy, rounds: 2, epochsPerRound: 2, beta: 0.1, maxGradNorm: 0.25, seed: 1,
   async pairs(round) {
     const { episodes, accuracy } = await sample(`round${round}`);
     const pairs: PreferencePair[] = episodes.flatMap((own, q) => buildPreferencePairs(decomposerPreferenceQuestion(DEMO_QUESTIONS[q]!.id, own)));
     const kinds = pairs.reduce<Record<string, number>>((count, pair) => ({ ...count, [pair.kind]: (count[pair.kind] ?? 0) + 1 }), {});
-    console.log(`\nDPO round ${round}: ${(100 * accuracy).toFixed(0)}% right; ${pairs.length} pairs ${JSON.stringify(kinds)}`);
+    console.log(`\nDPO round ${round}: ${(100 * accuracy).toFixed(0)}% of 36 sampled solutions right; ${pairs.length} pairs ${JSON.stringify(kinds)}`);
     const shown = pairs.find((pair) => pair.kind !== 'decomposition') ?? pairs[0];
     if (shown) {
       console.log(`  a ${shown.kind} pair, in the context the solver saw (${shown.context!.turns.length} turns; last message "${shown.prompt}"):`);
@@ -69,6 +67,6 @@ const dpo = new DPOTrainer({
   onStep: (m) => console.log(`  step ${m.step}: loss ${m.loss.toFixed(4)}, reward accuracy ${m.rewardAccuracy.toFixed(2)}, margin ${m.margin.toFixed(4)}`),
 });
 await dpo.train();
-console.log(`\nafter DPO: ${(100 * (await sample('final')).accuracy).toFixed(0)}% right`);
+console.log(`\nafter DPO: ${(100 * (await sample('final')).accuracy).toFixed(0)}% of 36 right`);
 await server.close();
 console.log(`(${((performance.now() - started) / 1000).toFixed(1)} s)`);

@@ -46,7 +46,10 @@ describe('AlphaApollo over HTTP', () => {
         async collect({ step, groups }) {
           const trajectories: Trajectory[] = [];
           for (let g = 0; g < groups; g++) {
-            const task = demoTask(server.nextProblem(), `step${step}/g${g}`);
+            // Products, the problems the served policy was warm-started on, so that some rounds pass.
+            let problem = server.nextProblem();
+            while (problem.kind !== 'product') problem = server.nextProblem();
+            const task = demoTask(problem, `step${step}/g${g}`);
             // groupSize 4 = 2 runs × 2 rounds: every round's episode of the task is one of its group.
             for (let run = 0; run < 2; run++) trajectories.push(...(await agent.runRounds({ ...task, id: `step${step}/g${g}/run${run}` })).episodes);
           }
@@ -64,7 +67,7 @@ describe('AlphaApollo over HTTP', () => {
     assert.ok(collected.every((episode) => episode.reward === (episode.metadata!.verdict as { score: number }).score));
     assert.ok(collected.every((episode) => episode.promptTokenIds !== undefined && episode.turns.every((turn) => turn.action.tokenSource === 'tokens')));
     assert.ok(collected.some((episode) => episode.metadata!.round === 1 && /<out>/.test(episode.prompt)), 'round 1 remembers round 0');
-    assert.ok(collected.some((episode) => episode.turns.some((turn) => turn.response?.toolName === 'calculator')), 'the reasoner ran code');
+    assert.ok(collected.some((episode) => episode.turns.some((turn) => turn.response?.toolName === 'python')), 'the reasoner ran code');
     const rewards = collected.map((episode) => episode.reward!);
     assert.ok(Math.max(...rewards) > Math.min(...rewards), `verified scores should differ: ${rewards.join(' ')}`);
     // Turn-level credit reached the kernel: a tool turn's tokens carry ±credit·γ^(n−t), not the outcome.
