@@ -40,7 +40,7 @@ function inputs(estimator: AdvantageEstimator, numSeqs: number, seqLen: number):
   return options;
 }
 
-function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
+export function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
   const otb = estimator === 'optimal_token_baseline' || estimator === 'tir_optimal_token_baseline';
   const perToken = estimator === 'gae' ? 9 : otb ? 13 : 5;

@@ -29,7 +29,7 @@ function ppoInputs(numSeqs: number, seqLen: number) {
   return { n, mask: batch.mask, seqOffsets: batch.seqOffsets, logp, oldLogp, advantages, refLogp };
 }
 
-function ppoCase(numSeqs: number, seqLen: number, kl: boolean, sizes: SizeName[]): BenchCase {
+export function ppoCase(numSeqs: number, seqLen: number, kl: boolean, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
   const perToken = kl ? 21 : 17;
   return {
