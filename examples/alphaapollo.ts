@@ -10,21 +10,15 @@
  *
  * Run: npx tsc -p tsconfig.json && node dist/examples/alphaapollo.js
  */
-import { GRPOTrainer, ProposeJudgeUpdate, referenceVerifier, type Trajectory } from '../lib/index.js';
-import { calculatorSession, DEMO_CODE_MARKUP, demoAnswer, demoChatTemplate, demoReward, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
+import { GRPOTrainer, type Trajectory } from '../lib/index.js';
+import { demoChatTemplate, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
 import { startTrainedServer } from '../app/serve/trained_server.js';
-import { demoRefinePrompt } from './demo_formats.js';
+import { demoProposeJudgeUpdate } from './demo_formats.js';
 
 const started = performance.now();
 const server = await startTrainedServer({ seed: 1 });
 console.log(`serving the trained demo policy at ${server.url}`);
-const agent = new ProposeJudgeUpdate({
-  policy: server.agentPolicy({ seed: 5 }),
-  verifier: referenceVerifier({ reward: demoReward, name: 'verifier' }),
-  maxRounds: 2, stopWhenPassed: false, maxTurnsPerRound: 3, memorySize: 2,
-  codeMarkup: DEMO_CODE_MARKUP, codeSession: calculatorSession, answer: demoAnswer,
-  refinePrompt: demoRefinePrompt,
-});
+const agent = demoProposeJudgeUpdate(server.agentPolicy({ seed: 5 }));
 
 function nextProduct() {
   let problem = server.nextProblem();

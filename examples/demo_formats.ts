@@ -9,6 +9,9 @@
  */
 import {
   Bm25Retriever,
+  ProposeJudgeUpdate,
+  referenceVerifier,
+  type AgentPolicy,
   type AgentTask,
   type CorpusDocument,
   type DecomposerPrompts,
@@ -18,7 +21,7 @@ import {
   type RefinePrompt,
   type Trajectory,
 } from '../lib/index.js';
-import { demoAnswer } from '../app/demo/agent_format.js';
+import { calculatorSession, DEMO_CODE_MARKUP, demoAnswer, demoReward } from '../app/demo/agent_format.js';
 
 /** Facts the solver retrieves, in the demo's words (one per passage). */
 export const DEMO_CORPUS: readonly CorpusDocument[] = Object.freeze([
@@ -105,3 +108,18 @@ export const DEMO_REFERENCE_FORMAT: Partial<ReferenceFormat> = Object.freeze({
  */
 export const demoRefinePrompt: RefinePrompt = (task, latest, memory) =>
   [task.prompt, ...[...memory, latest].map((round) => `<ans> ${round.answer ?? ''} </ans> <out> ${round.passed ? 1 : 0} </out>`)].join(' ');
+
+/**
+ * AlphaApollo's loop for the demo model: 2 rounds of up to 3 reasoner turns (its `<calc>`
+ * code run by the episode's calculator session), every round kept (`stopWhenPassed` false, so
+ * a task gives 2 episodes), scored against the reference, 2 earlier rounds remembered.
+ */
+export function demoProposeJudgeUpdate(policy: AgentPolicy): ProposeJudgeUpdate {
+  return new ProposeJudgeUpdate({
+    policy,
+    verifier: referenceVerifier({ reward: demoReward, name: 'verifier' }),
+    maxRounds: 2, stopWhenPassed: false, maxTurnsPerRound: 3, memorySize: 2,
+    codeMarkup: DEMO_CODE_MARKUP, codeSession: calculatorSession, answer: demoAnswer,
+    refinePrompt: demoRefinePrompt,
+  });
+}

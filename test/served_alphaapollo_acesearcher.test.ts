@@ -14,11 +14,11 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 
 import {
-  DecomposerSolver, DPOTrainer, GRPOTrainer, ProposeJudgeUpdate, Role, SFTTrainer, buildPreferencePairs, decomposerPreferenceQuestion,
-  decomposerReferenceEpisodes, packPreferencePairs, packTrajectories, referenceVerifier, type PreferencePair, type TokenBatch, type Trajectory,
+  DecomposerSolver, DPOTrainer, GRPOTrainer, Role, SFTTrainer, buildPreferencePairs, decomposerPreferenceQuestion,
+  decomposerReferenceEpisodes, packPreferencePairs, packTrajectories, type PreferencePair, type TokenBatch, type Trajectory,
 } from '../lib/index.js';
-import { calculatorSession, DEMO_CODE_MARKUP, demoAnswer, demoChatTemplate, demoReward, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
-import { DEMO_QUESTIONS, DEMO_REFERENCE_FORMAT, demoRefinePrompt, demoSolverOptions } from '../examples/demo_formats.js';
+import { demoChatTemplate, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
+import { DEMO_QUESTIONS, DEMO_REFERENCE_FORMAT, demoProposeJudgeUpdate, demoSolverOptions } from '../examples/demo_formats.js';
 import { closeServedModel, resetServedModel, servedWeights, weightChange } from './served_model.js';
 import { RecordingPolicy } from './training_support.js';
 
@@ -27,13 +27,8 @@ after(closeServedModel);
 describe('AlphaApollo over HTTP', () => {
   test('propose–judge–update rounds of the tool-using reasoner, rewarded by their verified score, train one GRPO step with turn-level credit', { timeout: 300_000 }, async () => {
     const server = await resetServedModel();
-    const agent = new ProposeJudgeUpdate({
-      policy: server.agentPolicy({ seed: 5 }),
-      verifier: referenceVerifier({ reward: demoReward, name: 'verifier' }),
-      maxRounds: 2, stopWhenPassed: false, maxTurnsPerRound: 3, memorySize: 2,
-      codeMarkup: DEMO_CODE_MARKUP, codeSession: calculatorSession, answer: demoAnswer,
-      refinePrompt: demoRefinePrompt,
-    });
+    // Rounds of the tool-using reasoner, scored against the reference, remembered in the next prompt.
+    const agent = demoProposeJudgeUpdate(server.agentPolicy({ seed: 5 }));
     const gamma = 0.9;
     const collected: Trajectory[] = [];
     const policy = new RecordingPolicy(server.policy);
