@@ -242,6 +242,40 @@ describe('MultiTurnReasoner', () => {
     assert.deepEqual(policy.callOptions[0]!.tools!.map((tool) => tool.function.name), ['python', 'add']);
   });
 
+  test('SimpleTIR: endAtVoidTurn ends the episode at a turn with neither code nor an answer', async () => {
+    const script = [py('print(1)'), 'Let me think more.', '\\boxed{1}'];
+    const ending = await new MultiTurnReasoner({ policy: new ScriptedPolicy(script), tools: registry(fakePython() as Tool<never>), endAtVoidTurn: true }).run({ prompt: 'p', gold: '1' });
+    assert.equal(ending.turns.length, 2);
+    assert.equal(ending.metadata!.voidTurn, 1);
+    assert.equal(ending.truncated, undefined);
+    assert.equal(ending.reward, 0);
+    // Without it the void turn is reasoning the model goes on from.
+    const going = await new MultiTurnReasoner({ policy: new ScriptedPolicy(script), tools: registry(fakePython() as Tool<never>) }).run({ prompt: 'p', gold: '1' });
+    assert.equal(going.turns.length, 3);
+    assert.equal(going.reward, 1);
+  });
+
+  test('THOR/ToRA: while inline code runs, each generation stops at the output fence (or the markup\'s closing delimiter)', async () => {
+    const fenced = new ScriptedPolicy([py('print(2)'), '\\boxed{2}']);
+    await new MultiTurnReasoner({ policy: fenced, tools: registry(fakePython() as Tool<never>) }).run({ prompt: 'p' });
+    assert.deepEqual(fenced.callOptions.map((options) => options?.stop), [['```output'], ['```output']]);
+    const marked = new ScriptedPolicy(['<calc> 1+1 </calc>', '<ans> 2 </ans>']);
+    const session = { cells: [] as string[], async run(code: string) { this.cells.push(code); return { tool: 'calc', status: 'success' as const, result: '2' }; } };
+    const trajectory = await new MultiTurnReasoner({ policy: marked, codeMarkup: { open: '<calc>', close: '</calc>' }, codeSession: () => session, answer: (text) => /<ans>(.*)<\/ans>/.exec(text)?.[1]?.trim() ?? null }).run({ prompt: 'p', gold: '2' });
+    assert.deepEqual(marked.callOptions[0]!.stop, ['</calc>']);
+    assert.deepEqual(session.cells, ['1+1']);
+    assert.equal(trajectory.reward, 1);
+    // Without inline code nothing is stopped; `stop: []` turns it off.
+    const plain = new ScriptedPolicy(['\\boxed{2}']);
+    await new MultiTurnReasoner({ policy: plain }).run({ prompt: 'p' });
+    assert.equal(plain.callOptions[0]!.stop, undefined);
+    const off = new ScriptedPolicy(['\\boxed{2}']);
+    await new MultiTurnReasoner({ policy: off, tools: registry(fakePython() as Tool<never>), stop: [] }).run({ prompt: 'p' });
+    assert.equal(off.callOptions[0]!.stop, undefined);
+    assert.throws(() => new MultiTurnReasoner({ policy: plain, stop: [''] }), /options\.stop\[0\]/);
+    assert.throws(() => new MultiTurnReasoner({ policy: plain, codeMarkup: { open: '<c>' } as never }), /options\.codeMarkup\.close/);
+  });
+
   test('stops at maxTurns without an answer, truncated, reward 0', async () => {
     const policy = new ScriptedPolicy(() => py('raise ValueError'));
     const trajectory = await new MultiTurnReasoner({ policy, tools: registry(fakePython() as Tool<never>), maxTurns: 3 }).run({ prompt: 'p', gold: '1' });
@@ -357,6 +391,15 @@ describe('SelfCorrectingAgent', () => {
       [[0, 0, true, 'error'], [0, 1, false, 'error'], [1, 0, true, 'timeout'], [1, 1, false, 'error'], [2, 0, false, undefined]]);
     assert.equal(trajectory.metadata!.answer, '1');
     assert.equal(trajectory.truncated, undefined);
+  });
+
+  test('endAtVoidTurn ends the episode at a step that neither runs code nor answers', async () => {
+    const policy = new ScriptedPolicy([py('print(1)'), 'Hmm.', '\\boxed{1}']);
+    const trajectory = await new SelfCorrectingAgent({ policy, tools: tools(), endAtVoidTurn: true }).run({ prompt: 'p', gold: '1' });
+    assert.equal(trajectory.turns.length, 2);
+    assert.equal(trajectory.metadata!.voidTurn, 1);
+    assert.equal(trajectory.truncated, undefined);
+    assert.deepEqual(policy.callOptions.map((options) => options?.stop), [['```output'], ['```output']]);
   });
 
   test('depth 0 never backtracks; maxTurns bounds the kept steps', async () => {

@@ -8,10 +8,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { calculatorSession, DEMO_CODE_MARKUP, demoAnswer, demoChatTemplate, demoReward, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
-import { TOKEN } from '../app/demo/vocab.js';
+import { calculatorSession, DEMO_CODE_MARKUP, DEMO_VOID_TURN, demoAnswer, demoChatTemplate, demoReward, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
+import type { Problem } from '../app/demo/problems.js';
+import { TOKEN, encode } from '../app/demo/vocab.js';
 import {
-  DPOTrainer, GRPOTrainer, MultiTurnReasoner, packTrajectories, Role, type TokenPreferencePair, type Trajectory,
+  DPOTrainer, failedExecutionFilter, GRPOTrainer, MultiTurnReasoner, packTrajectories, Role, SelfCorrectingAgent, TokenCompletionClient, voidTurnFilter,
+  type AgentRolloutRequest, type AgentTask, type StepAttempt, type TokenBatch, type TokenPreferencePair, type Trajectory,
 } from '../lib/index.js';
 import { closeServedModel, resetServedModel, servedModel, servedWeights, weightChange } from './served_model.js';
 
@@ -39,8 +41,9 @@ describe('the served-model harness', () => {
     const server = await resetServedModel();
     for (const api of ['vllm', 'sglang'] as const) {
       const agent = await reasoner(api, 11);
+      const next = server.problems(7);
       const trajectories: Trajectory[] = [];
-      for (let i = 0; i < 4; i++) trajectories.push(await agent.run(demoTask(server.nextProblem())));
+      for (let i = 0; i < 4; i++) trajectories.push(await agent.run(demoTask(next())));
       const batch = packTrajectories(trajectories, { tokenizer: demoTokenizer, template: demoChatTemplate });
       assert.deepEqual(Array.from(batch.exact), [1, 1, 1, 1], api);
       assert.ok(trajectories.every((t) => t.promptTokenIds![0] === TOKEN.bos && t.turns.every((turn) => turn.action.tokenSource === 'tokens')));
@@ -56,9 +59,25 @@ describe('the served-model harness', () => {
     }
   });
 
+  test('stop strings reach the server in both formats: the sample stops at them and keeps them', TIMEOUT, async () => {
+    const server = await resetServedModel();
+    const prompt = [TOKEN.bos, ...encode('what is 123 times 45 ?')];
+    for (const api of ['vllm', 'sglang'] as const) {
+      const client = new TokenCompletionClient(api === 'vllm' ? { api, baseUrl: server.url, model: server.model } : { api, baseUrl: server.url });
+      const stopped = await client.complete({ promptTokenIds: prompt, maxTokens: 30, seed: 4, stop: ['#1*#2 </calc>'] });
+      const free = await client.complete({ promptTokenIds: prompt, maxTokens: 30, seed: 4 });
+      const sample = stopped.samples[0]!;
+      assert.equal(sample.finishReason, 'stop', api);
+      assert.ok(sample.text.endsWith('#1*#2 </calc>'), `${api}: ${sample.text}`);
+      assert.deepEqual(sample.tokenIds, free.samples[0]!.tokenIds.slice(0, sample.tokenIds.length));
+      assert.ok(free.samples[0]!.tokenIds.length > sample.tokenIds.length, `${api}: without the stop string the model goes on`);
+    }
+  });
+
   test('GRPOTrainer trains on the agent\'s trajectories as they are and changes the policy the server serves', TIMEOUT, async () => {
     const server = await resetServedModel();
     const agent = await reasoner('vllm', 21);
+    const next = server.problems(8);
     const before = servedWeights(server);
     const collected: Trajectory[] = [];
     const trainer = new GRPOTrainer({
@@ -69,7 +88,7 @@ describe('the served-model harness', () => {
         collect: async ({ step, groups, groupSize }) => {
           const out: Trajectory[] = [];
           for (let g = 0; g < groups; g++) {
-            const problem = server.nextProblem();
+            const problem = next();
             for (let k = 0; k < groupSize; k++) out.push(await agent.run(demoTask(problem, `s${step}g${g}`)));
           }
           collected.push(...out);
@@ -95,8 +114,9 @@ describe('the served-model harness', () => {
     const server = await resetServedModel();
     const agent = await reasoner('sglang', 31);
     const pairs: TokenPreferencePair[] = [];
+    const next = server.problems(9, ['product', 'word']);
     for (let tries = 0; pairs.length < 2 && tries < 20; tries++) {
-      const problem = server.nextProblem();
+      const problem = next();
       const episodes = [await agent.run(demoTask(problem)), await agent.run(demoTask(problem))];
       const chosen = episodes.find((t) => t.reward === 1);
       const rejected = episodes.find((t) => t.reward === 0);
@@ -118,6 +138,145 @@ describe('the served-model harness', () => {
     const [metrics] = await trainer.train();
     assert.equal(metrics!.pairs, 2);
     assert.ok(Number.isFinite(metrics!.loss));
+    assert.ok(weightChange(before, servedWeights(server)) > 0);
+  });
+});
+
+/** Runs `groups` fresh groups of `groupSize` episodes of `agent` on the served problems. */
+function collectWith(nextProblem: () => Problem, agent: { run(task: AgentTask): Promise<Trajectory> }, seen: Trajectory[] = []) {
+  return async ({ step, attempt, groups, groupSize }: AgentRolloutRequest): Promise<Trajectory[]> => {
+    const out: Trajectory[] = [];
+    for (let g = 0; g < groups; g++) {
+      const problem = nextProblem();
+      for (let k = 0; k < groupSize; k++) out.push(await agent.run(demoTask(problem, `s${step}a${attempt}g${g}`)));
+    }
+    seen.push(...out);
+    return out;
+  };
+}
+
+/** Problems from `a` and `b` in turn. */
+function alternating(a: () => Problem, b: () => Problem): () => Problem {
+  let turn = 0;
+  return () => (turn++ % 2 === 0 ? a() : b());
+}
+
+describe('SimpleTIR against the served model', () => {
+  test('a GRPO step with void-turn filtering and dynamic sampling runs over HTTP and changes the served policy', TIMEOUT, async () => {
+    const server = await resetServedModel();
+    const agent = await reasoner('sglang', 41, { endAtVoidTurn: true });
+    const seen: Trajectory[] = [];
+    let kept: { batch: TokenBatch; keep: Uint8Array } | undefined;
+    const before = servedWeights(server);
+    const trainer = new GRPOTrainer({
+      policy: server.policy,
+      agent: { tokenizer: demoTokenizer, template: demoChatTemplate, collect: collectWith(server.problems(1), agent, seen) },
+      promptsPerStep: 2,
+      groupSize: 4,
+      filters: [voidTurnFilter(DEMO_VOID_TURN)],
+      dynamicSampling: { maxBatches: 20 },
+      seed: 5,
+      onBatch: (batch, keep) => void (kept = { batch, keep }),
+    });
+    const [metrics] = await trainer.train(1);
+    const { batch, keep } = kept!;
+    // Dynamic sampling: the step trains on 2 groups, each with unequal rewards.
+    assert.equal(metrics!.episodes, 8);
+    assert.equal(batch.groupKeys.length, 2);
+    for (let g = 0; g < 2; g++) {
+      const rewards = Array.from(batch.rewards).filter((_, i) => batch.groupIds[i] === g);
+      assert.ok(Math.max(...rewards) > Math.min(...rewards), `group ${g}: ${rewards}`);
+    }
+    const sampling = metrics!.dynamicSampling!;
+    assert.equal(seen.length, 8 * sampling.batches);
+    assert.equal(sampling.droppedGroups, 2 * sampling.batches - 2 - sampling.surplusGroups);
+    // Void turns ended their episodes (nothing after them) and the filter took those out of the loss.
+    const voidEnded = seen.filter((t) => t.metadata!.voidTurn !== undefined);
+    for (const t of voidEnded) assert.equal(t.metadata!.voidTurn, t.turns.length - 1);
+    batch.trajectories.forEach((t, i) => {
+      if (t.metadata!.voidTurn !== undefined) assert.equal(keep[i], 0, `${t.id} ended at a void turn`);
+    });
+    assert.equal(metrics!.keptTrajectories + metrics!.filtered['void-turn']!.removed, 8);
+    // Episodes build on the calculator's state: '#r' in an answer is the earlier call's result.
+    assert.ok(seen.some((t) => t.reward === 1 && /#r/.test(t.turns[t.turns.length - 1]!.action.text)));
+    assert.ok(weightChange(before, servedWeights(server)) > 0);
+  });
+});
+
+describe('THOR against the served model', () => {
+  test('each generation stops after its code block (the stop sequence), which the served model would write past', TIMEOUT, async () => {
+    const server = await resetServedModel();
+    const endsAtCode = (text: string) => text.indexOf('</calc>') < 0 || text.trimEnd().endsWith('</calc>') && text.indexOf('</calc>') === text.lastIndexOf('</calc>');
+    const run = async (extra: { stop?: string[] }) => {
+      const agent = new SelfCorrectingAgent({
+        policy: server.agentPolicy({ seed: 51 }), codeMarkup: DEMO_CODE_MARKUP, codeSession: calculatorSession,
+        answer: demoAnswer, reward: demoReward, maxTurns: 3, ...extra,
+      });
+      const turns: string[] = [];
+      const next = server.problems(2);
+      for (let i = 0; i < 6; i++) turns.push(...(await agent.run(demoTask(next()))).turns.map((turn) => turn.action.text));
+      return turns;
+    };
+    const stopped = await run({});
+    assert.ok(stopped.some((text) => text.includes('</calc>')));
+    assert.ok(stopped.every(endsAtCode), JSON.stringify(stopped));
+    const unstopped = await run({ stop: [] });
+    assert.ok(!unstopped.every(endsAtCode), 'without the stop sequence the model writes past its code block');
+  });
+
+  test('retried steps were sampled from the context the trajectory holds: their log-probs are the policy\'s there', TIMEOUT, async () => {
+    const server = await resetServedModel();
+    const agent = new SelfCorrectingAgent({
+      policy: server.agentPolicy({ seed: 61 }), codeMarkup: DEMO_CODE_MARKUP, codeSession: calculatorSession,
+      answer: demoAnswer, reward: demoReward, maxTurns: 3, maxBacktracks: 2,
+    });
+    let retried = 0;
+    const next = alternating(server.problems(5, ['product']), server.problems(6, ['conversion']));
+    for (let i = 0; i < 6; i++) {
+      const trajectory = await agent.run(demoTask(next()));
+      const batch = packTrajectories([trajectory], { tokenizer: demoTokenizer, template: demoChatTemplate });
+      for (const attempt of trajectory.metadata!.attempts as StepAttempt[]) {
+        const prefix = Array.from(batch.tokens.subarray(0, batch.turnStarts[attempt.step]));
+        const tokens = Int32Array.from([...prefix, ...attempt.action.tokenIds!]);
+        const { logp } = await server.policy.logprobs({ tokens, seqOffsets: Int32Array.of(0, tokens.length) });
+        attempt.action.logprobs!.forEach((value, k) => {
+          assert.ok(Math.abs(logp[prefix.length + k]! - value) < 1e-4, `step ${attempt.step} attempt ${attempt.attempt} token ${k}`);
+        });
+        if (attempt.attempt > 0) retried++;
+      }
+    }
+    assert.ok(retried > 0, 'some steps were retried');
+  });
+
+  test('a GRPO step at episode and step level (THOR) runs over HTTP and changes the served policy', TIMEOUT, async () => {
+    const server = await resetServedModel();
+    const agent = new SelfCorrectingAgent({
+      policy: server.agentPolicy({ api: 'vllm', seed: 71 }), codeMarkup: DEMO_CODE_MARKUP, codeSession: calculatorSession,
+      answer: demoAnswer, reward: demoReward, maxTurns: 3, maxBacktracks: 2,
+    });
+    const seen: Trajectory[] = [];
+    const before = servedWeights(server);
+    const trainer = new GRPOTrainer({
+      policy: server.policy,
+      agent: { tokenizer: demoTokenizer, template: demoChatTemplate, collect: collectWith(alternating(server.problems(3, ['word']), server.problems(4, ['conversion'])), agent, seen) },
+      promptsPerStep: 2,
+      groupSize: 4,
+      filters: [failedExecutionFilter()],
+      stepLevel: { coef: 0.5, episodeCoef: 1 },
+      seed: 7,
+    });
+    const [metrics] = await trainer.train(1);
+    const failed = seen.filter((t) => t.turns.some((turn) => turn.response !== undefined && turn.response.status !== 'success'));
+    assert.equal(metrics!.filtered['failed-execution']!.trajectories, failed.length);
+    // The step level: one group per retried step, its attempts sampled from one prefix.
+    const retriedSteps = seen.reduce((n, t) => n + new Set((t.metadata!.attempts as StepAttempt[]).filter((a) => a.attempt > 0).map((a) => a.step)).size, 0);
+    assert.ok(retriedSteps > 0);
+    assert.equal(metrics!.stepLevel!.failures, retriedSteps);
+    const attemptTokens = seen.reduce((n, t) => n + (t.metadata!.attempts as StepAttempt[])
+      .filter((a) => (t.metadata!.attempts as StepAttempt[]).some((b) => b.step === a.step && b.attempt > 0))
+      .reduce((m, a) => m + a.action.tokenIds!.length, 0), 0);
+    const keptActionTokens = seen.filter((t) => !failed.includes(t)).reduce((n, t) => n + t.turns.reduce((m, turn) => m + turn.action.tokenIds!.length, 0), 0);
+    assert.equal(metrics!.trainedTokens, keptActionTokens + attemptTokens);
     assert.ok(weightChange(before, servedWeights(server)) > 0);
   });
 });

@@ -205,6 +205,90 @@ describe('GRPOTrainer', () => {
     assertClose(full.gradient.gradLogp.subarray(0, episodeEnd), half.gradient.gradLogp.subarray(0, episodeEnd), { label: 'episodes' });
   });
 
+  it('THOR: the episode loss has its own coefficient beside the step level\'s', async () => {
+    const runs: { gradient: PolicyOutputGradient; batch: PolicyBatch; episodes: number }[] = [];
+    for (const episodeCoef of [1, 0.25]) {
+      const policy = new RecordingPolicy(bigram());
+      let episodes = 0;
+      await new GRPOTrainer(trainerOptions(policy, { stepLevel: { samples: 2, coef: 0.5, episodeCoef }, onBatch: (batch) => void (episodes = batch.size) })).train(1);
+      runs.push({ episodes, ...policy.gradients[0]! });
+    }
+    const [one, quarter] = runs;
+    const episodeEnd = one!.batch.seqOffsets[one!.episodes]!;
+    assert.ok(one!.gradient.gradLogp.subarray(0, episodeEnd).some((g) => g !== 0));
+    assertClose(quarter!.gradient.gradLogp.subarray(0, episodeEnd), one!.gradient.gradLogp.subarray(0, episodeEnd).map((g) => 0.25 * g), { rtol: 1e-6, atol: 1e-9, label: 'episode tokens' });
+    assertClose(quarter!.gradient.gradLogp.subarray(episodeEnd), one!.gradient.gradLogp.subarray(episodeEnd), { label: 'step-level tokens' });
+  });
+
+  it('DAPO dynamic sampling: groups with equal rewards are replaced by fresh ones until the batch is full (verl filter_groups)', async () => {
+    let seen: TokenBatch | undefined;
+    const trainer = new GRPOTrainer(trainerOptions(bigram(), { filters: [], dynamicSampling: { maxBatches: 50 }, onBatch: (batch) => void (seen = batch) }));
+    const [metrics] = await trainer.train(1);
+    const sampling = metrics!.dynamicSampling!;
+    assert.ok(sampling.droppedGroups > 0, 'the untrained policy leaves some groups without signal');
+    assert.ok(sampling.batches > 1);
+    assert.equal(metrics!.episodes, 3 * 6);
+    // Every group left has unequal rewards.
+    for (let g = 0; g < 3; g++) {
+      const rewards = Array.from(seen!.rewards.subarray(g * 6, (g + 1) * 6));
+      assert.ok(Math.max(...rewards) > Math.min(...rewards), `group ${g}: ${rewards}`);
+    }
+    // Without it, the same seed trains on groups that carry no signal.
+    let plain: TokenBatch | undefined;
+    await new GRPOTrainer(trainerOptions(bigram(), { filters: [], onBatch: (batch) => void (plain = batch) })).train(1);
+    const flat = [0, 1, 2].filter((g) => new Set(plain!.rewards.subarray(g * 6, (g + 1) * 6)).size === 1);
+    assert.ok(flat.length > 0);
+  });
+
+  it('dynamic sampling gives up after maxBatches generation batches, as verl does', async () => {
+    const never = { reset: () => 'q', step: () => ({ feedback: '', reward: 0, done: true, success: false }) };
+    const trainer = new GRPOTrainer(trainerOptions(bigram(), { createEnvironment: () => never, dynamicSampling: { maxBatches: 3 } }));
+    await assert.rejects(trainer.train(1), /dynamic sampling ran 3 generation batches .*kept 0 of 3 groups/);
+  });
+
+  it('agent episodes: trained on as they are, with dynamic sampling over the agent\'s groups', async () => {
+    // Token ids of the bigram's vocabulary: prompt 0, an action 1 or 5, the tool's answer 6.
+    const episode = (groupId: string, reward: number, action: number): Trajectory => ({
+      id: `${groupId}-${reward}-${action}`, prompt: 'q', groupId, reward, promptTokenIds: [0],
+      turns: [{ action: { text: '', tokenIds: [action, 2], logprobs: [-1.5, -1.25] }, response: { toolName: 'python', status: 'success', text: '6' }, feedbackTokenIds: [6] }],
+    });
+    const calls: { attempt: number; groups: number }[] = [];
+    const batches: Trajectory[][] = [
+      [episode('a', 1, 1), episode('a', 1, 5), episode('b', 0, 1), episode('b', 1, 5)],
+      [episode('c', 0, 5), episode('c', 1, 1)],
+    ];
+    const charTokenizer = { name: 'ids', vocabSize: 8, specialTokens: {}, encode: () => [7], decode: () => '', specialTokenId: () => 0 };
+    const policy = new RecordingPolicy(bigram());
+    let seen: TokenBatch | undefined;
+    const trainer = new GRPOTrainer<never>({
+      policy, promptsPerStep: 2, groupSize: 2, filters: [], maxGradNorm: Infinity, dynamicSampling: {},
+      agent: { tokenizer: charTokenizer, collect: async (request) => (calls.push({ attempt: request.attempt, groups: request.groups }), batches[request.attempt]!) },
+      onBatch: (batch) => void (seen = batch),
+    });
+    const [metrics] = await trainer.train(1);
+    assert.deepEqual(calls, [{ attempt: 0, groups: 2 }, { attempt: 1, groups: 2 }]);
+    assert.deepEqual(metrics!.dynamicSampling, { batches: 2, droppedGroups: 1, surplusGroups: 0 });
+    assert.deepEqual(seen!.groupKeys, ['b', 'c']);
+    // The recorded ids are the batch, token for token: prompt, action, the tool's answer (the
+    // last response, rendered by nobody: its feedbackTokenIds are kept).
+    assert.deepEqual(Array.from(policy.gradients[0]!.batch.tokens), [0, 1, 2, 6, 0, 5, 2, 6, 0, 5, 2, 6, 0, 1, 2, 6]);
+    assert.equal(metrics!.trainedTokens, 8);
+    assert.equal(metrics!.successRate, 0.5);
+    // The behaviour log-probs are the recorded ones.
+    assert.deepEqual(Array.from(seen!.behaviourLogprobs.subarray(0, 4)), [0, -1.5, -1.25, 0]);
+
+    const failing = (trajectories: Trajectory[]) => new GRPOTrainer<never>({ policy: bigram(), promptsPerStep: 1, groupSize: 2, filters: [], agent: { tokenizer: charTokenizer, collect: async () => trajectories } });
+    await assert.rejects(failing([{ ...episode('a', 1, 1), reward: undefined }]).train(1), /Expected a finite number for agent\.collect\(request\)\[0\]\.reward/);
+    await assert.rejects(failing([{ ...episode('a', 1, 1), groupId: undefined }]).train(1), /agent\.collect\(request\)\[0\]\.groupId/);
+    const inexact = episode('a', 1, 1);
+    delete inexact.turns[0]!.action.tokenIds;
+    delete inexact.turns[0]!.action.logprobs;
+    await assert.rejects(failing([inexact]).train(1), /a token record of every span/);
+    assert.throws(() => new GRPOTrainer({ policy: bigram(), agent: { tokenizer: charTokenizer, collect: async () => [] }, problems: [1] }), /either agent, or createEnvironment and problems/);
+    assert.throws(() => new GRPOTrainer<never>({ policy: bigram(), agent: { tokenizer: charTokenizer, collect: async () => [] }, filters: [{ name: 'x', removes: () => false }] }), /options\.filters\[0\]/);
+    assert.throws(() => new GRPOTrainer(trainerOptions(bigram(), { dynamicSampling: { maxBatches: 0 } })), /options\.dynamicSampling\.maxBatches/);
+  });
+
   it('AlphaApollo turn-level credit: each action token carries its turn\'s discounted credit', async () => {
     const gamma = 0.5;
     const successReward = 0.3;

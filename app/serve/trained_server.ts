@@ -62,6 +62,8 @@ export interface TrainedServer extends RunningServer {
   checkpoint: string;
   /** Fresh problems of the served kinds (none of them trained on). */
   nextProblem: () => Problem;
+  /** A stream of its own of problems (of `kinds`, default the served ones), seeded: the same problems whatever ran before. */
+  problems(seed: number, kinds?: readonly string[]): () => Problem;
   /**
    * The agent-facing policy over the server's token API: prompts as ids, sampled ids with
    * their log-probs back, so agents' trajectories carry the exact token record.
@@ -101,6 +103,7 @@ export async function startTrainedServer(options: TrainedServerOptions = {}): Pr
     ...server,
     checkpoint,
     nextProblem: problemsOf(new ProblemSplits(seed + 100, { testSize: 40 }), options.kinds ?? DEFAULT_KINDS),
+    problems: (streamSeed, kinds = options.kinds ?? DEFAULT_KINDS) => problemsOf(new ProblemSplits(seed + 100 + streamSeed, { testSize: 40 }), kinds),
     agentPolicy: ({ api = 'vllm', maxTokens = 14, seed: sampleSeed, policyVersion } = {}) => {
       const client = new TokenCompletionClient(api === 'vllm' ? { api, baseUrl: server.url, model: server.model } : { api, baseUrl: server.url });
       return new TokenAgentPolicy(client, {

@@ -165,7 +165,7 @@ export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, Advantag
    * `metadata.filteredBy` (the filter that removed it, or null).
    */
   trajectoryLogFile?: string;
-  /** Called with each step's episodes and their keep flags (1 = in the loss), after the filters. */
+  /** Called with each step's episodes and their keep flags (1 = in the loss), after the filters (not with `agent`: see `onBatch`). */
   onEpisodes?: (episodes: readonly Episode<Problem>[], keep: Uint8Array) => void | Promise<void>;
   /**
    * Called with each step's episodes after the filters: as the SDK's `TokenBatch` (its
