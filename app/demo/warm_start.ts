@@ -4,8 +4,7 @@
  * kernel). The per-sequence sums and their gradient come from the sequenceLogprobs
  * kernels; the log-probs and their gradient from tokenLogprobs through the policy.
  */
-import { feedbackMask, packSequences, sequenceLogprobs, sequenceLogprobsBackward, type SeededRandom } from '../../lib/index.js';
-import type { DemoPolicy } from './policy.js';
+import { feedbackMask, packSequences, sequenceLogprobs, sequenceLogprobsBackward, type Policy, type SeededRandom } from '../../lib/index.js';
 import type { Trace } from './tirgen.js';
 
 export interface WarmStartOptions {
@@ -16,7 +15,7 @@ export interface WarmStartOptions {
 }
 
 /** Trains `policy` on `traces`; returns the mean action-token loss (nats) of each step. */
-export async function warmStart(policy: DemoPolicy, traces: readonly Trace[], options: WarmStartOptions): Promise<number[]> {
+export async function warmStart(policy: Pick<Policy, 'accumulateGradients' | 'applyGradients'>, traces: readonly Trace[], options: WarmStartOptions): Promise<number[]> {
   const losses: number[] = [];
   for (let step = 0; step < options.steps; step++) {
     const batchTraces = Array.from({ length: options.batchSize }, () => traces[options.rng.between(0, traces.length - 1)]);

@@ -66,7 +66,11 @@ export interface LlamaCppEngineOptions {
   sequences?: number;
   /** Context size of each sequence, tokens. Default 256. */
   contextSize?: number;
-  /** CPU threads for evaluation; 0 = as many as the machine has. Default 2. */
+  /**
+   * CPU threads for evaluation; 0 = as many as the machine has. Default 1: for a small model
+   * ggml's spinning thread pool costs more than it gains (measured on 2 busy cores: 448 tokens
+   * in 0.27 s with 1 thread, 16 s with 2).
+   */
   threads?: number;
   /** Version number of the first weights. Default 0. */
   weightVersion?: number;
@@ -113,7 +117,7 @@ export class LlamaCppEngine implements TokenPolicy {
       modelPath: checkNonEmptyString('options.modelPath', options.modelPath),
       sequences: checkInteger('options.sequences', options.sequences, 8, 1, 256),
       contextSize: checkInteger('options.contextSize', options.contextSize, 256, 8, 1 << 20),
-      threads: checkInteger('options.threads', options.threads, 2, 0, 1024),
+      threads: checkInteger('options.threads', options.threads, 1, 0, 1024),
       weightVersion: checkInteger('options.weightVersion', options.weightVersion, 0, 0, Number.MAX_SAFE_INTEGER),
       kvCacheType: options.kvCacheType ?? 'f32',
     };

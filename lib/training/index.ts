@@ -23,3 +23,4 @@ export type {
 } from './trainable_policy.js';
 export { SeededRandom } from './random.js';
 export { type Episode, type EpisodeTurn, packSequences, rollout, type RolloutLimits, toTokenBatch } from './rollout.js';
+export { EnginePolicy, type EnginePolicyOptions } from './engine_policy.js';

@@ -5,7 +5,7 @@
  * loop; its options, metrics, update batch, loss call, THOR step level, checkpoint and
  * trajectory log live beside it in `grpo/`.
  */
-import { applyFilters } from '../../filters/index.js';
+import { applyFilters, stalenessStats } from '../../filters/index.js';
 import { chunk, mean, range, split, sum } from '../batching.js';
 import { latestCheckpoint, loadPolicy, writeCheckpoint } from '../checkpoint.js';
 import type { Environment } from '../environment.js';
@@ -82,6 +82,7 @@ export class GRPOTrainer<Problem> {
     });
 
     const batch = toTokenBatch(episodes, `step${this.stepCount + 1}`);
+    const lag = stalenessStats(batch, this.stepCount);
     const { keep, report } = applyFilters(batch, options.filters.map((f) => asTrajectoryFilter(f, episodes, groupSize)));
     const filtered: Record<string, FilterCount> = {};
     for (const f of report.filters) {
@@ -127,6 +128,7 @@ export class GRPOTrainer<Problem> {
       trainedTokens: sum(update.mask),
       ...updateStats,
       ...(stepLevel ? { stepLevel } : {}),
+      ...(lag.versioned > 0 ? { staleness: { mean: lag.mean, max: lag.max } } : {}),
       ...(correction ? { rolloutCorrection: correction } : {}),
       rolloutSeconds,
       updateSeconds: seconds - rolloutSeconds,
