@@ -55,7 +55,7 @@ export interface LlamaDemoConfig {
 export const LLAMA_DEFAULT_CONFIG: LlamaDemoConfig = {
   seed: 1,
   rlSteps: 60,
-  warmStartSteps: 150,
+  warmStartSteps: 30,
   warmStartTraces: 3000,
   batchSize: 32,
   promptsPerStep: 8,
