@@ -2,7 +2,7 @@
  * llama.cpp in process, through `node-llama-cpp` (an optional dependency), as a rollout
  * engine behind the same {@link TokenPolicy} interface as the vLLM / SGLang clients: token ids
  * in, sampled ids out with the engine's log-prob of each, several sequences at once (one
- * llama.cpp context with parallel sequences, batched into the same decode calls).
+ * llama.cpp context per sequence, decoding concurrently).
  *
  * Log-probs are the engine's own: node-llama-cpp's `confidence` is the probability of the
  * sampled token under the distribution llama.cpp sampled from, after its sampler chain
@@ -84,7 +84,7 @@ export interface LlamaCppEngineOptions {
 export class LlamaCppEngine implements TokenPolicy {
   #llama: LlamaInstance;
   #model: LlamaModelHandle;
-  #context: LlamaContextHandle;
+  #contexts: LlamaContextHandle[];
   #free: LlamaSequenceHandle[];
   #waiting: ((sequence: LlamaSequenceHandle) => void)[] = [];
   #modelPath: string;
@@ -92,11 +92,11 @@ export class LlamaCppEngine implements TokenPolicy {
   readonly #options: Required<Omit<LlamaCppEngineOptions, 'modelPath' | 'weightVersion'>>;
   #requests = 0;
 
-  private constructor(llama: LlamaInstance, model: LlamaModelHandle, context: LlamaContextHandle, options: Required<LlamaCppEngineOptions>) {
+  private constructor(llama: LlamaInstance, model: LlamaModelHandle, contexts: LlamaContextHandle[], options: Required<LlamaCppEngineOptions>) {
     this.#llama = llama;
     this.#model = model;
-    this.#context = context;
-    this.#free = Array.from({ length: options.sequences }, () => context.getSequence());
+    this.#contexts = contexts;
+    this.#free = contexts.map((context) => context.getSequence());
     this.#modelPath = options.modelPath;
     this.#version = options.weightVersion;
     this.#options = { sequences: options.sequences, contextSize: options.contextSize, threads: options.threads, kvCacheType: options.kvCacheType };
@@ -120,23 +120,27 @@ export class LlamaCppEngine implements TokenPolicy {
     if (settings.kvCacheType !== 'f32' && settings.kvCacheType !== 'f16') throw rangeError('options.kvCacheType', "'f32' or 'f16'", settings.kvCacheType);
     const { getLlama } = await loadNodeLlamaCpp();
     const llama = await getLlama({ gpu: false, build: 'never', skipDownload: true, progressLogs: false, logLevel: 'error', maxThreads: settings.threads });
-    const { model, context } = await LlamaCppEngine.#load(llama, settings.modelPath, settings);
-    return new LlamaCppEngine(llama, model, context, settings);
+    const { model, contexts } = await LlamaCppEngine.#load(llama, settings.modelPath, settings);
+    return new LlamaCppEngine(llama, model, contexts, settings);
   }
 
   static async #load(llama: LlamaInstance, modelPath: string, options: { sequences: number; contextSize: number; threads: number; kvCacheType: 'f32' | 'f16' }) {
     const model = await llama.loadModel({ modelPath, gpuLayers: 0, useMmap: false });
-    const context = await model.createContext({
-      sequences: options.sequences,
-      contextSize: options.contextSize * options.sequences,
-      batchSize: Math.min(512, options.contextSize * options.sequences),
+    // One context per sequence: sequences sharing a context share its decode batches, and in
+    // node-llama-cpp 3.21.1 that scored about 1 sampled token in 10,000 of the demo's rollouts
+    // off by several nats (a token's log-prob as if it had another context), depending on
+    // scheduling. Separate contexts still decode concurrently, on the libuv thread pool.
+    const contexts = await Promise.all(Array.from({ length: options.sequences }, () => model.createContext({
+      sequences: 1,
+      contextSize: options.contextSize,
+      batchSize: Math.min(512, options.contextSize),
       threads: options.threads,
       flashAttention: false,
       // llama.cpp keeps the KV cache in f16 by default: ~1e-3 nats off the f32 forward.
       experimentalKvCacheKeyType: options.kvCacheType.toUpperCase(),
       experimentalKvCacheValueType: options.kvCacheType.toUpperCase(),
-    });
-    return { model, context };
+    })));
+    return { model, contexts };
   }
 
   /** The version of the weights now loaded. */
@@ -160,14 +164,14 @@ export class LlamaCppEngine implements TokenPolicy {
     const sequences = await Promise.all(Array.from({ length: this.#options.sequences }, () => this.#acquire()));
     const started = performance.now();
     try {
-      await this.#context.dispose();
+      await Promise.all(this.#contexts.map((context) => context.dispose()));
       await this.#model.dispose();
-      const { model, context } = await LlamaCppEngine.#load(this.#llama, modelPath, this.#options);
+      const { model, contexts } = await LlamaCppEngine.#load(this.#llama, modelPath, this.#options);
       this.#model = model;
-      this.#context = context;
+      this.#contexts = contexts;
       this.#modelPath = modelPath;
       this.#version = version;
-      sequences.splice(0, sequences.length, ...Array.from({ length: this.#options.sequences }, () => context.getSequence()));
+      sequences.splice(0, sequences.length, ...contexts.map((context) => context.getSequence()));
     } finally {
       for (const s of sequences) this.#release(s);
     }
@@ -265,7 +269,7 @@ export class LlamaCppEngine implements TokenPolicy {
 
   /** Frees the model, the context and llama.cpp. */
   async close(): Promise<void> {
-    await this.#context.dispose();
+    await Promise.all(this.#contexts.map((context) => context.dispose()));
     await this.#model.dispose();
     await this.#llama.dispose();
   }
