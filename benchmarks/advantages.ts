@@ -1,11 +1,12 @@
 /**
- * advantages cases on the tool-use batches of groupAdvantages' token case (64 or 512
- * sequences × 2048 tokens, groups of 8, binary rewards): GRPO (beside groupAdvantages
- * expanded to tokens), GAE (a backward recurrence per sequence, then whitening) and the
- * optimal token baseline (per-column baselines over each group). The TypeScript peer is the
+ * advantages cases on the tool-use batches of groupAdvantages' token case (512 sequences ×
+ * 2048 tokens, or 64 / 16 with --quick; groups of 8, binary rewards), one per estimator:
+ * GRPO (beside groupAdvantages expanded to tokens), GAE and REINFORCE++ (a backward
+ * recurrence per sequence, then whitening), the optimal token baselines (per-column
+ * baselines over each group), and the other outcome estimators. The TypeScript peer is the
  * op's float64 reference; the PyTorch peer is verl's code for the estimator.
  */
-import { advantages, type AdvantageEstimator, type AdvantagesOptions } from '../lib/index.js';
+import { ADVANTAGE_ESTIMATORS, advantages, type AdvantageEstimator, type AdvantagesOptions } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
 import { compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { reference } from './peers/advantages.js';
@@ -22,28 +23,36 @@ function inputs(estimator: AdvantageEstimator, numSeqs: number, seqLen: number):
     options.values = new Float32Array(n).map(() => rng.next() - 0.5);
     options.gamma = 1;
     options.lam = 0.95;
-  } else {
+  } else if (estimator !== 'reinforce_plus_plus' && estimator !== 'remax') {
     options.groupSize = GROUP_SIZE;
   }
-  if (estimator === 'optimal_token_baseline') {
+  if (estimator === 'gdpo') {
+    // Two reward components, the second the first shifted by one group, weighted 1 and 0.5.
+    const second = rewards.map((_, i) => rewards[(i - GROUP_SIZE + numSeqs) % numSeqs]);
+    options.rewards = Float32Array.from([...rewards, ...second]);
+    options.rewardWeights = Float32Array.of(1, 0.5);
+  }
+  if (estimator === 'remax') options.rewardBaselines = new Float32Array(numSeqs).map(() => (rng.next() < 0.5 ? 0 : 1));
+  if (estimator === 'optimal_token_baseline' || estimator === 'tir_optimal_token_baseline') {
     options.oldLogp = new Float32Array(n).map(() => -3 * rng.next());
     options.sumPiSquared = options.oldLogp.map((lp) => Math.exp(2 * lp) + 0.1 * rng.next());
   }
   return options;
 }
 
-function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
+export function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
-  const perToken = estimator === 'gae' ? 9 : estimator === 'optimal_token_baseline' ? 13 : 5;
+  const otb = estimator === 'optimal_token_baseline' || estimator === 'tir_optimal_token_baseline';
+  const perToken = estimator === 'gae' ? 9 : otb ? 13 : 5;
   return {
     op: 'advantages',
     id: `advantages/${estimator}/${numSeqs}x${seqLen}`,
-    title: `advantages '${estimator}', ${numSeqs} sequences × ${seqLen}${estimator === 'gae' ? '' : ` (groups of ${GROUP_SIZE})`}`,
+    title: `advantages '${estimator}', ${numSeqs} sequences × ${seqLen}${estimator === 'gae' || estimator === 'reinforce_plus_plus' || estimator === 'remax' ? '' : ` (groups of ${GROUP_SIZE})`}`,
     sizes,
     bytes: perToken * tokens + 8 * numSeqs + 4,
     byteModel: estimator === 'gae'
       ? '9 B/token (mask, values read; advantage written) + 8 B/sequence (reward, offset)'
-      : estimator === 'optimal_token_baseline'
+      : otb
         ? '13 B/token (mask, oldLogp, sumPiSquared read; advantage written) + 8 B/sequence'
         : '5 B/token (mask read, advantage written) + 8 B/sequence (reward, offset)',
     torch: { op: 'advantages', params: { estimator, numSeqs, seqLen, groupSize: GROUP_SIZE } },
@@ -67,7 +76,10 @@ function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, seqLen: 
   };
 }
 
-export const cases: BenchCase[] = (['grpo', 'gae', 'optimal_token_baseline'] as const).flatMap((estimator) => [
+/** The three first measured keep their quick size of 64 sequences; the others run 16 there. */
+const EARLIER: ReadonlySet<AdvantageEstimator> = new Set(['grpo', 'gae', 'optimal_token_baseline']);
+
+export const cases: BenchCase[] = ADVANTAGE_ESTIMATORS.flatMap((estimator) => [
   advantagesCase(estimator, 512, 2048, ['full']),
-  advantagesCase(estimator, 64, 2048, ['quick']),
+  advantagesCase(estimator, EARLIER.has(estimator) ? 64 : 16, 2048, ['quick']),
 ]);

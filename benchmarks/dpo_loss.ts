@@ -7,7 +7,7 @@ import { dpoLossTs } from '../test/reference/dpo_loss.js';
 const BETA = 0.1;
 const LABEL_SMOOTHING = 0;
 
-function dpoCase(numPairs: number): BenchCase {
+export function dpoCase(numPairs: number): BenchCase {
   return {
     op: 'dpoLoss',
     id: `dpoLoss/${numPairs}`,

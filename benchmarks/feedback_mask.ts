@@ -4,7 +4,7 @@ import { Rng, toolUseBatch } from './data.js';
 import { syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { reference as feedbackMaskReference } from '../test/reference/feedback_mask.js';
 
-function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
+export function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
   return {
     op: 'feedbackMask',

@@ -18,7 +18,7 @@ function binaryRewards(n: number): Float32Array {
   return new Float32Array(n).map(() => (rng.next() < 0.5 ? 0 : 1));
 }
 
-function groupCase(numRewards: number): BenchCase {
+export function groupCase(numRewards: number): BenchCase {
   return {
     op: 'groupAdvantages',
     id: `groupAdvantages/${numRewards}`,
@@ -42,6 +42,54 @@ function groupCase(numRewards: number): BenchCase {
           groupAdvantages({ rewards, groupSize: GROUP_SIZE, out });
           groupAdvantagesTs(rewards, GROUP_SIZE, EPSILON, tsOut);
           return compareArrays('advantages', out, tsOut, 1e-5);
+        },
+      };
+    },
+  };
+}
+
+/**
+ * Groups of GROUP_SIZE given by ids in random order (rewards of one prompt scattered over
+ * the batch, as after shuffling or a replay buffer): the scatter path.
+ */
+export function groupIdsCase(numRewards: number): BenchCase {
+  return {
+    op: 'groupAdvantages',
+    id: `groupAdvantages/${numRewards}/random-ids`,
+    title: `groupAdvantages, ${numRewards.toLocaleString('en-US')} rewards, groups of ${GROUP_SIZE} by random group ids`,
+    sizes: ['quick', 'full'],
+    bytes: 12 * numRewards,
+    byteModel: '12 B/reward: reward and group id read, advantage written',
+    bandwidthTarget: 0.6,
+    setup() {
+      const rewards = binaryRewards(numRewards);
+      const rng = new Rng(4);
+      const groupIds = Int32Array.from({ length: numRewards }, (_, i) => Math.floor(i / GROUP_SIZE));
+      for (let i = numRewards - 1; i > 0; i--) {
+        const j = Math.floor(rng.next() * (i + 1));
+        [groupIds[i], groupIds[j]] = [groupIds[j], groupIds[i]];
+      }
+      const out = new Float32Array(numRewards);
+      const tsOut = new Float32Array(numRewards);
+      // The TypeScript peer on the same groups, gathered contiguous first (its fastest form).
+      const order = Array.from({ length: numRewards }, (_, i) => i).sort((a, b) => groupIds[a] - groupIds[b] || a - b);
+      const sorted = new Float32Array(numRewards);
+      const ts = () => {
+        for (let k = 0; k < numRewards; k++) sorted[k] = rewards[order[k]];
+        groupAdvantagesTs(sorted, GROUP_SIZE, EPSILON, tsOut);
+        for (let k = 0; k < numRewards; k++) out[order[k]] = tsOut[k];
+        return out;
+      };
+      const ours = new Float32Array(numRewards);
+      return {
+        peers: [
+          syncPeer('tirl, out reused', 'tirl', () => groupAdvantages({ rewards, groupIds, out: ours })),
+          syncPeer('tirl, allocating', 'tirl-alloc', () => groupAdvantages({ rewards, groupIds })),
+          syncPeer('TypeScript, 1 thread', 'typescript', ts),
+        ],
+        check() {
+          groupAdvantages({ rewards, groupIds, out: ours });
+          return compareArrays('advantages', ours, ts(), 1e-5);
         },
       };
     },
@@ -92,6 +140,7 @@ function expandedCase(numSeqs: number, seqLen: number, sizes: SizeName[]): Bench
 
 export const cases: BenchCase[] = [
   groupCase(65_536),
+  groupIdsCase(65_536),
   expandedCase(512, 2048, ['full']),
   expandedCase(64, 2048, ['quick']),
 ];

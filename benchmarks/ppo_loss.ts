@@ -1,12 +1,15 @@
 /**
  * ppoLoss cases: forward + gradient on a 512×2048 tool-use batch (about 60% of tokens
- * masked in), with and without the k3 KL term; and the fixed cost of one call on 1,024
- * tokens, sync and async, for the binding-overhead line.
+ * masked in), with and without the k3 KL term; every other policy loss on the same batch
+ * (the TypeScript peer is the float64 reference of the loss and its statistics, without a
+ * gradient; the PyTorch peer is verl's code for the loss, with autograd's backward); and
+ * the fixed cost of one call on 1,024 tokens, sync and async, for the binding-overhead line.
  */
-import { ppoLoss, ppoLossAsync, type PpoLossOptions } from '../lib/index.js';
+import { POLICY_LOSSES, ppoLoss, ppoLossAsync, type PolicyLoss, type PpoLossOptions } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
 import { asyncPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { ppoLossTs } from '../test/reference/ppo_loss.js';
+import { policyReference } from '../test/reference/policy_loss.js';
 
 const CLIP = 0.2;
 const DUAL_CLIP = 3; // verl's clip_ratio_c default
@@ -23,10 +26,10 @@ function ppoInputs(numSeqs: number, seqLen: number) {
   const advantages = rng.bell(n, 0, 1);
   const refNoise = rng.bell(n, 0, 0.05);
   const refLogp = logp.map((x, i) => x + refNoise[i]);
-  return { n, mask: batch.mask, logp, oldLogp, advantages, refLogp };
+  return { n, mask: batch.mask, seqOffsets: batch.seqOffsets, logp, oldLogp, advantages, refLogp };
 }
 
-function ppoCase(numSeqs: number, seqLen: number, kl: boolean, sizes: SizeName[]): BenchCase {
+export function ppoCase(numSeqs: number, seqLen: number, kl: boolean, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
   const perToken = kl ? 21 : 17;
   return {
@@ -78,6 +81,82 @@ function ppoCase(numSeqs: number, seqLen: number, kl: boolean, sizes: SizeName[]
 }
 
 /**
+ * Each loss's own options, as the benchmark runs it: verl's defaults where verl has them
+ * (clip 0.2, clip_ratio_c 3, tau 1 / 1.05, clip_cov 2e-4 in (1, 5), kl_cov 2e-4 with
+ * ppo_kl_coef 0.1), DRO's beta 1, and bypass_mode as REINFORCE with sequence-level
+ * truncated weights (the rollout_corr_helper path verl's bypass mode runs).
+ */
+const LOSS_OPTIONS: Record<Exclude<PolicyLoss, 'vanilla'>, Partial<PpoLossOptions>> = {
+  gspo: { clipLow: CLIP },
+  dppo_tv: { clipLow: CLIP, clipRatioC: DUAL_CLIP },
+  dppo_kl: { clipLow: CLIP, clipRatioC: DUAL_CLIP },
+  sapo: { tauPos: 1, tauNeg: 1.05 },
+  gpg: {},
+  clip_cov: { clipLow: CLIP, clipCovRatio: 0.0002, clipCovLb: 1, clipCovUb: 5, seed: 0 },
+  kl_cov: { klCovRatio: 0.0002, ppoKlCoef: 0.1 },
+  geo_mean: { clipLow: CLIP },
+  dro: { droBeta: 1 },
+  cispo: { clipLow: CLIP },
+  reinforce: {},
+  bypass_mode: { lossType: 'reinforce', rolloutIs: 'sequence', rolloutIsThreshold: 2 },
+};
+
+function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
+  const tokens = numSeqs * seqLen;
+  const own = LOSS_OPTIONS[policyLoss];
+  return {
+    op: 'ppoLoss',
+    id: `ppoLoss/${policyLoss}/${numSeqs}x${seqLen}`,
+    title: `ppoLoss '${policyLoss}' forward+grad, ${numSeqs}×${seqLen} tokens`,
+    sizes,
+    bytes: 17 * tokens + 4 * (numSeqs + 1),
+    byteModel: '17 B/token: logp, oldLogp, advantages read (4 B each), mask (1 B), grad written (4 B); + offsets',
+    torch: {
+      op: 'policyLoss',
+      params: {
+        loss: policyLoss,
+        numSeqs,
+        seqLen,
+        clipLow: CLIP,
+        clipHigh: CLIP,
+        clipRatioC: DUAL_CLIP,
+        tauPos: 1,
+        tauNeg: 1.05,
+        clipCovRatio: 0.0002,
+        clipCovLb: 1,
+        clipCovUb: 5,
+        klCovRatio: 0.0002,
+        ppoKlCoef: 0.1,
+        droBeta: 1,
+        rolloutIsThreshold: 2,
+      },
+    },
+    setup() {
+      const { mask, seqOffsets, logp, oldLogp, advantages } = ppoInputs(numSeqs, seqLen);
+      const options: PpoLossOptions = { logp, oldLogp, advantages, mask, seqOffsets, policyLoss, ...own };
+      const reused = { ...options, out: { grad: new Float32Array(tokens) } };
+      const ts = () => policyReference(options);
+      return {
+        peers: [
+          syncPeer('tirl, out reused', 'tirl', () => ppoLoss(reused)),
+          syncPeer('tirl, allocating', 'tirl-alloc', () => ppoLoss(options)),
+          syncPeer('TypeScript float64 reference (loss and statistics, no gradient), 1 thread', 'typescript', ts),
+        ],
+        check() {
+          const ours = ppoLoss(reused);
+          const theirs = ts();
+          return (
+            compareNumbers('loss', ours.loss, theirs.loss, 1e-4) ??
+            compareNumbers('clipFraction', ours.clipFraction, theirs.clipFraction, 1e-4) ??
+            compareNumbers('approxKl', ours.approxKl, theirs.approxKl, 1e-4)
+          );
+        },
+      };
+    },
+  };
+}
+
+/**
  * 1,024 tokens with the default options and no sequence offsets: the same call that
  * tirl_stream makes through the C ABI, so the difference is the binding's cost.
  */
@@ -116,5 +195,9 @@ export const cases: BenchCase[] = [
   ppoCase(512, 2048, true, ['full']),
   ppoCase(64, 2048, false, ['quick']),
   ppoCase(64, 2048, true, ['quick']),
+  ...POLICY_LOSSES.filter((l): l is Exclude<PolicyLoss, 'vanilla'> => l !== 'vanilla').flatMap((loss) => [
+    policyLossCase(loss, 512, 2048, ['full']),
+    policyLossCase(loss, 16, 2048, ['quick']),
+  ]),
   callOverheadCase(),
 ];

@@ -1,6 +1,7 @@
 /** The outputs of `tirl bench`: a terminal table, a Markdown file and an SVG chart. */
 import type { TirlInfo } from '../lib/index.js';
 import type { CaseResult, PeerResult } from './harness.js';
+import type { ScalingRow } from './scaling.js';
 
 /** What tirl_stream printed (benchmarks/native/stream.c), or why it did not run. */
 export interface StreamResult {
@@ -31,7 +32,37 @@ export interface BenchReport {
   stream: StreamResult;
   torch: string;
   cases: CaseResult[];
+  /** The "threads vs 1" sweep: every op at three sizes. */
+  scaling?: ScalingRow[];
   bindingOverhead?: BindingOverhead;
+}
+
+/** Issue 20: more threads must never be slower than one, within noise. */
+export const SCALING_FLOOR = 0.95;
+
+const SCALING_HEADER = ['case', 'size', '1 thread ms', 'threads ms', 'threads vs 1', `≥ ${SCALING_FLOOR}×`];
+const SCALING_RIGHT = [false, false, true, true, true, false];
+
+function scalingRows(r: BenchReport): string[][] {
+  return (r.scaling ?? []).map((row) => [
+    row.id,
+    row.size,
+    ms(row.oneThreadMs),
+    ms(row.threadsMs),
+    `${fixed(row.ratio, 2)}×`,
+    row.ratio >= SCALING_FLOOR ? 'yes' : 'NO',
+  ]);
+}
+
+function scalingSummary(r: BenchReport): string[] {
+  const rows = r.scaling ?? [];
+  if (rows.length === 0) return [];
+  const worst = rows.reduce((a, b) => (b.ratio < a.ratio ? b : a));
+  const below = rows.filter((row) => row.ratio < SCALING_FLOOR).length;
+  return [
+    `${rows[0].threads} threads vs 1 over ${rows.length} op sizes (median of ${rows[0].rounds} paired rounds): ` +
+      `lowest ${fixed(worst.ratio, 2)}× (${worst.id}), ${below} below ${SCALING_FLOOR}×`,
+  ];
 }
 
 const fixed = (x: number, digits: number) => x.toFixed(digits);
@@ -150,7 +181,7 @@ function peerRows(c: CaseResult): string[][] {
   ]);
 }
 
-const SUMMARY_HEADER = ['case', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'vs 1 thr', 'vs TS', 'vs PyTorch'];
+const SUMMARY_HEADER = ['case', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'threads vs 1', 'vs TS', 'vs PyTorch'];
 const SUMMARY_RIGHT = [false, true, true, true, true, true, true, true, true];
 
 export function terminalReport(r: BenchReport): string {
@@ -167,9 +198,13 @@ export function terminalReport(r: BenchReport): string {
     if (c.mismatch) out.push(`  WARNING: the TypeScript peer disagrees with the kernel: ${c.mismatch}`);
     out.push('');
   }
-  out.push('Summary (speed-ups: the peer\'s median / ours; "vs 1 thr": our 1-thread time / ours)');
+  out.push('Summary (speed-ups: the peer\'s median / ours; "threads vs 1": our 1-thread time / ours)');
   out.push(table(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT));
   out.push(...dtypeLines(r), ...overheadLines(r), '');
+  if (r.scaling && r.scaling.length > 0) {
+    out.push(`Threads vs 1 (${r.settings.threads} threads; ratio = 1-thread time / ${r.settings.threads}-thread time)`);
+    out.push(table(SCALING_HEADER, scalingRows(r), SCALING_RIGHT), ...scalingSummary(r), '');
+  }
   return out.join('\n');
 }
 
@@ -188,11 +223,18 @@ export function markdownReport(r: BenchReport): string {
   out.push('## Summary', '');
   out.push("Speed-ups are the peer's median time divided by ours (out buffers reused); `% copy` is the");
   out.push('time of a memory copy of the same number of bytes, measured in the same process and run,');
-  out.push('divided by ours; `vs 1 thr` is our one-thread time divided by ours.', '');
+  out.push('divided by ours; `threads vs 1` is our one-thread time divided by ours.', '');
   out.push(markdownTable(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT), '');
-  const notes = [...dtypeLines(r), ...overheadLines(r)];
+  const notes = [...dtypeLines(r), ...overheadLines(r), ...scalingSummary(r)];
   out.push(...notes.map((l) => `- ${l}`));
   if (notes.length > 0) out.push('');
+  if (r.scaling && r.scaling.length > 0) {
+    out.push(`## ${r.settings.threads} threads vs 1`, '');
+    out.push(`Our kernel alone, ${r.settings.threads} threads against 1, at a small, a medium and a large size of every op,`);
+    out.push('interleaved; the ratio is the median over rounds of the 1-thread time over the threads time in');
+    out.push('the same round. Below 1× a call would lose time by parallelising.', '');
+    out.push(markdownTable(SCALING_HEADER, scalingRows(r), SCALING_RIGHT), '');
+  }
   out.push('## Cases', '');
   for (const c of r.cases) {
     out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}. ${c.peers[0].samples} rounds.`, '');

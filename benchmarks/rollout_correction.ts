@@ -9,7 +9,7 @@ import { Rng, toolUseBatch } from './data.js';
 import { compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { rolloutCorrectionReference } from './peers/rollout_correction.js';
 
-function rolloutCorrectionCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
+export function rolloutCorrectionCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
   return {
     op: 'rolloutCorrection',

@@ -12,6 +12,7 @@ import { info, setThreads } from '../lib/index.js';
 import { allCases } from './cases.js';
 import { measureCase, type BenchCase, type CaseResult, type SizeName } from './harness.js';
 import { markdownReport, svgChart, terminalReport, type BenchReport, type StreamResult } from './report.js';
+import { measureScaling, type ScalingRow } from './scaling.js';
 import { startTorch } from './torch.js';
 
 const packageRoot = fileURLToPath(new URL('../..', import.meta.url));
@@ -29,6 +30,8 @@ Options:
   --reps N         interleaved rounds per case (default 9, quick 5; fewer, but at least
                    3, where the rounds would exceed 40 s, or 3 s with --quick)
   --no-torch       do not run the PyTorch peer
+  --no-scaling     skip the "threads vs 1" sweep (every op at three sizes)
+  --scaling-only   run only that sweep (with --ops: of those ops)
   --json           print the JSON report on stdout instead of the table
   --out DIR        where to write cpu-<date>.json/.md/.svg (default bench-results/)
   -h, --help       this text`;
@@ -42,6 +45,7 @@ interface BenchFlags {
   minSampleSeconds: number;
   caseBudgetSeconds: number;
   torch: boolean;
+  scaling: 'yes' | 'no' | 'only';
   json: boolean;
   out: string;
 }
@@ -69,6 +73,8 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
         threads: { type: 'string' },
         reps: { type: 'string' },
         'no-torch': { type: 'boolean' },
+        'no-scaling': { type: 'boolean' },
+        'scaling-only': { type: 'boolean' },
         json: { type: 'boolean' },
         out: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
@@ -79,6 +85,7 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
     fail((error as Error).message);
   }
   if (parsed.help) return 'help';
+  if (parsed['scaling-only'] && parsed['no-scaling']) fail('--scaling-only and --no-scaling exclude each other');
   const quick = parsed.quick === true;
   const sizes = (parsed.sizes ?? (quick ? 'quick' : 'full')) as SizeName;
   if (sizes !== 'quick' && sizes !== 'full') fail(`expected 'quick' or 'full' for --sizes but received '${sizes}'`);
@@ -98,6 +105,7 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
     minSampleSeconds: sizes === 'quick' ? 0.002 : 0.005,
     caseBudgetSeconds: sizes === 'quick' ? 3 : 40,
     torch: parsed['no-torch'] !== true,
+    scaling: parsed['scaling-only'] === true ? 'only' : parsed['no-scaling'] === true ? 'no' : 'yes',
     json: parsed.json === true,
     out: resolve(parsed.out ?? 'bench-results'),
   };
@@ -178,10 +186,11 @@ export async function runBench(argv: string[]): Promise<number> {
     }
   };
 
-  const cases = selectCases(flags);
+  const cases = flags.scaling === 'only' ? [] : selectCases(flags);
   const started = new Date();
   progress('measuring memory bandwidth (tirl_stream)');
-  const stream = await measureStream(flags.threads, flags.sizes === 'quick');
+  const stream: StreamResult =
+    flags.scaling === 'only' ? { skipped: 'not run (--scaling-only)' } : await measureStream(flags.threads, flags.sizes === 'quick');
 
   let torchDescription = 'not run (--no-torch)';
   let torchReason: string | undefined = '--no-torch';
@@ -195,6 +204,7 @@ export async function runBench(argv: string[]): Promise<number> {
   }
 
   const results: CaseResult[] = [];
+  let scaling: ScalingRow[] | undefined;
   try {
     for (let i = 0; i < cases.length; i++) {
       const c = cases[i];
@@ -214,6 +224,15 @@ export async function runBench(argv: string[]): Promise<number> {
           (message) => progress(`[${i + 1}/${cases.length}] ${message}`),
         ),
       );
+    }
+    if (flags.scaling !== 'no' && flags.threads > 1) {
+      scaling = await measureScaling({
+        threads: flags.threads,
+        rounds: flags.sizes === 'quick' ? 7 : 15,
+        minSampleSeconds: flags.minSampleSeconds,
+        ...(flags.ops ? { ops: flags.ops } : {}),
+        progress,
+      });
     }
   } finally {
     torch?.close();
@@ -245,6 +264,7 @@ export async function runBench(argv: string[]): Promise<number> {
     stream,
     torch: torchDescription,
     cases: results,
+    ...(scaling ? { scaling } : {}),
   };
   const overhead = results.find((r) => r.callOverhead);
   if (overhead) {

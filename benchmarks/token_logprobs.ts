@@ -29,7 +29,7 @@ function logitsFor(numTokens: number, vocabSize: number, dtype: Dtype): Float32A
   return cachedLogits.bf16;
 }
 
-function tokenLogprobsCase(numTokens: number, vocabSize: number, dtype: Dtype, backward: boolean, sizes: SizeName[]): BenchCase {
+export function tokenLogprobsCase(numTokens: number, vocabSize: number, dtype: Dtype, backward: boolean, sizes: SizeName[]): BenchCase {
   const elements = numTokens * vocabSize;
   const width = dtype === 'f32' ? 4 : 2;
   const what = backward ? 'forward+backward' : 'forward';

@@ -177,8 +177,8 @@ struct AdvantagesCall {
 
   Napi::Value result(Napi::Env env) {
     Napi::Object r = Napi::Object::New(env);
-    r.Set("advantages", advantages_ref.Value());
-    if (returns.present) r.Set("returns", returns_ref.Value());
+    set_property(r, "advantages", advantages_ref.Value());
+    if (returns.present) set_property(r, "returns", returns_ref.Value());
     return r;
   }
 };

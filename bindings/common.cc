@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <new>
+#include <string_view>
+#include <unordered_map>
 
 #ifdef __linux__
 #include <sys/mman.h>
@@ -121,6 +124,106 @@ void copy_bytes(uint8_t* to, const uint8_t* from, size_t bytes) {
   };
   parallel_for(chunk_count(static_cast<int64_t>(bytes), static_cast<int64_t>(kChunk)), body);
 }
+
+// The V8 strings of option names, made once per environment: making (and internalising)
+// a string from UTF-8 for each of the ~30 keys that ppoLoss reads cost more than its kernel
+// on 1,024 tokens. Node-API 8 cannot reference a string, so they are the elements of one
+// referenced array. An environment lives on one thread, so each thread has the cache of its
+// environment, dropped by the environment's cleanup hook.
+class KeyCache {
+ public:
+  // `name` as a property key of `env` (nullptr if Node-API fails: the caller then makes one).
+  static napi_value key(napi_env env, const char* name) {
+    KeyCache*& cache = current();
+    if (cache == nullptr || cache->env_ != env) {
+      auto* fresh = new KeyCache(env);
+      if (!fresh->ok_) {
+        delete fresh;
+        return nullptr;
+      }
+      if (napi_add_env_cleanup_hook(env, &KeyCache::drop, fresh) != napi_ok) {
+        delete fresh;
+        return nullptr;
+      }
+      cache = fresh;  // a previous cache belonged to an environment already gone
+    }
+    return cache->get(name);
+  }
+
+ private:
+  explicit KeyCache(napi_env env) : env_(env) {
+    napi_value array;
+    ok_ = napi_create_array(env, &array) == napi_ok &&
+          napi_create_reference(env, array, 1, &array_) == napi_ok;
+  }
+  ~KeyCache() = default;  // the reference goes with its environment
+
+  static KeyCache*& current() {
+    thread_local KeyCache* cache = nullptr;
+    return cache;
+  }
+
+  static void drop(void* data) {
+    auto* cache = static_cast<KeyCache*>(data);
+    napi_delete_reference(cache->env_, cache->array_);
+    if (current() == cache) current() = nullptr;
+    delete cache;
+  }
+
+  napi_value get(const char* name) {
+    napi_value array, key;
+    if (napi_get_reference_value(env_, array_, &array) != napi_ok || array == nullptr) return nullptr;
+    // Names are string literals or static tables (property_key's contract), so the pointer
+    // finds them without hashing or comparing the text; a new pointer to a known text is
+    // looked up by its text.
+    uint32_t slot;
+    Recent& recent = recent_[(reinterpret_cast<uintptr_t>(name) >> 3) % kRecent];
+    if (recent.name == name) {
+      slot = recent.slot;
+    } else if (auto known = by_text_.find(std::string_view(name)); known != by_text_.end()) {
+      slot = known->second;
+      recent = {name, slot};
+    } else {
+      if (napi_create_string_utf8(env_, name, NAPI_AUTO_LENGTH, &key) != napi_ok) return nullptr;
+      slot = static_cast<uint32_t>(names_.size());
+      if (napi_set_element(env_, array, slot, key) != napi_ok) return key;
+      names_.emplace_back(name);
+      by_text_.emplace(names_.back(), slot);
+      recent = {name, slot};
+      return key;
+    }
+    return napi_get_element(env_, array, slot, &key) == napi_ok ? key : nullptr;
+  }
+
+  napi_env env_;
+  napi_ref array_ = nullptr;
+  bool ok_ = false;
+  std::deque<std::string> names_;  // by slot; stable storage for the views in by_text_
+  std::unordered_map<std::string_view, uint32_t> by_text_;
+  // The last name pointer seen in each of kRecent direct-mapped entries.
+  struct Recent {
+    const char* name = nullptr;
+    uint32_t slot = 0;
+  };
+  static constexpr size_t kRecent = 512;
+  Recent recent_[kRecent];
+};
+
+}  // namespace
+
+napi_value property_key(Napi::Env env, const char* name) { return KeyCache::key(env, name); }
+
+void set_property(Napi::Object object, const char* name, Napi::Value value) {
+  if (napi_value key = property_key(object.Env(), name)) {
+    if (napi_set_property(object.Env(), object, key, value) != napi_ok) {
+      throw Napi::Error::New(object.Env());
+    }
+    return;
+  }
+  object.Set(name, value);
+}
+
+namespace {
 
 std::string format_number(double value) {
   if (std::isnan(value)) return "NaN";
@@ -325,17 +428,25 @@ Options::Options(const Napi::CallbackInfo& info, const char* op) : env_(info.Env
 }
 
 Napi::Value Options::field(const char* name) {
-  if (std::find(known_keys_.begin(), known_keys_.end(), name) == known_keys_.end()) {
-    known_keys_.emplace_back(name);
+  known_keys_.push_back(name);  // repeats are harmless; names() and messages drop them
+  if (napi_value key = property_key(env_, name)) {
+    napi_value value;
+    if (napi_get_property(env_, object_, key, &value) != napi_ok) {
+      throw Napi::Error::New(env_);  // a getter threw: its exception is pending
+    }
+    return Napi::Value(env_, value);
   }
   return object_.Get(name);
 }
 
-void Options::allow(const char* name) {
-  if (std::find(known_keys_.begin(), known_keys_.end(), name) == known_keys_.end()) {
-    known_keys_.emplace_back(name);
+bool Options::known(std::string_view key) const {
+  for (const char* k : known_keys_) {
+    if (key == k) return true;
   }
+  return false;
 }
+
+void Options::allow(const char* name) { known_keys_.push_back(name); }
 
 void Options::refuse(const char* name, const std::string& because) {
   Napi::Value value = field(name);
@@ -353,13 +464,21 @@ void Options::check_unknown_keys() {
     throw Napi::TypeError::New(env_, std::string(op_) + ": could not read the option keys");
   }
   Napi::Array list(env_, keys);
-  for (uint32_t i = 0; i < list.Length(); ++i) {
-    const std::string key = list.Get(i).As<Napi::String>().Utf8Value();
-    if (std::find(known_keys_.begin(), known_keys_.end(), key) != known_keys_.end()) continue;
+  const uint32_t count = list.Length();
+  for (uint32_t i = 0; i < count; ++i) {
+    Napi::Value name = list.Get(i);
+    char buffer[64];
+    size_t length = 0;
+    if (napi_get_value_string_utf8(env_, name, buffer, sizeof buffer, &length) == napi_ok &&
+        length + 1 < sizeof buffer && known(std::string_view(buffer, length))) {
+      continue;  // the common case, with no allocation
+    }
+    const std::string key = name.As<Napi::String>().Utf8Value();
+    if (known(key)) continue;
     Napi::Value value = object_.Get(key);
     if (value.IsUndefined()) continue;  // as good as absent
     std::string known;
-    for (const std::string& k : known_keys_) known += (known.empty() ? "" : ", ") + k;
+    for (const std::string& k : unique_keys()) known += (known.empty() ? "" : ", ") + k;
     throw Napi::TypeError::New(env_, std::string(op_) + ": Expected no option named '" + key +
                                          "' (" + op_ + " reads " + known + ") but received " +
                                          describe(value));
@@ -370,14 +489,30 @@ void Options::name_as(const char* c_name, const std::string& js_name) {
   aliases_.emplace_back(c_name, js_name);
 }
 
-NameMap Options::names() const {
-  NameMap names = aliases_;
-  for (const std::string& key : known_keys_) {
+namespace {
+
+std::vector<std::string> unique(const std::vector<const char*>& keys) {
+  std::vector<std::string> list;
+  for (const char* k : keys) {
+    if (std::find(list.begin(), list.end(), k) == list.end()) list.emplace_back(k);
+  }
+  return list;
+}
+
+}  // namespace
+
+std::vector<std::string> Options::unique_keys() const { return unique(known_keys_); }
+
+NameMap NameSource::names() const {
+  NameMap names = aliases;
+  for (const std::string& key : unique(keys)) {
     const std::string c_name = snake_case(key);
     if (c_name != key) names.emplace_back(c_name, key);
   }
   return names;
 }
+
+NameMap Options::names() const { return name_source().names(); }
 
 bool Options::has(const char* name) { return !field(name).IsUndefined(); }
 
@@ -468,7 +603,10 @@ Napi::Object Options::out_object() {
 }
 
 double Options::number(const char* name, double fallback) {
-  Napi::Value value = field(name);
+  return number_of(name, field(name), fallback);
+}
+
+double Options::number_of(const char* name, Napi::Value value, double fallback) {
   if (value.IsUndefined()) return fallback;
   if (!value.IsNumber()) type_error("a number", name, value);
   return value.As<Napi::Number>().DoubleValue();
@@ -477,7 +615,7 @@ double Options::number(const char* name, double fallback) {
 double Options::unless_zero(const char* name, double fallback) {
   Napi::Value value = field(name);
   if (value.IsUndefined()) return fallback;
-  const double number = this->number(name, fallback);
+  const double number = number_of(name, value, fallback);
   if (number == 0) {
     range_error(std::string(op_) + ": Expected a number other than 0 for " + name +
                 " (0 is the C ABI's 'not set': leave " + name + " out) but received 0");
@@ -488,13 +626,13 @@ double Options::unless_zero(const char* name, double fallback) {
 double Options::required_number(const char* name) {
   Napi::Value value = field(name);
   if (!value.IsNumber()) type_error("a number", name, value);
-  return number(name, 0);
+  return value.As<Napi::Number>().DoubleValue();
 }
 
 int64_t Options::integer(const char* name, int64_t fallback, int64_t min, int64_t max) {
   Napi::Value value = field(name);
   if (value.IsUndefined()) return fallback;
-  double number = this->number(name, 0);
+  double number = number_of(name, value, 0);
   if (number != std::floor(number) || number < static_cast<double>(min) ||
       number > static_cast<double>(max)) {
     range_error(std::string(op_) + ": Expected an integer in [" + std::to_string(min) + ", " +
@@ -513,17 +651,29 @@ bool Options::boolean(const char* name, bool fallback) {
 int Options::choice(const char* name, std::initializer_list<const char*> choices, int fallback) {
   Napi::Value value = field(name);
   if (value.IsUndefined()) return fallback;
-  std::string list;
-  for (const char* c : choices) list += (list.empty() ? "'" : ", '") + std::string(c) + "'";
-  if (!value.IsString()) type_error("one of " + list, name, value);
-  std::string text = value.As<Napi::String>().Utf8Value();
+  const auto list = [&] {
+    std::string text;
+    for (const char* c : choices) text += (text.empty() ? "'" : ", '") + std::string(c) + "'";
+    return text;
+  };
+  if (!value.IsString()) type_error("one of " + list(), name, value);
+  char buffer[64];
+  size_t length = 0;
+  std::string text;
+  if (napi_get_value_string_utf8(env_, value, buffer, sizeof buffer, &length) == napi_ok &&
+      length + 1 < sizeof buffer) {
+    text.assign(buffer, length);  // choices are short: no allocation
+  } else {
+    text = value.As<Napi::String>().Utf8Value();
+  }
   int index = 0;
   for (const char* c : choices) {
     if (text == c) return index;
     ++index;
   }
-  throw Napi::RangeError::New(env_, std::string(op_) + ": Expected one of " + list + " for " +
-                                        name + " but received '" + text + "'");
+  const std::string list_text = list();
+  throw Napi::RangeError::New(env_, std::string(op_) + ": Expected one of " + list_text +
+                                        " for " + name + " but received '" + text + "'");
 }
 
 std::vector<std::string> Options::string_list(const char* name) {

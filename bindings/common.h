@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -33,6 +34,12 @@ std::string describe(Napi::Value value);
 // Array buffer allocation failed", where napi_create_arraybuffer would abort the process.
 Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length,
                             const std::string& context);
+
+// `name` (a string literal or static table entry: it must outlive the environment's calls)
+// as a property key, made once per environment; nullptr where Node-API fails.
+napi_value property_key(Napi::Env env, const char* name);
+// object[name] = value with the cached key: results are built on every call.
+void set_property(Napi::Object object, const char* name, Napi::Value value);
 
 // C argument names and the JavaScript names that stand for them in messages.
 using NameMap = std::vector<std::pair<std::string, std::string>>;
@@ -136,6 +143,13 @@ class HostSnapshot {
   std::vector<Output> outputs_;
 };
 
+// What Options::names() is made from, kept by an async call to make it only on an error.
+struct NameSource {
+  NameMap aliases;
+  std::vector<const char*> keys;
+  NameMap names() const;
+};
+
 // Reads and checks the fields of one op's options object.
 class Options {
  public:
@@ -163,6 +177,7 @@ class Options {
   void name_as(const char* c_name, const std::string& js_name);
   // C names and the JavaScript names for them: the keys read and name_as.
   NameMap names() const;
+  NameSource name_source() const { return {aliases_, known_keys_}; }
 
   // For an op with a CUDA kernel (called by define_op before parse): every array may then
   // be a DeviceArray instead of a typed array, all of the call's arrays on one device (all in
@@ -230,6 +245,9 @@ class Options {
 
  private:
   Napi::Value field(const char* name);
+  double number_of(const char* name, Napi::Value value, double fallback);
+  bool known(std::string_view key) const;
+  std::vector<std::string> unique_keys() const;
   // "a Float32Array"; "a Float32Array or a DeviceArray of f32" when a DeviceArray came
   // where device arrays are allowed (messages about typed arrays stay as they always were).
   template <class T>
@@ -252,7 +270,9 @@ class Options {
   Napi::Env env_;
   const char* op_;
   Napi::Object object_;
-  std::vector<std::string> known_keys_;  // read, allowed or refused
+  // The keys read, allowed or refused (string literals or static tables, which outlive the
+  // call), with repeats.
+  std::vector<const char*> known_keys_;
   NameMap aliases_;                      // name_as
   std::vector<Napi::Value> inputs_;
   // Each array as it was read (same order as inputs_), for verify_not_detached.
@@ -393,7 +413,7 @@ template <class Call>
 class KernelWorker : public Napi::AsyncWorker {
  public:
   KernelWorker(Napi::Env env, const char* op, Call&& call, const std::vector<Napi::Value>& inputs,
-               HostSnapshot&& snapshot, NameMap&& names)
+               HostSnapshot&& snapshot, NameSource&& names)
       : Napi::AsyncWorker(env, "tirl"),
         op_(op),
         call_(std::move(call)),
@@ -443,7 +463,7 @@ class KernelWorker : public Napi::AsyncWorker {
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
     if (status_ != TIRL_OK) {
-      deferred_.Reject(status_error(env, status_, message_, names_).Value());
+      deferred_.Reject(status_error(env, status_, message_, names_.names()).Value());
       return;
     }
     if (std::string detached = snapshot_.copy_back(env, op_); !detached.empty()) {
@@ -460,7 +480,7 @@ class KernelWorker : public Napi::AsyncWorker {
   const char* op_;
   Call call_;
   HostSnapshot snapshot_;
-  NameMap names_;
+  NameSource names_;
   Napi::Promise::Deferred deferred_;
   std::vector<Napi::ObjectReference> held_;
   std::vector<void*> leases_;
@@ -509,7 +529,7 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                                   Call call = parse_call<Call>(options);
                                   auto* worker = new KernelWorker<Call>(
                                       info.Env(), name, std::move(call), options.inputs(),
-                                      std::move(options.snapshot()), options.names());
+                                      std::move(options.snapshot()), options.name_source());
                                   Napi::Promise promise = worker->promise();
                                   worker->Queue();
                                   return promise;

@@ -44,12 +44,12 @@ struct DpoLossCall {
 
   Napi::Value result(Napi::Env env) {
     Napi::Object r = Napi::Object::New(env);
-    r.Set("loss", totals.loss);
-    r.Set("gradChosen", grad_chosen_ref.Value());
-    r.Set("gradRejected", grad_rejected_ref.Value());
-    r.Set("chosenRewards", chosen_rewards_ref.Value());
-    r.Set("rejectedRewards", rejected_rewards_ref.Value());
-    r.Set("rewardAccuracy", totals.reward_accuracy);
+    set_property(r, "loss", Napi::Number::New(env, totals.loss));
+    set_property(r, "gradChosen", grad_chosen_ref.Value());
+    set_property(r, "gradRejected", grad_rejected_ref.Value());
+    set_property(r, "chosenRewards", chosen_rewards_ref.Value());
+    set_property(r, "rejectedRewards", rejected_rewards_ref.Value());
+    set_property(r, "rewardAccuracy", Napi::Number::New(env, totals.reward_accuracy));
     return r;
   }
 };

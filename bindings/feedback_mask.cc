@@ -33,8 +33,8 @@ struct FeedbackMaskCall {
 
   Napi::Value result(Napi::Env env) {
     Napi::Object r = Napi::Object::New(env);
-    r.Set("mask", mask_ref.Value());
-    r.Set("actionTokens", action_tokens_ref.Value());
+    set_property(r, "mask", mask_ref.Value());
+    set_property(r, "actionTokens", action_tokens_ref.Value());
     return r;
   }
 };

@@ -172,21 +172,20 @@ struct PpoLossCall {
   Napi::Value result(Napi::Env env) {
     const tirl_ppo_result& s = stats.ppo;
     Napi::Object r = Napi::Object::New(env);
-    r.Set("loss", Napi::Number::New(env, s.loss));
-    r.Set("pgLoss", Napi::Number::New(env, s.pg_loss));
-    if (ref_logp.present) r.Set("klLoss", Napi::Number::New(env, s.kl_loss));
-    r.Set("grad", grad_ref.Value());
-    r.Set("clipFraction", Napi::Number::New(env, s.clip_fraction));
-    r.Set("clipFractionLower", Napi::Number::New(env, s.clip_fraction_lower));
-    r.Set("approxKl", Napi::Number::New(env, s.approx_kl));
-    r.Set("nonFinite", Napi::Number::New(env, static_cast<double>(s.non_finite)));
-    r.Set("maskedTokens", Napi::Number::New(env, static_cast<double>(s.masked_tokens)));
+    set_property(r, "loss", Napi::Number::New(env, s.loss));
+    set_property(r, "pgLoss", Napi::Number::New(env, s.pg_loss));
+    if (ref_logp.present) set_property(r, "klLoss", Napi::Number::New(env, s.kl_loss));
+    set_property(r, "grad", grad_ref.Value());
+    set_property(r, "clipFraction", Napi::Number::New(env, s.clip_fraction));
+    set_property(r, "clipFractionLower", Napi::Number::New(env, s.clip_fraction_lower));
+    set_property(r, "approxKl", Napi::Number::New(env, s.approx_kl));
+    set_property(r, "nonFinite", Napi::Number::New(env, static_cast<double>(s.non_finite)));
+    set_property(r, "maskedTokens", Napi::Number::New(env, static_cast<double>(s.masked_tokens)));
     if (options.policy_loss == TIRL_POLICY_CLIP_COV || options.policy_loss == TIRL_POLICY_KL_COV) {
-      r.Set("selectedTokens", Napi::Number::New(env, static_cast<double>(stats.selected_tokens)));
+      set_property(r, "selectedTokens", Napi::Number::New(env, static_cast<double>(stats.selected_tokens)));
     }
     if (options.rollout_is_batch_normalize != 0) {
-      r.Set("rolloutIsBatchNormFactor",
-            Napi::Number::New(env, stats.rollout_is_batch_norm_factor));
+      set_property(r, "rolloutIsBatchNormFactor", Napi::Number::New(env, stats.rollout_is_batch_norm_factor));
     }
     return r;
   }

@@ -65,8 +65,8 @@ struct TokenLogprobsCall {
 
   Napi::Value result(Napi::Env env) {
     Napi::Object r = Napi::Object::New(env);
-    r.Set("logp", logp_ref.Value());
-    if (with_entropy) r.Set("entropy", entropy_ref.Value());
+    set_property(r, "logp", logp_ref.Value());
+    if (with_entropy) set_property(r, "entropy", entropy_ref.Value());
     return r;
   }
 };

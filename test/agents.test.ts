@@ -6,12 +6,14 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import {
-  BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, ChatCompletionPolicy, DecomposerSolver, MultiTurnReasoner, decomposerPreferenceQuestion,
-  ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, parseSubquestions,
-  resolveReferences, splitDocumentBudget, toolVerifier, type Generation, type StepAttempt, type Verifier,
+  BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, ChatCompletionPolicy, DEFAULT_DOCUMENT_BUDGET, DecomposerSolver, MultiTurnReasoner, decomposerPreferenceQuestion,
+  decomposerReferenceEpisodes,
+  ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, parseSubquestions, referenceVerifier, selectMemory,
+  resolveReferences, splitDocumentBudget, toolVerifier, type Generation, type RoundRecord, type StepAttempt, type Verifier,
 } from '../lib/agents/index.js';
 import { OpenAIChatClient, type ChatCompletion, type ChatPolicy, type ChatRequest } from '../lib/chat_client/index.js';
 import { buildPreferencePairs } from '../lib/preferences/index.js';
+import { qaReward } from '../lib/rewards/index.js';
 import { PythonSandbox } from '../lib/tools/sandbox.js';
 import { ToolRegistry, codeExecutionTool } from '../lib/tools/registry.js';
 import type { Tool } from '../lib/tools/types.js';
@@ -240,6 +242,40 @@ describe('MultiTurnReasoner', () => {
     assert.deepEqual(policy.callOptions[0]!.tools!.map((tool) => tool.function.name), ['python', 'add']);
   });
 
+  test('SimpleTIR: endAtVoidTurn ends the episode at a turn with neither code nor an answer', async () => {
+    const script = [py('print(1)'), 'Let me think more.', '\\boxed{1}'];
+    const ending = await new MultiTurnReasoner({ policy: new ScriptedPolicy(script), tools: registry(fakePython() as Tool<never>), endAtVoidTurn: true }).run({ prompt: 'p', gold: '1' });
+    assert.equal(ending.turns.length, 2);
+    assert.equal(ending.metadata!.voidTurn, 1);
+    assert.equal(ending.truncated, undefined);
+    assert.equal(ending.reward, 0);
+    // Without it the void turn is reasoning the model goes on from.
+    const going = await new MultiTurnReasoner({ policy: new ScriptedPolicy(script), tools: registry(fakePython() as Tool<never>) }).run({ prompt: 'p', gold: '1' });
+    assert.equal(going.turns.length, 3);
+    assert.equal(going.reward, 1);
+  });
+
+  test('THOR/ToRA: while inline code runs, each generation stops at the output fence (or the markup\'s closing delimiter)', async () => {
+    const fenced = new ScriptedPolicy([py('print(2)'), '\\boxed{2}']);
+    await new MultiTurnReasoner({ policy: fenced, tools: registry(fakePython() as Tool<never>) }).run({ prompt: 'p' });
+    assert.deepEqual(fenced.callOptions.map((options) => options?.stop), [['```output'], ['```output']]);
+    const marked = new ScriptedPolicy(['<calc> 1+1 </calc>', '<ans> 2 </ans>']);
+    const session = { cells: [] as string[], async run(code: string) { this.cells.push(code); return { tool: 'calc', status: 'success' as const, result: '2' }; } };
+    const trajectory = await new MultiTurnReasoner({ policy: marked, codeMarkup: { open: '<calc>', close: '</calc>' }, codeSession: () => session, answer: (text) => /<ans>(.*)<\/ans>/.exec(text)?.[1]?.trim() ?? null }).run({ prompt: 'p', gold: '2' });
+    assert.deepEqual(marked.callOptions[0]!.stop, ['</calc>']);
+    assert.deepEqual(session.cells, ['1+1']);
+    assert.equal(trajectory.reward, 1);
+    // Without inline code nothing is stopped; `stop: []` turns it off.
+    const plain = new ScriptedPolicy(['\\boxed{2}']);
+    await new MultiTurnReasoner({ policy: plain }).run({ prompt: 'p' });
+    assert.equal(plain.callOptions[0]!.stop, undefined);
+    const off = new ScriptedPolicy(['\\boxed{2}']);
+    await new MultiTurnReasoner({ policy: off, tools: registry(fakePython() as Tool<never>), stop: [] }).run({ prompt: 'p' });
+    assert.equal(off.callOptions[0]!.stop, undefined);
+    assert.throws(() => new MultiTurnReasoner({ policy: plain, stop: [''] }), /options\.stop\[0\]/);
+    assert.throws(() => new MultiTurnReasoner({ policy: plain, codeMarkup: { open: '<c>' } as never }), /options\.codeMarkup\.close/);
+  });
+
   test('stops at maxTurns without an answer, truncated, reward 0', async () => {
     const policy = new ScriptedPolicy(() => py('raise ValueError'));
     const trajectory = await new MultiTurnReasoner({ policy, tools: registry(fakePython() as Tool<never>), maxTurns: 3 }).run({ prompt: 'p', gold: '1' });
@@ -305,7 +341,7 @@ describe('MultiTurnReasoner', () => {
 describe('SelfCorrectingAgent', () => {
   const tools = () => registry(fakePython() as Tool<never>);
 
-  test('backtracks a failed step up to the depth, with only the latest error in context', async () => {
+  test('backtracks a failed step up to the depth, sampling it again from the same context', async () => {
     const policy = new ScriptedPolicy([
       `Step A1 ${py('raise NameError')}`,
       `Step A2 ${py('raise TypeError')}`,
@@ -319,18 +355,28 @@ describe('SelfCorrectingAgent', () => {
     const attempts = trajectory.metadata!.attempts as StepAttempt[];
     assert.deepEqual(attempts.map((a) => [a.step, a.attempt, a.backtracked]), [[0, 0, true], [0, 1, true], [0, 2, false], [1, 0, false]]);
     assert.equal(attempts[0]!.response!.status, 'error');
-    assert.equal(attempts[0]!.correction, undefined);
-    assert.match(attempts[1]!.correction!, /NameError: raised/);
+    assert.ok(attempts.every((a) => a.correction === undefined));
     assert.equal(trajectory.metadata!.backtracks, 2);
     assert.equal(trajectory.reward, 1);
-    // Regenerations start from the same prefix plus one correction message.
-    assert.equal(policy.calls[1]!.length, 3);
-    assert.deepEqual(assistantTexts(policy.calls[1]!), []);
-    assert.match(told(policy.calls[1]!), /Step A1[\s\S]*NameError: raised/);
-    assert.doesNotMatch(told(policy.calls[2]!), /NameError|Step A1/);
-    assert.match(told(policy.calls[2]!), /Step A2[\s\S]*TypeError: raised/);
+    // Every attempt at step 0 was sampled from the context the trajectory holds before it (THOR's
+    // backtracking): the same messages, no failed step or error in them.
+    const prefix = toChatMessages({ ...trajectory, turns: [] });
+    for (const call of [0, 1, 2]) assert.deepEqual(policy.calls[call], prefix);
     // The next step sees the kept path only.
     assert.deepEqual(policy.calls[3], toChatMessages({ ...trajectory, turns: trajectory.turns.slice(0, 1) }));
+  });
+
+  test("retry 'correct': the trajectory holds the failed step, its error and the correction the retry was sampled from", async () => {
+    const policy = new ScriptedPolicy([`Step A1 ${py('raise NameError')}`, `Step A2 ${py('print(6)')}`, 'Done: \\boxed{6}']);
+    const agent = new SelfCorrectingAgent({ policy, tools: tools(), retry: 'correct' });
+    const trajectory = await agent.run({ prompt: 'p', gold: '6' });
+    assert.deepEqual(trajectory.turns.map((turn) => turn.action.text.slice(0, 7)), ['Step A1', 'Step A2', 'Done: \\']);
+    assert.match(trajectory.turns[0]!.response!.text, /NameError: raised[\s\S]*Write that step again/);
+    const attempts = trajectory.metadata!.attempts as StepAttempt[];
+    assert.deepEqual(attempts.map((a) => [a.step, a.attempt, a.backtracked]), [[0, 0, true], [1, 1, false], [2, 0, false]]);
+    assert.match(attempts[0]!.correction!, /NameError: raised/);
+    // Each call saw exactly the trajectory before its turn: nothing outside the record.
+    for (const call of [0, 1, 2]) assert.deepEqual(policy.calls[call], toChatMessages({ ...trajectory, turns: trajectory.turns.slice(0, call) }));
   });
 
   test('when the depth is spent the failed step stays and the episode goes on', async () => {
@@ -343,9 +389,17 @@ describe('SelfCorrectingAgent', () => {
     const attempts = trajectory.metadata!.attempts as StepAttempt[];
     assert.deepEqual(attempts.map((a) => [a.step, a.attempt, a.backtracked, a.response?.status]),
       [[0, 0, true, 'error'], [0, 1, false, 'error'], [1, 0, true, 'timeout'], [1, 1, false, 'error'], [2, 0, false, undefined]]);
-    assert.match(attempts[3]!.correction!, /timed out/);
     assert.equal(trajectory.metadata!.answer, '1');
     assert.equal(trajectory.truncated, undefined);
+  });
+
+  test('endAtVoidTurn ends the episode at a step that neither runs code nor answers', async () => {
+    const policy = new ScriptedPolicy([py('print(1)'), 'Hmm.', '\\boxed{1}']);
+    const trajectory = await new SelfCorrectingAgent({ policy, tools: tools(), endAtVoidTurn: true }).run({ prompt: 'p', gold: '1' });
+    assert.equal(trajectory.turns.length, 2);
+    assert.equal(trajectory.metadata!.voidTurn, 1);
+    assert.equal(trajectory.truncated, undefined);
+    assert.deepEqual(policy.callOptions.map((options) => options?.stop), [['```output'], ['```output']]);
   });
 
   test('depth 0 never backtracks; maxTurns bounds the kept steps', async () => {
@@ -361,6 +415,8 @@ describe('SelfCorrectingAgent', () => {
     const policy = new ScriptedPolicy([]);
     assert.throws(() => new SelfCorrectingAgent({ policy, maxBacktracks: -1 }), (error: Error) => error instanceof RangeError && /options\.maxBacktracks/.test(error.message));
     assert.throws(() => new SelfCorrectingAgent({ policy, correctionPrompt: 1 as never }), (error: Error) => error instanceof TypeError && /options\.correctionPrompt/.test(error.message));
+    assert.throws(() => new SelfCorrectingAgent({ policy, retry: 'again' as never }), (error: Error) => error instanceof TypeError && /options\.retry/.test(error.message));
+    assert.throws(() => new SelfCorrectingAgent({ policy, endAtVoidTurn: 1 as never }), (error: Error) => error instanceof TypeError && /options\.endAtVoidTurn/.test(error.message));
   });
 
   test('corrects a real sandbox error', async (t) => {
@@ -392,7 +448,7 @@ describe('ProposeJudgeUpdate', () => {
   test('round limit, memory of earlier attempts, best kept (earliest on ties)', async () => {
     const policy = new ScriptedPolicy(['\\boxed{1}', '\\boxed{2}', '\\boxed{3}', '\\boxed{4}']);
     const verifier = tableVerifier({ 1: 0.2, 2: 0.6, 3: 0.6, 4: 0.1 });
-    const agent = new ProposeJudgeUpdate({ policy, verifier, maxRounds: 4, memorySize: 2 });
+    const agent = new ProposeJudgeUpdate({ policy, verifier, maxRounds: 4, memorySize: 2, memory: 'recent' });
     const trajectory = await agent.run({ prompt: 'Find x.', gold: '2' });
     assert.equal(policy.calls.length, 4);
     assert.equal(trajectory.turns.length, 4);
@@ -415,9 +471,9 @@ describe('ProposeJudgeUpdate', () => {
     assert.equal(rounds[3]!.prompt, round3);
   });
 
-  test('memory keeps only the most recent rounds', async () => {
+  test("memory 'recent' keeps only the most recent rounds", async () => {
     const policy = new ScriptedPolicy(['\\boxed{1}', '\\boxed{2}', '\\boxed{3}', '\\boxed{4}']);
-    await new ProposeJudgeUpdate({ policy, verifier: tableVerifier({}), maxRounds: 4, memorySize: 1 }).run({ prompt: 'p' });
+    await new ProposeJudgeUpdate({ policy, verifier: tableVerifier({}), maxRounds: 4, memorySize: 1, memory: 'recent' }).run({ prompt: 'p' });
     const last = policy.calls[3]![1]!.content!;
     assert.doesNotMatch(last, /Attempt 1:/);
     assert.match(last, /Attempt 2: answer 2/);
@@ -436,6 +492,77 @@ describe('ProposeJudgeUpdate', () => {
     const full = await new ProposeJudgeUpdate({ policy: all, verifier: tableVerifier(scores), stopWhenPassed: false }).run({ prompt: 'p' });
     assert.equal(all.calls.length, 3);
     assert.equal(full.metadata!.best, 0);
+  });
+
+  // AlphaApollo (tmlr-group/AlphaApollo commit 712a04dc, evolving_main.py `run_problem`): each
+  // evolving round runs the tool-using policy environment for up to max_steps turns, and its
+  // prompt holds the remembered solutions with their verifier feedback.
+  test('each round runs the multi-turn tool-using reasoner; its episode is rewarded by its verified score', async () => {
+    const policy = new ScriptedPolicy([
+      `Let me compute. ${py('print(6 * 7)')}`, 'The code printed 42, so \\boxed{42}',
+      `Check again. ${py('raise ValueError')}`, 'Still \\boxed{41}',
+    ]);
+    const verifier = tableVerifier({ 42: 0.3, 41: 0.9 });
+    const agent = new ProposeJudgeUpdate({ policy, verifier, tools: registry(fakePython() as Tool<never>), maxRounds: 2 });
+    const { trajectory, episodes } = await agent.runRounds({ prompt: 'What is 6 times 7?', id: 'task', groupId: 'g' });
+    assert.equal(policy.calls.length, 4);
+    // Round 0: a code turn (run by the tool, its output read next turn), then the answer.
+    assert.deepEqual(episodes.map((episode) => episode.turns.length), [2, 2]);
+    assert.deepEqual(episodes[0]!.turns[0]!.response, { toolName: 'python', status: 'success', text: '6 * 7\n' });
+    assert.equal(episodes[1]!.turns[0]!.response!.status, 'error');
+    assert.equal(policy.calls[1]!.at(-1)!.content, '6 * 7\n');
+    // The tools are offered to the model in every call of every round.
+    assert.ok(policy.callOptions.every((options) => options?.tools?.[0]?.function.name === 'python'));
+    // Round 1's prompt remembers round 0: its proposal (both turns) and its critique.
+    const rounds = trajectory.metadata!.rounds as RoundRecord[];
+    assert.equal(policy.calls[2]![1]!.content, rounds[1]!.prompt);
+    assert.match(policy.calls[2]![1]!.content!, /latest attempt \(attempt 1, score 0\.30\):\nLet me compute[\s\S]*so \\boxed\{42\}[\s\S]*critique of 42/);
+    assert.deepEqual(verifier.seen[0], `Let me compute. ${py('print(6 * 7)')}\n\nThe code printed 42, so \\boxed{42}`);
+    // Each round's episode is a trainable sequence: its own prompt, the task's group, the verified score as reward.
+    assert.deepEqual(episodes.map((episode, k) => [episode.id, episode.groupId, episode.reward, episode.prompt === rounds[k]!.prompt, rounds[k]!.episodeId]),
+      [['task/round0', 'g', 0.3, true, 'task/round0'], ['task/round1', 'g', 0.9, true, 'task/round1']]);
+    assert.deepEqual(episodes[1]!.metadata!.verdict, { score: 0.9, passed: false, status: 'success', critique: 'critique of 41' });
+    // No gold: the loop's reward is the best verified score.
+    assert.deepEqual([trajectory.metadata!.best, trajectory.metadata!.bestScore, trajectory.reward, trajectory.metadata!.answer], [1, 0.9, 0.9, '41']);
+    assert.deepEqual(trajectory.turns.map((turn) => turn.response!.text), ['critique of 42', 'critique of 41']);
+    // With a gold answer the kept answer is scored against it.
+    const graded = new ScriptedPolicy(['\\boxed{42}', '\\boxed{41}']);
+    const withGold = await new ProposeJudgeUpdate({ policy: graded, verifier, maxRounds: 2 }).run({ prompt: 'p', gold: '42' });
+    assert.deepEqual([withGold.metadata!.bestScore, withGold.reward], [0.9, 0]);
+  });
+
+  test("memory 'ranked' (the default) keeps AlphaApollo's best rounds: score, then brevity, by rank sum", () => {
+    const record = (round: number, score: number, length: number) =>
+      ({ round, prompt: '', answer: null, score, passed: false, critique: '', length, episodeId: `${round}` });
+    const earlier = [record(0, 0.2, 10), record(1, 0.9, 50), record(2, 0.9, 20), record(3, 0.5, 5)];
+    // Score ranks 2, 0, 0, 1; length ranks 1, 3, 2, 0; sums 3, 3, 2, 1.
+    assert.deepEqual(selectMemory(earlier, 3, 'ranked').map((r) => r.round), [3, 2, 0]);
+    assert.deepEqual(selectMemory(earlier, 2, 'recent').map((r) => r.round), [2, 3]);
+    assert.deepEqual(selectMemory(earlier, 0, 'ranked'), []);
+  });
+
+  test('the default memory is ranked', async () => {
+    const policy = new ScriptedPolicy(['\\boxed{1}', '\\boxed{2}', '\\boxed{3}', '\\boxed{4}']);
+    await new ProposeJudgeUpdate({ policy, verifier: tableVerifier({ 1: 0.8, 2: 0.1, 3: 0.2 }), maxRounds: 4, memorySize: 1 }).run({ prompt: 'p' });
+    // Before round 3: rounds 0 and 1 are earlier than the latest (2); round 0 scored best.
+    assert.match(policy.calls[3]![1]!.content!, /Earlier attempts:\n- Attempt 1: answer 1, score 0\.80/);
+    assert.doesNotMatch(policy.calls[3]![1]!.content!, /Attempt 2:/);
+  });
+
+  test('reference verifier scores the answer against the gold, reading the round episode', async () => {
+    const verifier = referenceVerifier();
+    assert.deepEqual(await verifier.verify({ text: '\\boxed{4}', answer: '4', round: 0 }, { prompt: 'p', gold: '4' }),
+      { score: 1, passed: true, status: 'success', critique: 'The answer 4 is correct.' });
+    assert.equal((await verifier.verify({ text: 'x', answer: null, round: 0 }, { prompt: 'p', gold: '4' })).critique, 'The solution gives no final answer.');
+    assert.equal((await verifier.verify({ text: '\\boxed{4}', answer: '4', round: 0 }, { prompt: 'p' })).score, 0);
+    const seen: Trajectory[] = [];
+    const reading = referenceVerifier({ reward: (_answer, _task, episode) => (seen.push(episode), 0.5), passThreshold: 0.5, name: 'ref' });
+    const policy = new ScriptedPolicy([`${py('print(2)')}`, '\\boxed{2}']);
+    const { episodes } = await new ProposeJudgeUpdate({ policy, verifier: reading, tools: registry(fakePython() as Tool<never>), maxRounds: 1 })
+      .runRounds({ prompt: 'p', gold: '2' });
+    assert.equal(seen[0], episodes[0]);
+    assert.deepEqual(episodes[0]!.metadata!.verdict, { score: 0.5, passed: true, status: 'success', critique: 'The answer 2 is correct.' });
+    assert.throws(() => referenceVerifier({ passThreshold: Number.NaN }), (error: Error) => error instanceof RangeError && /options\.passThreshold/.test(error.message));
   });
 
   test('tool verifier runs the candidate check', async () => {
@@ -463,10 +590,12 @@ describe('ProposeJudgeUpdate', () => {
   });
 
   test('bad options and verdicts', async () => {
-    const policy = new ScriptedPolicy(['a']);
+    const policy = new ScriptedPolicy(['\\boxed{a}']);
     assert.throws(() => new ProposeJudgeUpdate({ policy } as never), (error: Error) => error instanceof TypeError && /options\.verifier/.test(error.message));
     assert.throws(() => new ProposeJudgeUpdate({ policy, verifier: tableVerifier({}), maxRounds: 0 }), RangeError);
     assert.throws(() => new ProposeJudgeUpdate({ policy, verifier: tableVerifier({}), stopWhenPassed: 1 as never }), TypeError);
+    assert.throws(() => new ProposeJudgeUpdate({ policy, verifier: tableVerifier({}), memory: 'best' as never }), (error: Error) => error instanceof RangeError && /options\.memory/.test(error.message));
+    assert.throws(() => new ProposeJudgeUpdate({ policy, verifier: tableVerifier({}), maxTurnsPerRound: 0 }), (error: Error) => error instanceof RangeError && /options\.maxTurnsPerRound/.test(error.message));
     const broken: Verifier = { name: 'v', verify: async () => ({ score: Number.NaN, passed: false, status: 'success', critique: '' }) };
     await assert.rejects(new ProposeJudgeUpdate({ policy, verifier: broken }).run({ prompt: 'p' }), /verdict\.score/);
   });
@@ -612,20 +741,85 @@ describe('DecomposerSolver', () => {
     assert.deepEqual(preference.decompositions.map((d) => [d.text, d.solutions.length, d.subQuestions]), [
       [good.text, 2, ['Who wrote The Glass Orchard?', 'Where was #1 born?']], [bad, 2, ['Where is the orchard?']],
     ]);
-    assert.deepEqual(preference.decompositions[0]!.solutions[1], { text: '\\boxed{Ostrand}', intermediateAnswers: ['Sabine Roe', 'Dravenholm'], reward: 0 });
+    const { trajectory: solutionEpisode, ...solution } = preference.decompositions[0]!.solutions[1]!;
+    assert.deepEqual(solution, { text: '\\boxed{Ostrand}', intermediateAnswers: ['Sabine Roe', 'Dravenholm'], reward: 0 });
+    assert.equal(solutionEpisode, episodes[1]);
     const pairs = buildPreferencePairs(preference);
-    // Equal mean rewards (0.5 and 0.5): no decomposition pair; within the first, two intermediate pairs and a final one.
-    assert.deepEqual(pairs.map((pair) => [pair.kind, pair.step, pair.chosen, pair.rejected]), [
-      ['intermediate', 0, 'Ilsa Marrow', 'Sabine Roe'],
-      ['intermediate', 1, 'Quillmoor', 'Dravenholm'],
-      ['final', undefined, '\\boxed{Valdoria}', '\\boxed{Ostrand}'],
+    // Equal mean rewards (0.5 and 0.5): no decomposition pair; within the first, two intermediate pairs and a final one,
+    // each the turns as generated, in the context the chosen solution's solver saw.
+    assert.deepEqual(pairs.map((pair) => [pair.kind, pair.step, pair.chosen, pair.rejected, pair.context!.turns.length]), [
+      ['intermediate', 0, '\\boxed{Ilsa Marrow}', '\\boxed{Sabine Roe}', 1],
+      ['intermediate', 1, '\\boxed{Quillmoor}', '\\boxed{Dravenholm}', 2],
+      ['final', undefined, '\\boxed{Valdoria}', '\\boxed{Ostrand}', 3],
     ]);
+    for (const pair of pairs) {
+      assert.deepEqual(pair.context!.turns, episodes[0]!.turns.slice(0, pair.context!.turns.length));
+      assert.deepEqual(pair.chosenAction, episodes[0]!.turns[pair.context!.turns.length]!.action);
+      assert.deepEqual(pair.rejectedAction, episodes[1]!.turns[pair.context!.turns.length]!.action);
+      assert.equal(pair.prompt, pair.context!.turns.at(-1)!.response!.text);
+    }
+    // The second hop's pair holds the documents retrieved for "Where was Ilsa Marrow born?" and the first answer.
+    assert.match(pairs[1]!.prompt, /\[1\] Ilsa Marrow: [\s\S]*Sub-question 2: Where was Ilsa Marrow born\?/);
+    assert.equal(pairs[1]!.context!.turns[1]!.action.text, '\\boxed{Ilsa Marrow}');
     assert.throws(() => decomposerPreferenceQuestion('q', []), RangeError);
     assert.throws(() => decomposerPreferenceQuestion('q', [{ ...episodes[0]!, reward: undefined }]), /trajectories\[0\]\.reward/);
     assert.throws(() => decomposerPreferenceQuestion('q', [episodes[0]!, { ...episodes[1]!, metadata: { ...episodes[1]!.metadata, question: 'other' } }]), /trajectories\[1\]\.metadata\.question/);
     const other = await new MultiTurnReasoner({ policy: new ScriptedPolicy(['\\boxed{1}']) }).run({ prompt: 'p', gold: '1' });
     assert.throws(() => decomposerPreferenceQuestion('q', [other]), (error: Error) => error instanceof TypeError && /trajectories\[0\]/.test(error.message));
     await assert.rejects(new DecomposerSolver({ policy: new ScriptedPolicy([]), retriever }).run({ prompt: 'q' }, { decomposition: {} as never }), /options\.decomposition\.text/);
+  });
+
+  test('AceSearcher defaults: 15 documents per question, reward EM × format', async () => {
+    // ritaranx/AceSearcher commit 16a9b3c3, inference/main_qa.py: 5 passages per sub-question
+    // for up to 3 sub-questions; rollout/create_train_data.py scores only an answer in its tags.
+    assert.equal(DEFAULT_DOCUMENT_BUDGET, 15);
+    const retriever = new Bm25Retriever(BUILTIN_CORPUS);
+    const script = (final: string) => new ScriptedPolicy([
+      '### Who wrote the novel The Glass Orchard?\n### In which town was #1 born?\n### In which country is the town #2?',
+      '\\boxed{Ilsa Marrow}', '\\boxed{Quillmoor}', '\\boxed{Valdoria}', final,
+    ]);
+    const task = { prompt: 'In which country was the author of The Glass Orchard born?', gold: 'Valdoria' };
+    const boxed = await new DecomposerSolver({ policy: script('So \\boxed{Valdoria}.'), retriever }).run(task);
+    assert.deepEqual(boxed.metadata!.allocation, [5, 5, 5]);
+    assert.deepEqual((boxed.metadata!.documentIds as string[][]).map((ids) => ids.length), [5, 5, 5]);
+    assert.equal(boxed.reward, 1);
+    // The right answer without the answer format (a bare last line), or with an unclosed fence, earns nothing.
+    const bare = await new DecomposerSolver({ policy: script('It must be\nValdoria'), retriever }).run(task);
+    assert.deepEqual([bare.metadata!.answer, bare.reward], ['Valdoria', 0]);
+    const unclosed = await new DecomposerSolver({ policy: script('```python\nx = 1\n\\boxed{Valdoria}'), retriever }).run(task);
+    assert.deepEqual([unclosed.metadata!.answer, unclosed.reward], ['Valdoria', 0]);
+    const tagged = await new DecomposerSolver({ policy: script('<answer>Valdoria</answer>'), retriever }).run(task);
+    assert.equal(tagged.reward, 1);
+    // Called directly, without the episode, it is the exact match.
+    assert.equal(qaReward('the Valdoria', { gold: ['Valdoria'] }), 1);
+    assert.equal(qaReward(null, { gold: 'x' }), 0);
+  });
+
+  test('the supervised first stage: reference solutions as episodes in the solver\'s own conversation', async () => {
+    const retriever = new Bm25Retriever(BUILTIN_CORPUS);
+    const episodes = await decomposerReferenceEpisodes(BUILTIN_QUESTIONS, { retriever });
+    assert.equal(episodes.length, BUILTIN_QUESTIONS.length);
+    assert.ok(episodes.every((episode) => episode.reward === 1));
+    const [first] = episodes;
+    const question = BUILTIN_QUESTIONS[0]!;
+    assert.equal(first!.id, question.id);
+    assert.equal(first!.turns.length, question.steps.length + 2);
+    assert.deepEqual(first!.metadata!.intermediateAnswers, question.steps.map((step) => step.answer));
+    assert.equal(first!.turns[1]!.action.text, `\\boxed{${question.steps[0]!.answer}}`);
+    // The solver's real context: the documents retrieved for each resolved sub-question (15 in all).
+    assert.equal((first!.metadata!.documentIds as string[][]).flat().length, 15);
+    assert.ok((first!.metadata!.documentIds as string[][]).every((ids, k) => ids.includes(question.steps[k]!.supportingId)));
+    // Another model's format: its own marker and answer markup, read back by the solver's options.
+    const custom = await decomposerReferenceEpisodes(BUILTIN_QUESTIONS.slice(0, 1), {
+      retriever, subquestionMarker: 'then', answer: (text) => text.replace(/<\/?ans>/g, '').trim(),
+      format: { answer: (answer) => `<ans> ${answer} </ans>`, final: (answer) => `<ans> ${answer} </ans>` },
+    });
+    assert.match(custom[0]!.turns[0]!.action.text, /^then Q1: /);
+    assert.deepEqual(custom[0]!.metadata!.resolvedSubquestions, first!.metadata!.resolvedSubquestions);
+    assert.equal(custom[0]!.metadata!.answer, question.answers[0]);
+    assert.deepEqual(parseSubquestions('then a ? then b ?', 'then'), ['a ?', 'b ?']);
+    assert.throws(() => parseSubquestions('x', ''), (error: Error) => error instanceof RangeError && /marker/.test(error.message));
+    assert.throws(() => new DecomposerSolver({ policy: new ScriptedPolicy([]), retriever, subquestionMarker: '' }), /options\.subquestionMarker/);
   });
 
   test('a cut-off turn ends the episode', async () => {

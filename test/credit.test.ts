@@ -129,6 +129,11 @@ describe('turn-level credit (AlphaApollo)', () => {
     assert.throws(() => turnLevelCredit(trajectory, { gamma: 2 }), /gamma/);
   });
 
+  test('a user message (not a tool response) leaves its turn with the final reward', () => {
+    const asked = { action: { text: 'Let me think.' }, response: { toolName: 'user', status: 'success' as const, text: 'Go on.' } };
+    close(turnLevelCredit({ id: 'u', prompt: 'q', reward: 1, turns: [ok, asked, answer] }, { gamma: 0.5 }), [0.1 * 0.25, 0.5, 1], 1e-12);
+  });
+
   test('batch credit follows the global turn order', () => {
     const batch = packTrajectories([
       { id: 'a', prompt: 'q', reward: 1, turns: [ok, answer] },

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { feedbackMask } from '../lib/kernels/index.js';
 import {
   annotateFiltered, applyFilters, equalRewardGroupFilter, isVoidTurn, maxTurnsFilter, packTrajectories,
-  truncatedFilter, voidTurnFilter, type Tokenizer, type Trajectory, type Turn,
+  failedExecutionFilter, truncatedFilter, voidTurnFilter, type Tokenizer, type Trajectory, type Turn,
 } from '../lib/sdk.js';
 
 const charTokenizer: Tokenizer = {
@@ -46,6 +46,15 @@ describe('isVoidTurn (SimpleTIR rule)', () => {
     assert.throws(() => isVoidTurn('x', { codeLanguages: 'python' as unknown as string[] }), /options\.codeLanguages/);
   });
 
+  test('delimiter-marked code and answers (a model trained on <calc> … </calc>) count when their pair closes', () => {
+    const markup = { codeMarkup: [{ open: '<calc>', close: '</calc>' }], answerMarkup: [{ open: '<ans>', close: '</ans>' }] };
+    assert.equal(isVoidTurn('<calc> #1*#2 </calc>', markup), false);
+    assert.equal(isVoidTurn('<ans> #r </ans>', markup), false);
+    assert.equal(isVoidTurn('<calc> #1*#2 <ans> 7', markup), true);
+    assert.equal(isVoidTurn('</calc> <calc>', markup), true);
+    assert.throws(() => isVoidTurn('x', { codeMarkup: [{ open: '', close: 'x' }] }), /codeMarkup/);
+  });
+
   test('hostile input does not throw and stays fast', () => {
     const start = performance.now();
     assert.equal(isVoidTurn('```python'.repeat(100_000)), true);
@@ -78,6 +87,8 @@ describe('filters mask, count and report', () => {
     assert.deepEqual(Array.from(truncatedFilter().flag(batch)), [0, 0, 0, 0, 1, 0]);
     assert.deepEqual(Array.from(maxTurnsFilter(4).flag(batch)), [0, 0, 1, 0, 0, 0]);
     assert.deepEqual(Array.from(equalRewardGroupFilter().flag(batch)), [0, 0, 1, 1, 1, 1]);
+    // THOR: episodes with a failed execution (t1's call errored) leave the episode loss.
+    assert.deepEqual(Array.from(failedExecutionFilter().flag(batch)), [0, 1, 0, 0, 0, 0]);
     assert.deepEqual(Array.from(equalRewardGroupFilter(1).flag(batch)), [1, 1, 1, 1, 1, 1]);
   });
 

@@ -264,6 +264,28 @@ describe('ppoLoss policy losses', () => {
     assert.equal(single.selectedTokens, 1);
   });
 
+  it('kl_cov: covariance ties (+0 and -0 alike, or all NaN) go to the earlier tokens', () => {
+    // All advantages 1: every covariance is 0 * (lp - mean lp), +0 or -0 by the sign of the
+    // second factor; a NaN advantage makes every covariance NaN. Either way the pick is the
+    // first k masked-in tokens (cf. torch.topk over equal values in verl, 1dda039b).
+    const n = 10;
+    const logp = Float32Array.from({ length: n }, (_, t) => -0.5 - 0.3 * ((t * 7) % 10));
+    const oldLogp = logp.map((x) => x + 0.1);
+    const mask = new Uint8Array(n).fill(1);
+    mask[1] = 0;
+    for (const nan of [false, true]) {
+      const advantages = new Float32Array(n).fill(1);
+      if (nan) advantages[6] = NaN;
+      const base: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: 'kl_cov', klCovRatio: 0.3, ppoKlCoef: 1 };
+      const withPenalty = ppoLoss(base);
+      const without = ppoLoss({ ...base, ppoKlCoef: 0 });
+      const picked = [...withPenalty.grad.keys()].filter((t) => t !== 6 && withPenalty.grad[t] !== without.grad[t]);
+      assert.equal(withPenalty.selectedTokens, 2);
+      assert.deepEqual(picked, [0, 2], nan ? 'NaN covariances' : '±0 covariances');
+      assert.deepEqual([...klCovPick(base)].sort(), [0, 2]);
+    }
+  });
+
   it('KL estimators: low_var_kl is k3, mse is k2, the + forms take k2\'s gradient', () => {
     const batch = randomBatch(new Random(8), 6, 10);
     const base: PpoLossOptions = { ...batch, weights: undefined, policyLoss: 'gpg', klCoef: 0.5 };

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { dpoLoss } from '../lib/kernels/index.js';
 import {
-  buildPreferencePairs, dpoInputs, dpoTokenGradient, packPreferencePairs, type PreferenceQuestion, type Tokenizer,
+  buildPreferencePairs, dpoInputs, dpoTokenGradient, packPreferencePairs, type PreferenceQuestion, type Tokenizer, type Trajectory,
 } from '../lib/sdk.js';
 
 const charTokenizer: Tokenizer = {
@@ -109,5 +109,64 @@ describe('dpoLoss inputs via sequenceLogprobs', () => {
       }
     }
     assert.throws(() => dpoTokenGradient(batch, new Float32Array(1), result.gradRejected), /gradChosen/);
+  });
+});
+
+describe('pairs in their real context', () => {
+  // An episode with a complete token record: prompt, decomposition, documents, first answer, …
+  const episode = (answers: number[][], final: number[], reward: number): Trajectory => ({
+    id: `e${reward}`, prompt: 'decompose: Q', promptTokenIds: [5, 6, 7],
+    turns: [
+      { action: { text: '### a\n### b', tokenIds: [10, 11], logprobs: [-0.1, -0.2] }, response: { toolName: 'retrieve', status: 'success', text: 'docs for a' }, feedbackTokenIds: [20, 21] },
+      { action: { text: `answer a${reward}`, tokenIds: answers[0]!, logprobs: answers[0]!.map(() => -0.5) }, response: { toolName: 'retrieve', status: 'success', text: 'docs for b' }, feedbackTokenIds: [22, 23, 24] },
+      { action: { text: `answer b${reward}`, tokenIds: answers[1]!, logprobs: answers[1]!.map(() => -0.5) }, response: { toolName: 'user', status: 'success', text: 'final?' }, feedbackTokenIds: [25] },
+      { action: { text: `final ${reward}`, tokenIds: final, logprobs: final.map(() => -0.25) } },
+    ],
+    reward,
+    metadata: { agent: 'decomposer-solver', question: 'Q' },
+  });
+  const good = episode([[30], [31, 32]], [33], 1);
+  const bad = episode([[40, 41], [42]], [43, 44], 0);
+  const preference: PreferenceQuestion = {
+    id: 'q', question: 'Q',
+    decompositions: [{ text: '### a\n### b', subQuestions: ['a', 'b'], solutions: [
+      { text: 'final 1', intermediateAnswers: ['A', 'B'], reward: 1, trajectory: good },
+      { text: 'final 0', intermediateAnswers: ['X', 'Y'], reward: 0, trajectory: bad },
+    ] }],
+  };
+  const pairs = buildPreferencePairs(preference);
+
+  test('each pair continues the chosen episode where the turn was generated', () => {
+    assert.deepEqual(pairs.map((pair) => [pair.kind, pair.step, pair.prompt, pair.chosen, pair.rejected]), [
+      ['intermediate', 0, 'docs for a', 'answer a1', 'answer a0'],
+      ['intermediate', 1, 'docs for b', 'answer b1', 'answer b0'],
+      ['final', undefined, 'final?', 'final 1', 'final 0'],
+    ]);
+    assert.equal(pairs[2]!.context!.reward, undefined);
+  });
+
+  test('packing keeps the token record verbatim; only the completion is trained', () => {
+    const batch = packPreferencePairs(pairs, { tokenizer: charTokenizer });
+    const sequence = (i: number) => Array.from(batch.tokens.subarray(batch.seqOffsets[i]!, batch.seqOffsets[i + 1]!));
+    const roles = (i: number) => Array.from(batch.roles.subarray(batch.seqOffsets[i]!, batch.seqOffsets[i + 1]!));
+    // Second hop: prompt, decomposition, documents for a, the chosen first answer, documents for b, then the answer.
+    assert.deepEqual(sequence(2), [5, 6, 7, 10, 11, 20, 21, 30, 22, 23, 24, 31, 32]);
+    assert.deepEqual(sequence(3), [5, 6, 7, 10, 11, 20, 21, 30, 22, 23, 24, 42]);
+    assert.deepEqual(roles(2), [0, 0, 0, 0, 0, 2, 2, 0, 2, 2, 2, 1, 1]);
+    assert.deepEqual(Array.from(batch.exact), [1, 1, 1, 1, 1, 1]);
+    assert.deepEqual(Array.from(batch.actionTokenCounts), [1, 2, 2, 1, 1, 2]);
+    const logprobs = Array.from(batch.behaviourLogprobs.subarray(batch.seqOffsets[5]!, batch.seqOffsets[6]!));
+    assert.deepEqual(logprobs.slice(-3), [0, -0.25, -0.25]);
+    assert.ok(logprobs.slice(0, -2).every((value) => value === 0));
+    const inputs = dpoInputs(batch, Float32Array.from(batch.tokens, () => -1), Float32Array.from(batch.tokens, () => -2));
+    assert.deepEqual(Array.from(inputs.policyChosen), [-1, -2, -1]);
+  });
+
+  test('a cut-off worst episode gives no pair for the turns it lacks', () => {
+    const cut = { ...bad, turns: bad.turns.slice(0, 2) };
+    const partial = buildPreferencePairs({ ...preference, decompositions: [{ ...preference.decompositions[0]!, solutions: [
+      preference.decompositions[0]!.solutions[0]!, { text: 'answer a0', intermediateAnswers: ['X'], reward: 0, trajectory: cut },
+    ] }] });
+    assert.deepEqual(partial.map((pair) => [pair.kind, pair.step]), [['intermediate', 0]]);
   });
 });

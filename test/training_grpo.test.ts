@@ -11,7 +11,7 @@ import { before, describe, it } from 'node:test';
 
 import * as tf from '@tensorflow/tfjs';
 
-import { Role } from '../lib/kernels/index.js';
+import { advantages, ppoLoss, Role } from '../lib/kernels/index.js';
 import { isVoidTurn, voidTurnFilter } from '../lib/filters/index.js';
 import { readTrajectories, type TokenBatch, type Trajectory } from '../lib/trajectory/index.js';
 import {
@@ -22,10 +22,13 @@ import {
   type Policy,
   type PolicyBatch,
   type PolicyOutputGradient,
+  type TrainerAdvantageEstimator,
 } from '../lib/training/index.js';
+import { TRAINER_ADVANTAGE_ESTIMATORS } from '../lib/training/losses.js';
 import { type Product, ProductEnvironment, products, VOCAB_SIZE } from '../examples/training/arithmetic.js';
 import { assertClose, checkBadInputs } from './support.js';
 import { bigram, RecordingPolicy, table } from './training_support.js';
+import { reference as groupAdvantagesReference } from './reference/group_advantages.js';
 
 function trainerOptions(policy: Policy, extra: Partial<GRPOTrainerOptions<Product>> = {}): GRPOTrainerOptions<Product> {
   return {
@@ -202,6 +205,124 @@ describe('GRPOTrainer', () => {
     assertClose(full.gradient.gradLogp.subarray(0, episodeEnd), half.gradient.gradLogp.subarray(0, episodeEnd), { label: 'episodes' });
   });
 
+  it('THOR: the episode loss has its own coefficient beside the step level\'s', async () => {
+    const runs: { gradient: PolicyOutputGradient; batch: PolicyBatch; episodes: number }[] = [];
+    for (const episodeCoef of [1, 0.25]) {
+      const policy = new RecordingPolicy(bigram());
+      let episodes = 0;
+      await new GRPOTrainer(trainerOptions(policy, { stepLevel: { samples: 2, coef: 0.5, episodeCoef }, onBatch: (batch) => void (episodes = batch.size) })).train(1);
+      runs.push({ episodes, ...policy.gradients[0]! });
+    }
+    const [one, quarter] = runs;
+    const episodeEnd = one!.batch.seqOffsets[one!.episodes]!;
+    assert.ok(one!.gradient.gradLogp.subarray(0, episodeEnd).some((g) => g !== 0));
+    assertClose(quarter!.gradient.gradLogp.subarray(0, episodeEnd), one!.gradient.gradLogp.subarray(0, episodeEnd).map((g) => 0.25 * g), { rtol: 1e-6, atol: 1e-9, label: 'episode tokens' });
+    assertClose(quarter!.gradient.gradLogp.subarray(episodeEnd), one!.gradient.gradLogp.subarray(episodeEnd), { label: 'step-level tokens' });
+  });
+
+  it('DAPO dynamic sampling: groups with equal rewards are replaced by fresh ones until the batch is full (verl filter_groups)', async () => {
+    let seen: TokenBatch | undefined;
+    const trainer = new GRPOTrainer(trainerOptions(bigram(), { filters: [], dynamicSampling: { maxBatches: 50 }, onBatch: (batch) => void (seen = batch) }));
+    const [metrics] = await trainer.train(1);
+    const sampling = metrics!.dynamicSampling!;
+    assert.ok(sampling.droppedGroups > 0, 'the untrained policy leaves some groups without signal');
+    assert.ok(sampling.batches > 1);
+    assert.equal(metrics!.episodes, 3 * 6);
+    // Every group left has unequal rewards.
+    for (let g = 0; g < 3; g++) {
+      const rewards = Array.from(seen!.rewards.subarray(g * 6, (g + 1) * 6));
+      assert.ok(Math.max(...rewards) > Math.min(...rewards), `group ${g}: ${rewards}`);
+    }
+    // Without it, the same seed trains on groups that carry no signal.
+    let plain: TokenBatch | undefined;
+    await new GRPOTrainer(trainerOptions(bigram(), { filters: [], onBatch: (batch) => void (plain = batch) })).train(1);
+    const flat = [0, 1, 2].filter((g) => new Set(plain!.rewards.subarray(g * 6, (g + 1) * 6)).size === 1);
+    assert.ok(flat.length > 0);
+  });
+
+  it('dynamic sampling gives up after maxBatches generation batches, as verl does', async () => {
+    const never = { reset: () => 'q', step: () => ({ feedback: '', reward: 0, done: true, success: false }) };
+    const trainer = new GRPOTrainer(trainerOptions(bigram(), { createEnvironment: () => never, dynamicSampling: { maxBatches: 3 } }));
+    await assert.rejects(trainer.train(1), /dynamic sampling ran 3 generation batches .*kept 0 of 3 groups/);
+  });
+
+  it('agent episodes: trained on as they are, with dynamic sampling over the agent\'s groups', async () => {
+    // Token ids of the bigram's vocabulary: prompt 0, an action 1 or 5, the tool's answer 6.
+    const episode = (groupId: string, reward: number, action: number): Trajectory => ({
+      id: `${groupId}-${reward}-${action}`, prompt: 'q', groupId, reward, promptTokenIds: [0],
+      turns: [{ action: { text: '', tokenIds: [action, 2], logprobs: [-1.5, -1.25] }, response: { toolName: 'python', status: 'success', text: '6' }, feedbackTokenIds: [6] }],
+    });
+    const calls: { attempt: number; groups: number }[] = [];
+    const batches: Trajectory[][] = [
+      [episode('a', 1, 1), episode('a', 1, 5), episode('b', 0, 1), episode('b', 1, 5)],
+      [episode('c', 0, 5), episode('c', 1, 1)],
+    ];
+    const charTokenizer = { name: 'ids', vocabSize: 8, specialTokens: {}, encode: () => [7], decode: () => '', specialTokenId: () => 0 };
+    const policy = new RecordingPolicy(bigram());
+    let seen: TokenBatch | undefined;
+    const trainer = new GRPOTrainer<never>({
+      policy, promptsPerStep: 2, groupSize: 2, filters: [], maxGradNorm: Infinity, dynamicSampling: {},
+      agent: { tokenizer: charTokenizer, collect: async (request) => (calls.push({ attempt: request.attempt, groups: request.groups }), batches[request.attempt]!) },
+      onBatch: (batch) => void (seen = batch),
+    });
+    const [metrics] = await trainer.train(1);
+    assert.deepEqual(calls, [{ attempt: 0, groups: 2 }, { attempt: 1, groups: 2 }]);
+    assert.deepEqual(metrics!.dynamicSampling, { batches: 2, droppedGroups: 1, surplusGroups: 0 });
+    assert.deepEqual(seen!.groupKeys, ['b', 'c']);
+    // The recorded ids are the batch, token for token: prompt, action, the tool's answer (the
+    // last response, rendered by nobody: its feedbackTokenIds are kept).
+    assert.deepEqual(Array.from(policy.gradients[0]!.batch.tokens), [0, 1, 2, 6, 0, 5, 2, 6, 0, 5, 2, 6, 0, 1, 2, 6]);
+    assert.equal(metrics!.trainedTokens, 8);
+    assert.equal(metrics!.successRate, 0.5);
+    // The behaviour log-probs are the recorded ones.
+    assert.deepEqual(Array.from(seen!.behaviourLogprobs.subarray(0, 4)), [0, -1.5, -1.25, 0]);
+
+    const failing = (trajectories: Trajectory[]) => new GRPOTrainer<never>({ policy: bigram(), promptsPerStep: 1, groupSize: 2, filters: [], agent: { tokenizer: charTokenizer, collect: async () => trajectories } });
+    await assert.rejects(failing([{ ...episode('a', 1, 1), reward: undefined }]).train(1), /Expected a finite number for agent\.collect\(request\)\[0\]\.reward/);
+    await assert.rejects(failing([{ ...episode('a', 1, 1), groupId: undefined }]).train(1), /agent\.collect\(request\)\[0\]\.groupId/);
+    const inexact = episode('a', 1, 1);
+    delete inexact.turns[0]!.action.tokenIds;
+    delete inexact.turns[0]!.action.logprobs;
+    await assert.rejects(failing([inexact]).train(1), /a token record of every span/);
+    assert.throws(() => new GRPOTrainer({ policy: bigram(), agent: { tokenizer: charTokenizer, collect: async () => [] }, problems: [1] }), /either agent, or createEnvironment and problems/);
+    assert.throws(() => new GRPOTrainer<never>({ policy: bigram(), agent: { tokenizer: charTokenizer, collect: async () => [] }, filters: [{ name: 'x', removes: () => false }] }), /options\.filters\[0\]/);
+    assert.throws(() => new GRPOTrainer(trainerOptions(bigram(), { dynamicSampling: { maxBatches: 0 } })), /options\.dynamicSampling\.maxBatches/);
+  });
+
+  it('AlphaApollo turn-level credit: each action token carries its turn\'s discounted credit', async () => {
+    const gamma = 0.5;
+    const successReward = 0.3;
+    const failureReward = -0.2;
+    const policy = new RecordingPolicy(bigram());
+    let seen: TokenBatch | undefined;
+    const trainer = new GRPOTrainer(trainerOptions(policy, {
+      filters: [], turnCredit: { gamma, successReward, failureReward }, onBatch: (batch) => void (seen = batch),
+    }));
+    await trainer.train(1);
+    const batch = seen!;
+    const { batch: trained, gradient } = policy.gradients[0]!;
+    // Float64 reference: GRPO outcome advantages, then c_t·γ^(n−t) per turn (MATH.md).
+    const outcome = groupAdvantagesReference(batch.rewards, batch.groupIds);
+    const trainedTokens = batch.actionTokenCounts.reduce((sum, count) => sum + count, 0);
+    let toolTurns = 0;
+    batch.trajectories.forEach((trajectory, i) => {
+      const n = trajectory.turns.length;
+      for (let k = 0; k < n; k++) {
+        const response = trajectory.turns[k]!.response;
+        const tool = response !== undefined && response.toolName !== 'user';
+        if (tool) toolTurns += 1;
+        const credit = (!tool ? outcome[i]! : response.status === 'success' ? successReward : failureReward) * gamma ** (n - 1 - k);
+        const turn = batch.turnOffsets[i]! + k;
+        for (let t = batch.turnStarts[turn]!; t < batch.turnActionEnds[turn]!; t++) {
+          // At ratio 1 the token-mean loss's gradient is −A_t / (trained tokens).
+          const g = gradient.gradLogp[trained.seqOffsets[i]! + t - batch.seqOffsets[i]!]!;
+          assertClose(-g * trainedTokens, credit, { rtol: 1e-4, atol: 1e-6, label: `episode ${i} turn ${k}` });
+        }
+      }
+    });
+    assert.ok(toolTurns > 0, 'the batch should hold tool calls');
+  });
+
   it('adds a KL to a frozen reference that is zero until the policy moves', async () => {
     const policy = bigram('adam');
     const trainer = new GRPOTrainer(trainerOptions(policy, { klCoef: 0.1, maxGradNorm: 1 }));
@@ -295,6 +416,100 @@ describe('GRPOTrainer policy losses', () => {
   });
 });
 
+describe('GRPOTrainer advantage estimators', () => {
+  before(async () => {
+    await tf.setBackend('cpu');
+  });
+
+  // One step, nothing filtered, one micro-batch: at ratio 1 the vanilla token-mean gradient
+  // is that of the op's advantages over the action tokens, so the gradient the policy gets
+  // shows which advantages the trainer used.
+  async function step(estimator: TrainerAdvantageEstimator | undefined, advantageParameters: Record<string, unknown> = {}) {
+    const policy = new RecordingPolicy(bigram());
+    let seen: { batch: TokenBatch; logp: Float32Array; sumPiSquared: Float32Array } | undefined;
+    const trainer = new GRPOTrainer(
+      trainerOptions(policy, {
+        ...(estimator ? { advantageEstimator: estimator } : {}),
+        advantageParameters,
+        filters: [],
+        onBatch: async (batch) => {
+          const scored = await policy.logprobs({ tokens: batch.tokens, seqOffsets: batch.seqOffsets }, { withSumPiSquared: true });
+          seen = { batch, logp: scored.logp, sumPiSquared: scored.sumPiSquared! };
+        },
+      }),
+    );
+    await trainer.train(1);
+    assert.ok(seen && policy.gradients.length === 1);
+    const { batch, logp, sumPiSquared } = seen;
+    const mask = Uint8Array.from(batch.roles, (r) => (r === Role.action ? 1 : 0));
+    const expected = advantages({
+      estimator: estimator ?? 'grpo',
+      rewards: batch.rewards,
+      mask,
+      seqOffsets: batch.seqOffsets,
+      ...(estimator === 'reinforce_plus_plus' ? {} : { groupSize: 6 }),
+      ...advantageParameters,
+      ...(estimator?.includes('optimal_token_baseline') ? { oldLogp: logp, sumPiSquared } : {}),
+    }).advantages;
+    const { grad } = ppoLoss({ logp, oldLogp: logp, advantages: expected, mask, seqOffsets: batch.seqOffsets });
+    return { gradient: policy.gradients[0].gradient.gradLogp, grad, expected, batch, sumPiSquared, policy };
+  }
+
+  it("trains on the advantages op's advantages for every estimator a GRPO step can feed", async () => {
+    const seenAdvantages = new Map<string, Float32Array>();
+    for (const estimator of TRAINER_ADVANTAGE_ESTIMATORS) {
+      const parameters = estimator === 'reinforce_plus_plus' ? { gamma: 0.9 } : estimator === 'gpg' ? { fNorm: 2 } : {};
+      const { gradient, grad, expected } = await step(estimator, parameters);
+      // grpo_passk is 0 wherever a group's best two rewards tie, as they may with 0/1 rewards.
+      if (estimator !== 'grpo_passk') assert.ok(expected.some((a) => a !== 0), `${estimator}: all advantages 0`);
+      assertClose(gradient, grad, { rtol: 1e-5, atol: 1e-7, label: estimator });
+      seenAdvantages.set(estimator, expected);
+    }
+    assert.notDeepEqual(seenAdvantages.get('rloo'), seenAdvantages.get('grpo'));
+    assert.notDeepEqual(seenAdvantages.get('optimal_token_baseline'), seenAdvantages.get('grpo'));
+    // The default is 'grpo', and scaleByStd is its normAdvByStdInGrpo.
+    const grpo = await step(undefined);
+    assertClose(grpo.gradient, grpo.grad, { rtol: 1e-5, atol: 1e-7, label: 'default' });
+    const drGrpo = await step('grpo', { normAdvByStdInGrpo: false });
+    assertClose(drGrpo.gradient, drGrpo.grad, { rtol: 1e-5, atol: 1e-7, label: 'Dr.GRPO' });
+  });
+
+  it("gives the policy's Σπ² of each token's distribution (float64 reference from the bigram table)", async () => {
+    const { batch, sumPiSquared, policy } = await step('optimal_token_baseline');
+    // The table after the step is not the one scored; score again with the updated table.
+    const inner = policy.inner as ReturnType<typeof bigram>;
+    const now = (await inner.logprobs({ tokens: batch.tokens, seqOffsets: batch.seqOffsets }, { withSumPiSquared: true })).sumPiSquared!;
+    assert.equal(sumPiSquared.length, batch.tokens.length);
+    const values = table(inner);
+    const expected = new Float64Array(batch.tokens.length);
+    for (let i = 0; i < batch.size; i++) {
+      for (let t = batch.seqOffsets[i] + 1; t < batch.seqOffsets[i + 1]; t++) {
+        const row = Array.from(values.subarray(batch.tokens[t - 1] * VOCAB_SIZE, (batch.tokens[t - 1] + 1) * VOCAB_SIZE));
+        const max = Math.max(...row);
+        const z = row.reduce((s, v) => s + Math.exp(v - max), 0);
+        expected[t] = row.reduce((s, v) => s + (Math.exp(v - max) / z) ** 2, 0);
+      }
+    }
+    for (let i = 0; i < batch.size; i++) now[batch.seqOffsets[i]] = 0; // no prediction for a first token
+    assertClose(now, Float32Array.from(expected), { rtol: 1e-5, atol: 1e-7, label: 'sumPiSquared' });
+  });
+
+  it('refuses an estimator the trainer cannot feed, an unknown parameter, one the estimator does not read', () => {
+    const make = (extra: Record<string, unknown>) => () => new GRPOTrainer(trainerOptions(bigram(), extra as Partial<GRPOTrainerOptions<Product>>));
+    checkBadInputs([
+      { name: 'gae', call: make({ advantageEstimator: 'gae' }), error: TypeError, message: 'value model' },
+      { name: 'remax', call: make({ advantageEstimator: 'remax' }), error: TypeError, message: 'remax' },
+      { name: 'gdpo', call: make({ advantageEstimator: 'gdpo' }), error: TypeError, message: 'gdpo' },
+      { name: 'unknown estimator', call: make({ advantageEstimator: 'ppo' }), error: RangeError, message: 'options.advantageEstimator' },
+      { name: 'unknown key', call: make({ advantageParameters: { gama: 0.9 } }), error: TypeError, message: 'options.advantageParameters.gama' },
+      { name: 'key not read', call: make({ advantageEstimator: 'rloo', advantageParameters: { gamma: 0.9 } }), error: TypeError, message: 'gamma' },
+      { name: 'scaleByStd with rloo', call: make({ advantageEstimator: 'rloo', scaleByStd: false }), error: TypeError, message: 'normAdvByStdInGrpo' },
+      { name: 'gamma 2', call: make({ advantageEstimator: 'reinforce_plus_plus', advantageParameters: { gamma: 2 } }), error: RangeError, message: 'gamma' },
+      { name: 'parameters null', call: make({ advantageParameters: null }), error: TypeError, message: 'options.advantageParameters' },
+    ]);
+  });
+});
+
 describe('GRPOTrainer options', () => {
   it('rejects malformed options, naming them', () => {
     const base = trainerOptions(bigram());
@@ -323,6 +538,9 @@ describe('GRPOTrainer options', () => {
       { name: 'stepLevel null', call: make({ stepLevel: null }), error: TypeError, message: 'options.stepLevel' },
       { name: 'stepLevel.samples 0', call: make({ stepLevel: { samples: 0 } }), error: RangeError, message: 'options.stepLevel.samples' },
       { name: 'stepLevel.coef -1', call: make({ stepLevel: { coef: -1 } }), error: RangeError, message: 'options.stepLevel.coef' },
+      { name: 'turnCredit null', call: make({ turnCredit: null }), error: TypeError, message: 'options.turnCredit' },
+      { name: 'turnCredit.gamma 1.5', call: make({ turnCredit: { gamma: 1.5 } }), error: RangeError, message: 'options.turnCredit.gamma' },
+      { name: 'turnCredit.successReward NaN', call: make({ turnCredit: { successReward: NaN } }), error: RangeError, message: 'options.turnCredit.successReward' },
       { name: 'options null', call: () => new GRPOTrainer(null as unknown as GRPOTrainerOptions<Product>), error: TypeError, message: 'options' },
     ]);
   });

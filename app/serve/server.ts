@@ -6,12 +6,19 @@
  * vLLM (shapes of `vllm/entrypoints/openai/protocol.py`, v0.11 line, commit 0052bed3):
  * `GET /v1/models`, `POST /v1/completions` (prompt as text, ids or a list of id lists; `n`,
  * `max_tokens` default 16, `temperature`, `top_p`, `seed`, `logprobs`, `stop_token_ids`,
- * `return_tokens_as_token_ids`, `return_token_ids`), `POST /v1/chat/completions`, `GET /health`;
+ * `return_tokens_as_token_ids`, `return_token_ids`, `stop` strings with `include_stop_str_in_output`),
+ * `POST /v1/chat/completions`, `GET /health`;
  * errors `{ error: { message, type, param, code } }`, 400 BadRequestError / 404 NotFoundError.
  * SGLang (`python/sglang/srt/entrypoints/http_server.py`, commit 0025436e): `POST /generate`
  * (`text` or `input_ids`, `sampling_params` with `max_new_tokens` default 128, `temperature`,
- * `top_p`, `n`, `stop_token_ids`, `sampling_seed`; `return_logprob`, `top_logprobs_num`),
+ * `top_p`, `n`, `stop_token_ids`, `stop` with `no_stop_trim`, `sampling_seed`; `return_logprob`,
+ * `top_logprobs_num`),
  * `GET /get_model_info`; errors `{ error: { message } }` with 400.
+ *
+ * As in both engines, generation stops by default only at the end-of-sequence token (`</ans>`);
+ * tool markup such as `</calc>` ends a turn only when the request asks for it. A stop string
+ * ends a sample once its text ends with it; the ids keep every sampled token, and the text
+ * drops the stop string unless `include_stop_str_in_output` (vLLM) or `no_stop_trim` (SGLang).
  *
  * Log-probs are the model's own (temperature 1, before top-p), which is what the trainer
  * scores; vLLM's default `logprobs_mode` reports the same raw log-probs.
@@ -33,6 +40,11 @@ export interface ServeOptions {
   host?: string;
   /** A directory a demo policy's `saveState` wrote (a trained policy); else a fresh one. */
   checkpoint?: string;
+  /**
+   * A demo policy of this process to serve instead (not with `checkpoint`): the server samples
+   * with its current weights, so training it changes what the server answers.
+   */
+  policy?: DemoPolicy;
   /** Seed of the fresh policy's weights and of requests without a seed. Default 1. */
   seed?: number;
   /** The served model's name. Default "tirl-demo". */
@@ -65,6 +77,9 @@ interface Sampling {
   topP: number;
   n: number;
   stop: Set<number>;
+  /** Stop strings, and whether the text keeps the one that matched. */
+  stopStrings: string[];
+  keepStopString: boolean;
   random: () => number;
   topLogprobs: number;
 }
@@ -74,7 +89,9 @@ interface Sample {
   logprobs: number[];
   top: Array<Array<[number, number]>>;
   finish: 'stop' | 'length';
-  stopToken: number | null;
+  /** What stopped it: a stop token id (null for EOS), or the stop string. */
+  stopToken: number | string | null;
+  text: string;
 }
 
 const EOS = TOKEN.ansEnd;
@@ -86,7 +103,8 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const model = options.model ?? 'tirl-demo';
   const weightVersion = options.weightVersion ?? '0';
   await initBackend();
-  const policy = new DemoPolicy({ hidden: DEFAULT_CONFIG.hidden, learningRate: DEFAULT_CONFIG.learningRate, rng: new SeededRandom(seed) });
+  if (options.policy !== undefined && options.checkpoint !== undefined) throw new RangeError('startServer: give options.policy or options.checkpoint, not both');
+  const policy = options.policy ?? new DemoPolicy({ hidden: DEFAULT_CONFIG.hidden, learningRate: DEFAULT_CONFIG.learningRate, rng: new SeededRandom(seed) });
   if (options.checkpoint !== undefined) await policy.loadState(options.checkpoint);
   const serverRandom = new SeededRandom(seed + 1);
   let queue: Promise<unknown> = Promise.resolve();
@@ -121,7 +139,8 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   };
 }
 
-async function initBackend(): Promise<void> {
+/** Loads the tfjs backend the server runs on: wasm where it starts, else cpu. */
+export async function initBackend(): Promise<void> {
   try {
     await import('@tensorflow/tfjs-backend-wasm');
     if (await tf.setBackend('wasm')) { await tf.ready(); return; }
@@ -249,7 +268,7 @@ function checkModel(body: Record<string, unknown>, context: Context): void {
 }
 
 function stopSet(value: unknown, name: string): Set<number> {
-  const stop = new Set<number>([TOKEN.calcEnd, EOS]);
+  const stop = new Set<number>([EOS]);
   if (value === undefined || value === null) return stop;
   if (!Array.isArray(value)) throw new BadRequest(`${name} must be a list of token ids`, 400, name);
   for (const item of value) {
@@ -257,6 +276,16 @@ function stopSet(value: unknown, name: string): Set<number> {
     stop.add(item as number);
   }
   return stop;
+}
+
+/** vLLM's and SGLang's `stop`: a string or a list of strings. */
+function stopStrings(value: unknown): string[] {
+  if (value === undefined || value === null) return [];
+  const list = typeof value === 'string' ? [value] : value;
+  if (!Array.isArray(list) || !list.every((item) => typeof item === 'string' && item !== '')) {
+    throw new BadRequest('stop must be a string or a list of non-empty strings', 400, 'stop');
+  }
+  return list as string[];
 }
 
 function randomOf(seed: number | undefined, context: Context): () => number {
@@ -267,7 +296,7 @@ function randomOf(seed: number | undefined, context: Context): () => number {
 /** Samples `n` continuations of one prompt, batched, carrying the GRU state token by token. */
 function sample(policy: DemoPolicy, prompt: readonly number[], sampling: Sampling): Sample[] {
   const n = sampling.n;
-  const samples: Sample[] = Array.from({ length: n }, () => ({ tokenIds: [], logprobs: [], top: [], finish: 'length', stopToken: null }));
+  const samples: Sample[] = Array.from({ length: n }, () => ({ tokenIds: [], logprobs: [], top: [], finish: 'length', stopToken: null, text: '' }));
   const open = new Array<boolean>(n).fill(true);
   const prefix = Int32Array.from(prompt.slice(0, -1));
   let state = policy.network.readContexts(Array.from({ length: n }, () => prefix));
@@ -291,10 +320,22 @@ function sample(policy: DemoPolicy, prompt: readonly number[], sampling: Samplin
         open[i] = false;
         out.finish = 'stop';
         out.stopToken = token === EOS ? null : token;
+      } else if (sampling.stopStrings.length > 0) {
+        const text = decode(out.tokenIds);
+        const matched = sampling.stopStrings.find((stop) => text.endsWith(stop));
+        if (matched !== undefined) {
+          open[i] = false;
+          out.finish = 'stop';
+          out.stopToken = matched;
+        }
       }
     }
   }
   state.dispose();
+  for (const out of samples) {
+    const text = decode(out.tokenIds);
+    out.text = typeof out.stopToken === 'string' && !sampling.keepStopString ? text.slice(0, text.length - out.stopToken.length).trimEnd() : text;
+  }
   return samples;
 }
 
@@ -351,7 +392,7 @@ function checkPromptLength(prompt: readonly number[], maxTokens: number): void {
 }
 
 /** Sampling settings from a request: its field names differ between the engines. */
-function samplingOf(params: Record<string, unknown>, names: { seed: string }, maxTokens: number, topLogprobs: number, context: Context): Sampling {
+function samplingOf(params: Record<string, unknown>, names: { seed: string; keepStop: string }, maxTokens: number, topLogprobs: number, context: Context): Sampling {
   const seed = params[names.seed];
   return {
     maxTokens,
@@ -359,6 +400,8 @@ function samplingOf(params: Record<string, unknown>, names: { seed: string }, ma
     topP: number(params, 'top_p', 1, 1e-9, 1),
     n: integer(params, 'n', 1, 1, 128),
     stop: stopSet(params.stop_token_ids, 'stop_token_ids'),
+    stopStrings: stopStrings(params.stop),
+    keepStopString: params[names.keepStop] === true,
     random: randomOf(seed === undefined || seed === null ? undefined : integer(params, names.seed, 0, -(2 ** 53), 2 ** 53), context),
     topLogprobs,
   };
@@ -376,7 +419,7 @@ async function completions(body: Record<string, unknown>, context: Context): Pro
       : [tokenIds(body.prompt, 'prompt')];
   const logprobs = body.logprobs === undefined || body.logprobs === null ? null : integer(body, 'logprobs', 0, 0, 20);
   const maxTokens = integer(body, 'max_tokens', 16, 1, MAX_MODEL_LEN);
-  const sampling = samplingOf(body, { seed: 'seed' }, maxTokens, logprobs ?? 0, context);
+  const sampling = samplingOf(body, { seed: 'seed', keepStop: 'include_stop_str_in_output' }, maxTokens, logprobs ?? 0, context);
   const asIds = body.return_tokens_as_token_ids === true;
   const withIds = body.return_token_ids === true;
   const choices: unknown[] = [];
@@ -387,7 +430,7 @@ async function completions(body: Record<string, unknown>, context: Context): Pro
     promptTokens += prompt.length;
     sample(context.policy, prompt, sampling).forEach((s, k) => {
       completionTokens += s.tokenIds.length;
-      const text = decode(s.tokenIds);
+      const text = s.text;
       const choice: Record<string, unknown> = {
         index: p * sampling.n + k,
         text,
@@ -447,7 +490,7 @@ async function chatCompletions(body: Record<string, unknown>, context: Context):
   const maxTokens = integer(body, 'max_completion_tokens', integer(body, 'max_tokens', MAX_MODEL_LEN - prompt.length, 1, MAX_MODEL_LEN), 1, MAX_MODEL_LEN);
   checkPromptLength(prompt, maxTokens);
   const wantLogprobs = body.logprobs === true;
-  const sampling = samplingOf(body, { seed: 'seed' }, maxTokens, wantLogprobs ? integer(body, 'top_logprobs', 0, 0, 20) : 0, context);
+  const sampling = samplingOf(body, { seed: 'seed', keepStop: 'include_stop_str_in_output' }, maxTokens, wantLogprobs ? integer(body, 'top_logprobs', 0, 0, 20) : 0, context);
   const asIds = body.return_tokens_as_token_ids === true;
   const withIds = body.return_token_ids === true;
   let completionTokens = 0;
@@ -455,7 +498,7 @@ async function chatCompletions(body: Record<string, unknown>, context: Context):
     completionTokens += s.tokenIds.length;
     const choice: Record<string, unknown> = {
       index: k,
-      message: { role: 'assistant', content: decode(s.tokenIds), reasoning_content: null, tool_calls: [] },
+      message: { role: 'assistant', content: s.text, reasoning_content: null, tool_calls: [] },
       logprobs: wantLogprobs ? {
         content: s.tokenIds.map((token, t) => ({
           token: tokenText(token, asIds), logprob: s.logprobs[t], bytes: Array.from(Buffer.from(VOCAB[token]!, 'utf8')),
@@ -490,13 +533,13 @@ async function generate(body: Record<string, unknown>, context: Context): Promis
   const maxTokens = integer(p, 'max_new_tokens', 128, 0, MAX_MODEL_LEN);
   checkPromptLength(prompt, maxTokens);
   const returnLogprob = body.return_logprob === true;
-  const sampling = samplingOf(p, { seed: 'sampling_seed' }, maxTokens, returnLogprob ? integer(body, 'top_logprobs_num', 0, 0, 20) : 0, context);
+  const sampling = samplingOf(p, { seed: 'sampling_seed', keepStop: 'no_stop_trim' }, maxTokens, returnLogprob ? integer(body, 'top_logprobs_num', 0, 0, 20) : 0, context);
   const started = Date.now();
   const rid = typeof body.rid === 'string' ? body.rid : randomBytes(16).toString('hex');
   const items = sample(context.policy, prompt, sampling).map((s, k) => {
     const meta: Record<string, unknown> = {
       id: sampling.n === 1 ? rid : `${rid}-${k}`,
-      finish_reason: s.finish === 'stop' ? { type: 'stop', matched: s.tokenIds[s.tokenIds.length - 1] } : { type: 'length', length: s.tokenIds.length },
+      finish_reason: s.finish === 'stop' ? { type: 'stop', matched: typeof s.stopToken === 'string' ? s.stopToken : s.tokenIds[s.tokenIds.length - 1] } : { type: 'length', length: s.tokenIds.length },
       prompt_tokens: prompt.length,
       weight_version: context.weightVersion,
       completion_tokens: s.tokenIds.length,
@@ -511,7 +554,7 @@ async function generate(body: Record<string, unknown>, context: Context): Promis
         meta.output_top_logprobs = s.top.map((candidates) => candidates.map(([token, value]) => [value, token, null]));
       }
     }
-    return { text: decode(s.tokenIds), output_ids: s.tokenIds, meta_info: meta };
+    return { text: s.text, output_ids: s.tokenIds, meta_info: meta };
   });
   return sampling.n === 1 ? items[0] : items;
 }

@@ -135,6 +135,158 @@ def ppo_loss(torch, numSeqs, seqLen, kl, clipLow, clipHigh, dualClip, klCoef):
     return call
 
 
+def agg_loss(torch, loss_mat, loss_mask, mode):
+    """verl core_algos.agg_loss on one rank (dp_size 1, the batch's own normalisers)."""
+    if mode == 'token-mean':
+        return (loss_mat * loss_mask).sum() / loss_mask.sum()
+    if mode == 'seq-mean-token-mean':
+        count = loss_mask.sum(dim=-1)
+        seq_losses = (loss_mat * loss_mask).sum(dim=-1) / (count + 1e-8)
+        seq_mask = (count > 0).float()
+        return (seq_losses * seq_mask).sum() / seq_mask.sum()
+    raise ValueError(mode)
+
+
+def verl_policy_loss(torch, loss, log_prob, old_log_prob, advantages, response_mask, p):
+    """verl's registered policy loss `loss` (core_algos.py, 1dda039b), as it computes it:
+    (pg_loss, metrics as tensors). `p` holds the config values the loss reads."""
+    mm = masked_mean
+    clip_low, clip_high = p['clipLow'], p['clipHigh']
+    if loss == 'gspo':
+        negative_approx_kl = log_prob - old_log_prob
+        seq_lengths = torch.sum(response_mask, dim=-1).clamp(min=1)
+        negative_approx_kl_seq = torch.sum(negative_approx_kl * response_mask, dim=-1) / seq_lengths
+        log_seq_ratio = log_prob - log_prob.detach() + negative_approx_kl_seq.detach().unsqueeze(-1)
+        seq_ratio = torch.exp(torch.clamp(log_seq_ratio, max=10.0))
+        pg_losses1 = -advantages * seq_ratio
+        pg_losses2 = -advantages * torch.clamp(seq_ratio, 1 - clip_low, 1 + clip_high)
+        pg_losses = torch.maximum(pg_losses1, pg_losses2)
+        pg_loss = agg_loss(torch, pg_losses, response_mask, 'seq-mean-token-mean')
+        return pg_loss, (mm(torch.gt(pg_losses2, pg_losses1).float(), response_mask), mm(-negative_approx_kl, response_mask))
+    if loss in ('dppo_tv', 'dppo_kl'):
+        negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
+        ratio = torch.exp(negative_approx_kl)
+        ppo_kl = mm(-negative_approx_kl, response_mask)
+        truncated_ratio = torch.clamp(ratio, max=p['clipRatioC']).detach()
+        prob, old_prob = torch.exp(log_prob), torch.exp(old_log_prob)
+        if loss == 'dppo_tv':
+            valid_positive = (prob - old_prob) <= clip_high
+            valid_negative = (prob - old_prob) >= -clip_low
+        else:
+            binary_kl = old_prob * (old_log_prob - log_prob) + (1 - old_prob) * torch.log(
+                (1.0 - old_prob + 1e-8) / (1.0 - prob + 1e-8))
+            valid_positive = (binary_kl <= clip_high) | (prob <= old_prob)
+            valid_negative = (binary_kl <= clip_low) | (prob >= old_prob)
+        valid_mask = torch.where(advantages > 0, valid_positive, valid_negative).detach().float()
+        pg_losses = -advantages * truncated_ratio * log_prob * valid_mask
+        pg_loss = agg_loss(torch, pg_losses, response_mask, 'token-mean')
+        return pg_loss, (mm(1.0 - valid_mask, response_mask), ppo_kl,
+                         mm((ratio > p['clipRatioC']).float() * valid_mask, response_mask))
+    if loss == 'sapo':
+        negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
+        ratio = torch.exp(negative_approx_kl)
+        taus = torch.where(advantages > 0, torch.as_tensor(p['tauPos']), torch.as_tensor(p['tauNeg']))
+        gates = torch.sigmoid(taus * (ratio - 1.0)) * (4.0 / taus)
+        pg_loss = agg_loss(torch, -gates * advantages, response_mask, 'seq-mean-token-mean')
+        return pg_loss, (mm(-negative_approx_kl, response_mask),)
+    if loss == 'gpg':
+        return agg_loss(torch, -log_prob * advantages, response_mask, 'token-mean'), ()
+    if loss == 'clip_cov':
+        negative_approx_kl = log_prob - old_log_prob
+        ratio = torch.exp(negative_approx_kl)
+        ppo_kl = mm(-negative_approx_kl, response_mask)
+        pg_losses1 = -advantages * ratio
+        corr = torch.ones_like(advantages)
+        pg_losses2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+        clip_by_origin = (pg_losses2 > pg_losses1) & (response_mask > 0)
+        cov_all = (advantages - mm(advantages, response_mask)) * (log_prob - mm(log_prob.detach(), response_mask))
+        cov_all[response_mask == 0] = -torch.inf
+        cov_all[clip_by_origin] = -torch.inf
+        clip_num = max(int(p['clipCovRatio'] * response_mask.sum().item()), 1)
+        top_k_idx = torch.nonzero((cov_all < p['clipCovUb']) & (cov_all > p['clipCovLb']) & (response_mask > 0))
+        if len(top_k_idx) > 0:
+            perm = torch.randperm(len(top_k_idx))
+            top_k_idx = top_k_idx[perm[: min(clip_num, len(top_k_idx))]]
+        corr[top_k_idx[:, 0], top_k_idx[:, 1]] = 0
+        pg_clipfrac = mm((corr == 0).float(), response_mask)
+        pg_loss = agg_loss(torch, torch.maximum(pg_losses1, pg_losses2) * corr, response_mask, 'token-mean')
+        return pg_loss, (pg_clipfrac, ppo_kl)
+    if loss == 'kl_cov':
+        negative_approx_kl = log_prob - old_log_prob
+        abs_kl = negative_approx_kl.abs()
+        ratio = torch.exp(negative_approx_kl)
+        ppo_kl_abs = mm(negative_approx_kl.abs(), response_mask)
+        pg_losses1 = -advantages * ratio
+        pg_losses_kl = -advantages * ratio + p['ppoKlCoef'] * abs_kl
+        pg_losses = pg_losses1
+        all_valid = response_mask > 0
+        all_valid_idx = torch.nonzero(all_valid.reshape(-1), as_tuple=True)[0]
+        all_valid_adv = advantages[all_valid].detach().reshape(-1).cpu()
+        all_valid_logp = log_prob[all_valid].detach().reshape(-1).cpu()
+        cov_lst_all = (all_valid_adv - all_valid_adv.mean()) * (all_valid_logp - all_valid_logp.mean())
+        k_percent_nums = max(1, int(len(cov_lst_all) * p['klCovRatio']))
+        large = all_valid_idx[torch.topk(cov_lst_all, k_percent_nums, largest=True).indices]
+        width = advantages.shape[1]
+        pg_losses[large // width, large % width] = pg_losses_kl[large // width, large % width]
+        return agg_loss(torch, pg_losses, response_mask, 'token-mean'), (ppo_kl_abs,)
+    if loss == 'geo_mean':
+        negative_approx_kl = log_prob - old_log_prob
+        ppo_kl = mm(-negative_approx_kl, response_mask)
+        sgn_advantage = torch.sign(advantages)
+        negative_approx_kl_clamp = torch.clamp(negative_approx_kl, -clip_low, clip_high)
+        negative_approx_kl_min = sgn_advantage * torch.min(sgn_advantage * negative_approx_kl,
+                                                           sgn_advantage * negative_approx_kl_clamp)
+        response_mask_sum = response_mask.sum(dim=-1)
+        ratio = torch.exp((negative_approx_kl_min * response_mask).sum(dim=-1) / (response_mask_sum + 1e-8))
+        advantage = (advantages * response_mask).sum(dim=-1) / (response_mask_sum + 1e-8)
+        pg_loss = torch.mean(-advantage * ratio)
+        clipped = torch.ne(negative_approx_kl, negative_approx_kl_clamp)
+        return pg_loss, (mm((clipped * (advantages > 0)).float(), response_mask), ppo_kl,
+                         mm((clipped * (advantages < 0)).float(), response_mask))
+    if loss == 'dro':
+        log_ratio = log_prob - old_log_prob
+        pg_losses = -(log_prob * advantages - 0.5 * p['droBeta'] * log_ratio.square())
+        return agg_loss(torch, pg_losses, response_mask, 'token-mean'), (mm(-log_ratio, response_mask),)
+    if loss == 'cispo':
+        negative_approx_kl = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
+        ratio = torch.exp(negative_approx_kl)
+        ppo_kl = mm(-negative_approx_kl, response_mask)
+        clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
+        pg_losses = -clipped_ratio.detach() * advantages * log_prob
+        return agg_loss(torch, pg_losses, response_mask, 'token-mean'), (mm((ratio != clipped_ratio).float(), response_mask), ppo_kl)
+    if loss in ('reinforce', 'bypass_mode'):
+        # bypass_mode with loss_type 'reinforce': rollout_corr_helper's sequence-level TIS
+        # weights (Σ masked log-ratio, clamped to ±20, exp, truncated at the threshold,
+        # detached), then compute_policy_loss_reinforce; old_log_prob is the rollout's.
+        weights = None
+        if loss == 'bypass_mode':
+            with torch.no_grad():
+                log_ratio = log_prob - old_log_prob
+                seq = torch.clamp((log_ratio * response_mask).sum(dim=-1, keepdim=True), min=-20.0, max=20.0)
+                weights = torch.clamp(torch.exp(seq), max=p['rolloutIsThreshold']).expand_as(log_prob) * response_mask
+        pg_losses = -advantages * log_prob * (weights if weights is not None else 1.0)
+        pg_loss = agg_loss(torch, pg_losses, response_mask, 'token-mean')
+        return pg_loss, (mm(-(log_prob - old_log_prob), response_mask),)
+    raise ValueError(f'unknown policy loss {loss}')
+
+
+def policy_loss(torch, loss, numSeqs, seqLen, **params):
+    """verl's policy loss `loss` (verl_policy_loss) on a padded tool-use batch, then backward."""
+    g = torch.Generator().manual_seed(1)
+    mask = (tool_use_roles(torch, numSeqs, seqLen, g) == 1).float()
+    logp = (-5 * torch.rand(numSeqs, seqLen, generator=g)).requires_grad_()
+    old_logp = logp.detach() + 0.1 * torch.randn(numSeqs, seqLen, generator=g)
+    advantages = torch.randn(numSeqs, seqLen, generator=g)
+
+    def call():
+        logp.grad = None
+        loss_value, metrics = verl_policy_loss(torch, loss, logp, old_logp, advantages, mask, params)
+        loss_value.backward()
+        return loss_value.item(), [m.item() for m in metrics]
+
+    return call
+
+
 def token_logprobs(torch, numTokens, vocabSize, dtype, backward):
     """verl logprobs_from_logits (log_softmax + gather); backward by autograd into the
     logits (f32 logits get an f32 gradient, bf16 logits a bf16 one)."""
@@ -179,9 +331,11 @@ def group_advantages(torch, numRewards, groupSize, seqLen):
 
 def advantages(torch, estimator, numSeqs, seqLen, groupSize):
     """verl's code for the estimator (verl/trainer/ppo/core_algos.py, 1dda039b), on a padded
-    [B, T] tool-use batch with the score on each response's last action token: 'grpo' loops
-    over a dict of groups in Python; 'gae' runs its backward loop over the columns, then
-    masked_whiten; 'optimal_token_baseline' loops over the groups."""
+    [B, T] tool-use batch with the score on each response's last action token: the group
+    estimators loop over a dict of groups in Python as verl does; 'gae' and
+    'reinforce_plus_plus' run their backward loops over the columns, then masked_whiten;
+    the optimal-token baselines loop over the groups (the tir_ one over each trajectory's
+    response tokens, compacted, as verl does)."""
     g = torch.Generator().manual_seed(3)
     mask = (tool_use_roles(torch, numSeqs, seqLen, g) == 1).float()
     scores = torch.randint(0, 2, (numSeqs,), generator=g).float()
@@ -192,6 +346,7 @@ def advantages(torch, estimator, numSeqs, seqLen, groupSize):
     values = torch.rand(numSeqs, seqLen, generator=g) - 0.5
     old_log_probs = -3 * torch.rand(numSeqs, seqLen, generator=g)
     sum_pi_squared = torch.exp(2 * old_log_probs) + 0.1 * torch.rand(numSeqs, seqLen, generator=g)
+    reward_baselines = torch.randint(0, 2, (numSeqs,), generator=g).float()
 
     def masked_whiten(x, m):
         mean = (x * m).sum() / (m.sum() + 1e-8)
@@ -251,7 +406,138 @@ def advantages(torch, estimator, numSeqs, seqLen, groupSize):
                     baselines[members[int(at[0])], second:] = 0.0
             return (returns - baselines) * mask, returns
 
-    return {'grpo': grpo, 'gae': gae, 'optimal_token_baseline': optimal_token_baseline}[estimator]
+    def group_lists(values):
+        grouped = {}
+        for i in range(numSeqs):
+            grouped.setdefault(index[i], []).append(values[i])
+        return grouped
+
+    def grpo_passk(epsilon=1e-6):
+        scores = token_level_rewards.sum(dim=-1)
+        adv = torch.zeros_like(scores)
+        with torch.no_grad():
+            id2scores, id2indices = group_lists(scores), group_lists(list(range(numSeqs)))
+            for idx in id2scores:
+                rewards = torch.stack(id2scores[idx])
+                topk, topk_idx = torch.topk(rewards, 2)
+                adv[id2indices[idx][topk_idx[0].item()]] = (topk[0] - topk[1]) / (torch.std(rewards) + epsilon)
+            return adv.unsqueeze(-1) * mask
+
+    def gdpo():
+        # Two reward components (the second a 0.5-weighted copy shifted by one group), each
+        # GRPO-normalised, weighted, summed, then masked_whiten.
+        second = torch.zeros_like(token_level_rewards)
+        second[torch.arange(numSeqs), last] = scores.roll(groupSize)
+        total = None
+        for weight, component in ((1.0, token_level_rewards), (0.5, second)):
+            s = component.sum(dim=-1)
+            with torch.no_grad():
+                grouped = group_lists(s)
+                stats = {k: (torch.mean(torch.stack(v)), torch.std(torch.stack(v))) for k, v in grouped.items()}
+                for i in range(numSeqs):
+                    s[i] = (s[i] - stats[index[i]][0]) / (stats[index[i]][1] + 1e-6)
+            part = weight * (s.unsqueeze(-1) * mask)
+            total = part if total is None else total + part
+        return masked_whiten(total, mask) * mask
+
+    def baseline_means(s):
+        grouped = group_lists(s)
+        return {k: (torch.mean(torch.stack(v)) if len(v) > 1 else torch.tensor(0.0), len(v)) for k, v in grouped.items()}
+
+    def rloo():
+        s = token_level_rewards.sum(dim=-1)
+        with torch.no_grad():
+            means = baseline_means(s)
+            for i in range(numSeqs):
+                mean, n = means[index[i]]
+                if n > 1:
+                    s[i] = s[i] * n / (n - 1) - mean * n / (n - 1)
+            return s.unsqueeze(-1) * mask
+
+    def reinforce_plus_plus_baseline():
+        s = token_level_rewards.sum(dim=-1)
+        with torch.no_grad():
+            means = baseline_means(s)
+            for i in range(numSeqs):
+                s[i] = s[i] - means[index[i]][0]
+            s = s.unsqueeze(-1).tile([1, seqLen]) * mask
+            return masked_whiten(s, mask) * mask
+
+    def reinforce_plus_plus(gamma=1.0):
+        with torch.no_grad():
+            returns = torch.zeros_like(token_level_rewards)
+            running = 0
+            for t in reversed(range(seqLen)):
+                new_running = token_level_rewards[:, t] + gamma * running
+                returns[:, t] = new_running * mask[:, t]
+                running = new_running * mask[:, t] + running * (1 - mask[:, t])
+            return masked_whiten(returns, mask) * mask, returns
+
+    def remax():
+        with torch.no_grad():
+            returns = (token_level_rewards * mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
+            return returns - reward_baselines.unsqueeze(-1) * mask, returns
+
+    def opo():
+        lengths = mask.sum(dim=-1)
+        s = token_level_rewards.sum(dim=-1)
+        with torch.no_grad():
+            id2score, id2len = group_lists(s), group_lists(lengths)
+            baseline = {k: (torch.stack(id2len[k]) * torch.stack(v)).sum() / torch.stack(id2len[k]).sum()
+                        if len(v) > 1 else torch.tensor(0.0) for k, v in id2score.items()}
+            for i in range(numSeqs):
+                s[i] = s[i] - baseline[index[i]]
+            return s.unsqueeze(-1) * mask
+
+    def gpg(f_norm=1.0):
+        s = token_level_rewards.sum(dim=-1)
+        with torch.no_grad():
+            alpha = numSeqs / torch.count_nonzero(s).clamp(min=1)
+            means = baseline_means(s)
+            for i in range(numSeqs):
+                s[i] = alpha * (s[i] - means[index[i]][0]) / f_norm
+            return s.unsqueeze(-1) * mask
+
+    def tir_optimal_token_baseline(epsilon=1e-8):
+        with torch.no_grad():
+            token_returns = (token_level_rewards * mask).flip(dims=[-1]).cumsum(dim=-1).flip(dims=[-1])
+            w_cumulative = ((1 - 2 * torch.exp(old_log_probs) + sum_pi_squared) * mask).cumsum(dim=-1)
+            response_lengths = mask.sum(dim=-1).to(dtype=torch.long)
+            width = int(response_lengths.max().item())
+            all_w, all_r = w_cumulative.new_zeros((numSeqs, width)), w_cumulative.new_zeros((numSeqs, width))
+            for i in range(numSeqs):
+                length = int(response_lengths[i].item())
+                if length:
+                    m = mask[i].bool()
+                    all_w[i, :length] = w_cumulative[i, m]
+                    all_r[i, :length] = token_returns[i, m]
+            groups = {}
+            for i in range(numSeqs):
+                if response_lengths[i] > 0:
+                    groups.setdefault(index[i], []).append(i)
+            baselines = torch.zeros_like(all_r)
+            for members in groups.values():
+                if len(members) == 1:
+                    continue
+                idx = torch.tensor(members)
+                baselines[idx] = ((all_r[idx] * all_w[idx]).sum(dim=0) / (all_w[idx].sum(dim=0) + epsilon)).to(baselines.dtype)
+                lengths = response_lengths[idx]
+                ordered, _ = torch.sort(lengths)
+                longest, second = int(ordered[-1].item()), int(ordered[-2].item())
+                at = (lengths == longest).nonzero(as_tuple=True)[0]
+                if at.numel() == 1 and longest > second:
+                    baselines[members[int(at[0])], second:] = 0.0
+            all_adv = all_r - baselines
+            adv = torch.zeros_like(token_returns)
+            for i in range(numSeqs):
+                if response_lengths[i] > 0:
+                    adv[i, mask[i].bool()] = all_adv[i, : response_lengths[i]]
+            return adv * mask, token_returns
+
+    return {'grpo': grpo, 'gae': gae, 'optimal_token_baseline': optimal_token_baseline, 'grpo_passk': grpo_passk,
+            'gdpo': gdpo, 'rloo': rloo, 'reinforce_plus_plus': reinforce_plus_plus,
+            'reinforce_plus_plus_baseline': reinforce_plus_plus_baseline, 'remax': remax, 'opo': opo, 'gpg': gpg,
+            'tir_optimal_token_baseline': tir_optimal_token_baseline}[estimator]
 
 
 def dpo_loss(torch, numPairs, beta, labelSmoothing):
@@ -401,6 +687,7 @@ def rollout_correction(torch, numSeqs, seqLen):
 
 BUILDERS = {
     'ppoLoss': ppo_loss,
+    'policyLoss': policy_loss,
     'tokenLogprobs': token_logprobs,
     'groupAdvantages': group_advantages,
     'advantages': advantages,

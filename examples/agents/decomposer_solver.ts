@@ -8,11 +8,11 @@
  * Run: npx tsc -p tsconfig.json && node dist/examples/agents/decomposer_solver.js [documentBudget]
  */
 import {
-  BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, DecomposerSolver, ScriptedPolicy, type MultiHopQuestion,
+  BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, DEFAULT_DOCUMENT_BUDGET, DecomposerSolver, ScriptedPolicy, type MultiHopQuestion,
 } from '../../lib/agents/index.js';
 import type { TrajectoryChatMessage } from '../../lib/trajectory/index.js';
 
-const documentBudget = Number(process.argv[2] ?? 6);
+const documentBudget = process.argv[2] === undefined ? DEFAULT_DOCUMENT_BUDGET : Number(process.argv[2]);
 
 /** A scripted reader for one question: the reference plan, then answers found in the given documents. */
 function readerFor(question: MultiHopQuestion): ScriptedPolicy {

@@ -1,6 +1,8 @@
 /**
  * THOR's self-correction with the real Python sandbox, offline: the scripted model's first
- * step divides by zero; the step is backtracked and written again with the error in view.
+ * step divides by zero; with `retry: 'correct'` the failed step, its error and a correction
+ * stay in the trajectory and the step is written again from there (the default, THOR's
+ * backtracking, samples it again from the context before it instead).
  * Needs bubblewrap (see the tools documentation); says so and stops when it is missing.
  *
  * Run: npx tsc -p tsconfig.json && node dist/examples/agents/self_correcting_agent.js
@@ -16,7 +18,7 @@ const policy = new ScriptedPolicy([
 ]);
 const sandbox = new PythonSandbox({ timeoutMs: 5000, concurrency: 1 });
 try {
-  const agent = new SelfCorrectingAgent({ policy, tools: new ToolRegistry().register(codeExecutionTool(sandbox)), maxBacktracks: 2 });
+  const agent = new SelfCorrectingAgent({ policy, tools: new ToolRegistry().register(codeExecutionTool(sandbox)), maxBacktracks: 2, retry: 'correct' });
   const trajectory = await agent.run({ prompt: 'A car drives 120 km in 2.5 hours. What is its mean speed in km/h?', gold: '48' });
   for (const attempt of trajectory.metadata!.attempts as StepAttempt[]) {
     const outcome = attempt.response === undefined ? 'no code' : `${attempt.response.status}: ${attempt.response.text.trim().split('\n').at(-1)}`;

@@ -13,6 +13,12 @@ import { checkArray, checkObject, rangeError, typeError } from '../check.js';
 export interface GenerateOptions {
   /** Tools the model may call (OpenAI `tools` format, e.g. `registry.toOpenAITools()`); none when absent or empty. */
   tools?: OpenAIToolSpec[];
+  /**
+   * Stop sequences: the turn ends once its text ends with one (e.g. the output fence after
+   * an inline code block, so the model waits for the code's output), and the turn's text and
+   * ids keep it. None when absent or empty.
+   */
+  stop?: readonly string[];
 }
 
 /**
@@ -218,6 +224,11 @@ export class ChatCompletionPolicy implements AgentPolicy {
     if (options.tools !== undefined && options.tools.length > 0) {
       request.tools = options.tools;
       request.extraBody = { parallel_tool_calls: false, ...this.#defaults.extraBody };
+    }
+    if (options.stop !== undefined && options.stop.length > 0) {
+      // vLLM's flag keeps the stop string in the text, where the agent looks for the code block it closes.
+      request.stop = [...options.stop];
+      request.extraBody = { include_stop_str_in_output: true, ...request.extraBody ?? this.#defaults.extraBody };
     }
     return generationOf(await this.#client.chat(request));
   }

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { ToolRegistry } from '../tools/registry.js';
 import type { ToolResponse as ToolCallResult } from '../tools/types.js';
 import type { Action, ToolFeedback, Trajectory } from '../trajectory/model.js';
-import { checkFiniteNumber, checkObject, checkString, rangeError, stringOption, typeError } from '../check.js';
+import { checkArray, checkFiniteNumber, checkObject, checkString, rangeError, stringOption, typeError } from '../check.js';
 import type { Generation } from './agent_policy.js';
 
 /** One problem for an agent. */
@@ -88,6 +88,36 @@ export function lastCodeBlock(text: string, language = 'python'): string | null 
   return code;
 }
 
+/** Inline code in a pair of delimiters instead of a fenced block, e.g. `{ open: '<calc>', close: '</calc>' }`. */
+export interface CodeMarkup {
+  open: string;
+  close: string;
+}
+
+/** The code of the last complete `open … close` block in `text` (trimmed), or null. */
+export function lastDelimitedBlock(text: string, markup: CodeMarkup): string | null {
+  const close = text.lastIndexOf(markup.close);
+  if (close < 0) return null;
+  const open = text.lastIndexOf(markup.open, close - markup.open.length);
+  if (open < 0 || open + markup.open.length > close) return null;
+  return text.slice(open + markup.open.length, close).trim();
+}
+
+/**
+ * An interpreter that lives for one episode: each inline code cell runs with the state the
+ * episode's earlier cells left (variables, imports, functions), as multi-turn TIR builds on
+ * earlier cells. `lib/tools`' `SandboxSession` is one, over a sandbox.
+ */
+export interface CodeSession {
+  /** Runs one cell; failures are responses with status 'error' or 'timeout', never rejections. */
+  run(code: string): Promise<ToolCallResult>;
+  /** Releases the session (called when its episode ends). */
+  close?(): void | Promise<void>;
+}
+
+/** Reads the final answer out of a turn's text, or null when it gives none. */
+export type AnswerExtractor = (text: string) => string | null;
+
 /** The text a model reads for a tool's result: what it printed, then what went wrong. */
 export function responseText(result: ToolCallResult): string {
   const parts: string[] = [];
@@ -109,14 +139,33 @@ export interface ToolUseOptions {
   codeTool?: string;
   /** Language tag of the fences whose code `codeTool` runs. Default 'python'. */
   codeFence?: string;
+  /** Delimiters of inline code instead of ```fences (e.g. a model trained on `<calc> … </calc>`). */
+  codeMarkup?: CodeMarkup;
+  /**
+   * Makes the interpreter of one episode: inline code then runs in it, cell after cell with
+   * the state of the earlier ones, instead of in `codeTool` (a fresh run per cell). Called at
+   * the start of each episode; the session is closed when it ends.
+   */
+  codeSession?: (task: AgentTask) => CodeSession;
+  /**
+   * Stop sequences sent with each generation while inline code is run, so the model stops
+   * after its code block and waits for the output instead of writing past it (THOR, ToRA).
+   * Default: the output fence '```output' for fenced code, the closing delimiter for
+   * `codeMarkup`; [] sends none.
+   */
+  stop?: readonly string[];
 }
 
 /** Validated {@link ToolUseOptions}. */
 export interface ToolUse {
   tools: ToolRegistry;
-  /** Undefined when inline code is not run. */
+  /** Undefined when inline code is not run by a registered tool. */
   codeTool: string | undefined;
   codeFence: string;
+  codeMarkup: CodeMarkup | undefined;
+  codeSession: ((task: AgentTask) => CodeSession) | undefined;
+  /** Stop sequences of each generation ([] when inline code is not run). */
+  stop: string[];
 }
 
 /** Validates {@link ToolUseOptions}; `prefix` names the options object in errors. */
@@ -132,7 +181,31 @@ export function toolUse(options: ToolUseOptions, prefix = 'options'): ToolUse {
   }
   const codeFence = stringOption(`${prefix}.codeFence`, options.codeFence) ?? 'python';
   if (!/^[A-Za-z0-9_+-]+$/.test(codeFence)) throw rangeError(`${prefix}.codeFence`, 'a language tag of letters, digits, _, + or -', codeFence);
-  return { tools, codeTool, codeFence };
+  let codeMarkup: CodeMarkup | undefined;
+  if (options.codeMarkup !== undefined) {
+    const markup = checkObject(`${prefix}.codeMarkup`, options.codeMarkup);
+    if (typeof markup.open !== 'string' || markup.open === '') throw typeError(`${prefix}.codeMarkup.open`, 'a non-empty string', markup.open);
+    if (typeof markup.close !== 'string' || markup.close === '') throw typeError(`${prefix}.codeMarkup.close`, 'a non-empty string', markup.close);
+    codeMarkup = { open: markup.open, close: markup.close };
+  }
+  const codeSession = options.codeSession;
+  if (codeSession !== undefined && typeof codeSession !== 'function') throw typeError(`${prefix}.codeSession`, 'a function returning a CodeSession', codeSession);
+  const runsCode = codeTool !== undefined || codeSession !== undefined;
+  let stop: string[];
+  if (options.stop !== undefined) {
+    stop = checkArray(`${prefix}.stop`, options.stop).map((item, i) => {
+      if (typeof item !== 'string' || item === '') throw typeError(`${prefix}.stop[${i}]`, 'a non-empty string', item);
+      return item;
+    });
+  } else {
+    stop = !runsCode ? [] : codeMarkup !== undefined ? [codeMarkup.close] : ['```output'];
+  }
+  return { tools, codeTool, codeFence, codeMarkup, codeSession, stop };
+}
+
+/** The code of the inline block `text` ends its turn with, in the format `use` reads; null for none. */
+export function inlineCode(text: string, use: ToolUse): string | null {
+  return use.codeMarkup !== undefined ? lastDelimitedBlock(text, use.codeMarkup) : lastCodeBlock(text, use.codeFence);
 }
 
 /**
@@ -141,18 +214,29 @@ export function toolUse(options: ToolUseOptions, prefix = 'options'): ToolUse {
  * action asked for nothing (a reasoning or answer turn). Tool failures are responses with
  * status 'error' or 'timeout', never exceptions.
  */
-export async function executeAction(action: Action, use: ToolUse): Promise<ToolFeedback | undefined> {
+export async function executeAction(action: Action, use: ToolUse, session?: CodeSession): Promise<ToolFeedback | undefined> {
   if (action.toolCall !== undefined) {
     const result = await use.tools.call(action.toolCall.name, action.toolCall.arguments);
     const response: ToolFeedback = { toolName: action.toolCall.name, status: result.status, text: responseText(result) };
     if (action.toolCall.id !== undefined) response.toolCallId = action.toolCall.id;
     return response;
   }
-  if (use.codeTool === undefined) return undefined;
-  const code = lastCodeBlock(action.text, use.codeFence);
+  if (session === undefined && use.codeTool === undefined) return undefined;
+  const code = inlineCode(action.text, use);
   if (code === null) return undefined;
-  const result = await use.tools.call(use.codeTool, { code });
-  return { toolName: use.codeTool, status: result.status, text: responseText(result) };
+  const toolName = use.codeTool ?? use.codeFence;
+  const result = session !== undefined ? await session.run(code) : await use.tools.call(use.codeTool!, { code });
+  return { toolName, status: result.status, text: responseText(result) };
+}
+
+/** The episode's interpreter when the agent has `codeSession`, else undefined. */
+export function openSession(use: ToolUse, task: AgentTask): CodeSession | undefined {
+  if (use.codeSession === undefined) return undefined;
+  const session = use.codeSession(task);
+  if (session === null || typeof session !== 'object' || typeof session.run !== 'function') {
+    throw typeError('codeSession(task)', 'a CodeSession (an object with a run(code) method)', session);
+  }
+  return session;
 }
 
 /**

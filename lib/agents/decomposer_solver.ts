@@ -9,17 +9,21 @@ import { toChatMessages, USER_FEEDBACK_TOOL } from '../trajectory/chat.js';
 import type { Action, Trajectory, Turn } from '../trajectory/model.js';
 import type { Decomposition, PreferenceQuestion } from '../preferences/pairs.js';
 import { checkTask, finishTrajectory, startTrajectory, takeGeneration, type AgentTask, type RewardFunction } from './common.js';
-import { checkPolicy, type AgentPolicy } from './agent_policy.js';
+import { checkPolicy, ScriptedPolicy, type AgentPolicy } from './agent_policy.js';
+import type { MultiHopQuestion, ReferenceStep } from './data/questions.js';
 import type { RetrievedDocument, Retriever } from './retrieval.js';
 import { checkArray, checkNonNegativeInteger, checkObject, checkPositiveInteger, checkString, functionOption, positiveOption, rangeError, stringOption, typeError } from '../check.js';
 
 /**
- * The sub-questions of a decomposition: the text after each `###` marker (up to the next
- * one), trimmed, with a leading label such as "Q1:" or "1." removed; empty ones are dropped.
+ * The sub-questions of a decomposition: the text after each `marker` (default `###`, up to
+ * the next one), trimmed, with a leading label such as "Q1:" or "1." removed; empty ones are
+ * dropped.
  */
-export function parseSubquestions(decomposition: string): string[] {
+export function parseSubquestions(decomposition: string, marker = SUBQUESTION_MARKER): string[] {
   checkString('decomposition', decomposition);
-  return decomposition.split('###').slice(1)
+  checkString('marker', marker);
+  if (marker === '') throw rangeError('marker', 'a non-empty string', marker);
+  return decomposition.split(marker).slice(1)
     .map((part) => part.trim().replace(/^(?:Q(?:uestion)?\s*)?\d+\s*[:.)]\s*/i, '').trim())
     .filter((part) => part !== '');
 }
@@ -81,13 +85,24 @@ export const DEFAULT_DECOMPOSER_PROMPTS: DecomposerPrompts = Object.freeze({
   },
 });
 
+/** AceSearcher's sub-question marker (its prompts: "Mark each sub-question with ### at the beginning"). */
+export const SUBQUESTION_MARKER = '###';
+
+/** AceSearcher's document budget per question (see {@link DecomposerSolverOptions.documentBudget}). */
+export const DEFAULT_DOCUMENT_BUDGET = 15;
+
 /** Options of {@link DecomposerSolver}. */
 export interface DecomposerSolverOptions {
   /** The model, playing decomposer and solver. */
   policy: AgentPolicy;
   /** Where documents come from, e.g. `new Bm25Retriever(BUILTIN_CORPUS)`. */
   retriever: Retriever;
-  /** Documents retrieved per question, split across its sub-questions ({@link splitDocumentBudget}). Default 6. */
+  /**
+   * Documents retrieved per question, split across its sub-questions ({@link splitDocumentBudget}).
+   * Default 15, AceSearcher's: 5 passages per sub-question for questions of up to 3 hops
+   * (`passages[:5] if len(sub_questions) <= 3 else passages[:3]`, `inference/main_qa.py`,
+   * ritaranx/AceSearcher commit 16a9b3c3), which 15 split over 3 sub-questions gives.
+   */
   documentBudget?: number;
   /** Most sub-questions used; later ones are dropped (`metadata.droppedSubquestions`). Default 5. */
   maxSubquestions?: number;
@@ -97,10 +112,17 @@ export interface DecomposerSolverOptions {
   prompts?: Partial<DecomposerPrompts>;
   /** Reward of an episode whose task has a gold answer. Default {@link qaReward}. */
   reward?: RewardFunction;
+  /** What starts a sub-question in the decomposition. Default {@link SUBQUESTION_MARKER} (`###`). */
+  subquestionMarker?: string;
+  /**
+   * Reads the answer a turn gives (a sub-answer, the final answer). Default: its `\boxed{}`
+   * (or other extractable) answer, else its last non-empty line.
+   */
+  answer?: (text: string) => string;
 }
 
 /** The answer written in a turn: its `\boxed{}` (or other extractable) answer, else its last non-empty line. */
-function answerOf(text: string): string {
+function defaultAnswerOf(text: string): string {
   const extracted = extractAnswer(text);
   if (extracted !== null) return extracted;
   const lines = text.split('\n').map((line) => line.trim()).filter((line) => line !== '');
@@ -128,6 +150,8 @@ export class DecomposerSolver {
   readonly #system: string | undefined;
   readonly #prompts: DecomposerPrompts;
   readonly #reward: RewardFunction;
+  readonly #marker: string;
+  readonly #answerOf: (text: string) => string;
 
   /** @throws TypeError/RangeError naming the bad option. */
   constructor(options: DecomposerSolverOptions) {
@@ -138,7 +162,7 @@ export class DecomposerSolver {
       throw typeError('options.retriever', 'a retriever (an object with a search(query, limit) method)', retriever);
     }
     this.#retriever = retriever;
-    this.#documentBudget = options.documentBudget === undefined ? 6 : checkNonNegativeInteger('options.documentBudget', options.documentBudget);
+    this.#documentBudget = options.documentBudget === undefined ? DEFAULT_DOCUMENT_BUDGET : checkNonNegativeInteger('options.documentBudget', options.documentBudget);
     this.#maxSubquestions = positiveOption('options.maxSubquestions', options.maxSubquestions, 5);
     this.#system = stringOption('options.system', options.system);
     const overrides = options.prompts === undefined ? {} : checkObject('options.prompts', options.prompts);
@@ -148,6 +172,10 @@ export class DecomposerSolver {
     }
     this.#prompts = { ...DEFAULT_DECOMPOSER_PROMPTS, ...overrides };
     this.#reward = functionOption<RewardFunction>('options.reward', options.reward) ?? qaReward;
+    this.#marker = stringOption('options.subquestionMarker', options.subquestionMarker) ?? SUBQUESTION_MARKER;
+    if (this.#marker === '') throw rangeError('options.subquestionMarker', 'a non-empty string', this.#marker);
+    const answer = functionOption<(text: string) => string>('options.answer', options.answer);
+    this.#answerOf = answer === undefined ? defaultAnswerOf : (text) => checkString('answer(text)', answer(text));
   }
 
   /**
@@ -164,6 +192,7 @@ export class DecomposerSolver {
     trajectory.prompt = checkString('prompts.decompose(question)', this.#prompts.decompose(question));
     const metadata = trajectory.metadata!;
     metadata.question = question;
+    metadata.subquestionMarker = this.#marker;
     let last: Turn | undefined;
     if (options.decomposition === undefined) {
       last = await this.#turn(trajectory);
@@ -173,7 +202,7 @@ export class DecomposerSolver {
       last = { action: structuredClone(options.decomposition) };
       trajectory.turns.push(last);
     }
-    const written = parseSubquestions(last.action.text);
+    const written = parseSubquestions(last.action.text, this.#marker);
     const subquestions = (written.length === 0 ? [question] : written).slice(0, this.#maxSubquestions);
     const allocation = splitDocumentBudget(this.#documentBudget, subquestions.length);
     const resolved: string[] = [];
@@ -196,11 +225,11 @@ export class DecomposerSolver {
       };
       last = await this.#turn(trajectory);
       if (last === undefined) return finishTrajectory(trajectory, task, null, this.#reward);
-      answers.push(answerOf(last.action.text));
+      answers.push(this.#answerOf(last.action.text));
     }
     last.response = { toolName: USER_FEEDBACK_TOOL, status: 'success', text: checkString('prompts.final(question)', this.#prompts.final(question)) };
     last = await this.#turn(trajectory);
-    return finishTrajectory(trajectory, task, last === undefined ? null : answerOf(last.action.text), this.#reward);
+    return finishTrajectory(trajectory, task, last === undefined ? null : this.#answerOf(last.action.text), this.#reward);
   }
 
   /** Generates the next turn from the trajectory so far; undefined (and `truncated`) when it was cut off. */
@@ -219,7 +248,10 @@ export class DecomposerSolver {
  * ready for `buildPreferencePairs` (AceSearcher's decomposition, intermediate and final
  * pairs). Episodes are grouped by their decomposition (the text of turn 0), in order of first
  * appearance; each episode is one solution of its group: its last turn's text, its
- * intermediate answers and its reward. Sub-questions are those written in the decomposition.
+ * intermediate answers, its reward and the episode itself, so that the pairs carry the
+ * contexts the solver saw (the documents retrieved for each sub-question and the earlier
+ * answers) and the turns as generated, token ids included. Sub-questions are those written in
+ * the decomposition.
  * @param id the question's id in the pairs.
  * @throws TypeError naming the episode that is not a decomposer–solver episode of the same
  * question, or that has no reward; RangeError for an empty list.
@@ -243,7 +275,8 @@ export function decomposerPreferenceQuestion(id: string, trajectories: readonly 
     const text = trajectory.turns[0]!.action.text;
     let group = groups.get(text);
     if (group === undefined) {
-      const written = parseSubquestions(text);
+      const marker = typeof metadata.subquestionMarker === 'string' && metadata.subquestionMarker !== '' ? metadata.subquestionMarker : SUBQUESTION_MARKER;
+      const written = parseSubquestions(text, marker);
       group = { text, subQuestions: written.length === 0 ? [question] : written, solutions: [] };
       groups.set(text, group);
     }
@@ -252,7 +285,61 @@ export function decomposerPreferenceQuestion(id: string, trajectories: readonly 
       text: trajectory.turns.at(-1)!.action.text,
       intermediateAnswers: Array.isArray(answers) ? answers.map(String) : [],
       reward: trajectory.reward,
+      trajectory,
     });
   });
   return { id, question: question!, decompositions: [...groups.values()] };
+}
+
+/** How {@link decomposerReferenceEpisodes} writes a reference solution as the model's turns. */
+export interface ReferenceFormat {
+  /** The decomposition turn. Default: one `### Qk: <sub-question>` line per step (the `subquestionMarker` given, else `###`). */
+  decomposition(steps: readonly ReferenceStep[]): string;
+  /** The turn answering a sub-question. Default `\boxed{answer}`. */
+  answer(answer: string, step: number): string;
+  /** The final turn. Default `So the answer is \boxed{answer}.` */
+  final(answer: string): string;
+}
+
+/**
+ * AceSearcher's supervised first stage, its data: each question's reference solution (its
+ * reference decomposition, the reference answer of every step, the gold answer) written as
+ * the turns of a `DecomposerSolver` episode, in the very conversation the solver holds — the
+ * decomposition prompt, the documents the retriever gives each resolved sub-question within
+ * the budget, the final prompt — so that supervised fine-tuning on their action tokens
+ * (`SFTTrainer` on `packTrajectories` of them) teaches the model the decomposer's and the
+ * solver's roles in the format it is then trained in by iterative DPO. The episodes are run
+ * with the solver's options (retriever, budget, prompts, marker, reward); each is rewarded
+ * like any episode (`reward` 1 when the written answer is scored right).
+ */
+export async function decomposerReferenceEpisodes(
+  questions: readonly MultiHopQuestion[],
+  options: Omit<DecomposerSolverOptions, 'policy'> & { format?: Partial<ReferenceFormat> },
+): Promise<Trajectory[]> {
+  checkArray('questions', questions);
+  checkObject('options', options);
+  const { format: overrides = {}, ...solverOptions } = options;
+  checkObject('options.format', overrides);
+  const marker = solverOptions.subquestionMarker ?? SUBQUESTION_MARKER;
+  const format: ReferenceFormat = {
+    decomposition: (steps) => steps.map((step, k) => `${marker} Q${k + 1}: ${step.question}`).join('\n'),
+    answer: (answer) => `\\boxed{${answer}}`,
+    final: (answer) => `So the answer is \\boxed{${answer}}.`,
+    ...overrides,
+  };
+  const episodes: Trajectory[] = [];
+  for (const [i, question] of questions.entries()) {
+    checkObject(`questions[${i}]`, question);
+    const steps = checkArray(`questions[${i}].steps`, question.steps) as readonly ReferenceStep[];
+    const answers = checkArray(`questions[${i}].answers`, question.answers) as readonly string[];
+    if (answers.length === 0) throw rangeError(`questions[${i}].answers`, 'at least one gold answer', answers);
+    const teacher = new ScriptedPolicy([
+      checkString('format.decomposition(steps)', format.decomposition(steps)),
+      ...steps.map((step, k) => checkString('format.answer(answer, step)', format.answer(step.answer, k))),
+      checkString('format.final(answer)', format.final(answers[0]!)),
+    ]);
+    const solver = new DecomposerSolver({ ...solverOptions, policy: teacher });
+    episodes.push(await solver.run({ id: question.id, prompt: question.question, gold: answers }));
+  }
+  return episodes;
 }

@@ -8,19 +8,22 @@ export {
   ChatCompletionPolicy, ScriptedPolicy,
   type AgentPolicy, type ChatCompletionDefaults, type GenerateOptions, type Generation, type ScriptFunction, type ScriptedResponse,
 } from './agent_policy.js';
-export { lastCodeBlock, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
+export {
+  lastCodeBlock, lastDelimitedBlock, type AgentTask, type AnswerExtractor, type CodeMarkup, type CodeSession, type RewardFunction, type ToolUseOptions,
+} from './common.js';
 export { MultiTurnReasoner, REASONER_SYSTEM_PROMPT, type MultiTurnReasonerOptions } from './multi_turn_reasoner.js';
 export {
   SelfCorrectingAgent, SELF_CORRECTING_SYSTEM_PROMPT, defaultCorrectionPrompt,
-  type CorrectionPrompt, type SelfCorrectingAgentOptions, type StepAttempt,
+  type CorrectionPrompt, type RetryMode, type SelfCorrectingAgentOptions, type StepAttempt,
 } from './self_correcting_agent.js';
 export {
-  ProposeJudgeUpdate, JUDGE_SYSTEM_PROMPT, MAX_CRITIQUE_CHARS, PROPOSER_SYSTEM_PROMPT, defaultRefinePrompt, judgeVerifier, toolVerifier,
-  type Candidate, type JudgeVerifierOptions, type ProposeJudgeUpdateOptions, type RefinePrompt, type RoundRecord,
+  ProposeJudgeUpdate, JUDGE_SYSTEM_PROMPT, MAX_CRITIQUE_CHARS, PROPOSER_SYSTEM_PROMPT, defaultRefinePrompt, judgeVerifier, referenceVerifier, selectMemory, toolVerifier,
+  type Candidate, type JudgeVerifierOptions, type MemoryStrategy, type ReferenceVerifierOptions, type ProposeJudgeUpdateOptions, type ProposeJudgeUpdateResult, type RefinePrompt, type RoundRecord,
   type ToolVerifierOptions, type Verdict, type Verifier,
 } from './propose_judge_update.js';
 export {
-  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, decomposerPreferenceQuestion, parseSubquestions, resolveReferences, splitDocumentBudget,
+  DecomposerSolver, DEFAULT_DECOMPOSER_PROMPTS, DEFAULT_DOCUMENT_BUDGET, SUBQUESTION_MARKER, decomposerPreferenceQuestion, decomposerReferenceEpisodes,
+  parseSubquestions, resolveReferences, splitDocumentBudget, type ReferenceFormat,
   type DecomposerPrompts, type DecomposerSolverOptions,
 } from './decomposer_solver.js';
 export {

@@ -6,7 +6,7 @@
 import { extractAnswer } from '../rewards/extract.js';
 import { toChatMessages } from '../trajectory/chat.js';
 import type { Trajectory } from '../trajectory/model.js';
-import { checkTask, executeAction, finishTrajectory, startTrajectory, takeGeneration, toolUse, type AgentTask, type RewardFunction, type ToolUse, type ToolUseOptions } from './common.js';
+import { checkTask, executeAction, finishTrajectory, openSession, startTrajectory, takeGeneration, toolUse, type AgentTask, type AnswerExtractor, type RewardFunction, type ToolUse, type ToolUseOptions } from './common.js';
 import { mathReward } from '../rewards/episode.js';
 import { checkPolicy, type AgentPolicy } from './agent_policy.js';
 import { checkObject, functionOption, positiveOption, stringOption, typeError } from '../check.js';
@@ -32,6 +32,14 @@ export interface MultiTurnReasonerOptions extends ToolUseOptions {
    * answer is the extracted final answer, else its whole text, trimmed.
    */
   reasoningTurns?: boolean;
+  /**
+   * SimpleTIR: end the episode at a void turn, one that neither runs code (or calls a tool)
+   * nor gives a final answer; `metadata.voidTurn` is then its index. Default false: such a
+   * turn is reasoning the model goes on with (see `reasoningTurns`).
+   */
+  endAtVoidTurn?: boolean;
+  /** Reads the final answer out of a turn's text. Default `extractAnswer` (`\boxed{…}` and the like). */
+  answer?: AnswerExtractor;
 }
 
 /**
@@ -40,7 +48,10 @@ export interface MultiTurnReasonerOptions extends ToolUseOptions {
  * text holds a final answer, e.g. `\boxed{…}`), which ends the episode; or plain reasoning,
  * which the model continues in its next turn (see `reasoningTurns`). The model sees exactly the trajectory so far.
  * An episode that reaches `maxTurns` without an answer, or whose turn was cut off by the
- * policy's length limit, is marked `truncated`.
+ * policy's length limit, is marked `truncated`. With `endAtVoidTurn` (SimpleTIR) a turn that
+ * neither runs code nor answers ends the episode instead. Generations carry the tool use's
+ * stop sequences (the output fence), and inline code runs in the episode's `codeSession`
+ * when there is one, so later cells see earlier cells' state.
  */
 export class MultiTurnReasoner {
   readonly #policy: AgentPolicy;
@@ -49,6 +60,8 @@ export class MultiTurnReasoner {
   readonly #reward: RewardFunction;
   readonly #use: ToolUse;
   readonly #reasoningTurns: boolean;
+  readonly #endAtVoidTurn: boolean;
+  readonly #answer: AnswerExtractor;
 
   /** @throws TypeError/RangeError naming the bad option. */
   constructor(options: MultiTurnReasonerOptions) {
@@ -62,6 +75,11 @@ export class MultiTurnReasoner {
       throw typeError('options.reasoningTurns', 'a boolean', options.reasoningTurns);
     }
     this.#reasoningTurns = options.reasoningTurns ?? true;
+    if (options.endAtVoidTurn !== undefined && typeof options.endAtVoidTurn !== 'boolean') {
+      throw typeError('options.endAtVoidTurn', 'a boolean', options.endAtVoidTurn);
+    }
+    this.#endAtVoidTurn = options.endAtVoidTurn ?? false;
+    this.#answer = functionOption<AnswerExtractor>('options.answer', options.answer) ?? extractAnswer;
   }
 
   /**
@@ -71,23 +89,35 @@ export class MultiTurnReasoner {
   async run(task: AgentTask): Promise<Trajectory> {
     checkTask(task);
     const trajectory = startTrajectory(task, 'multi-turn-reasoner', this.#system);
-    const tools = this.#use.tools.toOpenAITools();
+    const generateOptions = { tools: this.#use.tools.toOpenAITools(), ...(this.#use.stop.length > 0 ? { stop: this.#use.stop } : {}) };
+    const session = openSession(this.#use, task);
     let answer: string | null = null;
     let finished = false;
-    while (!finished && trajectory.turns.length < this.#maxTurns) {
-      const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(toChatMessages(trajectory), { tools }));
-      const turn: Trajectory['turns'][number] = { action };
-      trajectory.turns.push(turn);
-      if (finishReason === 'length') break;
-      const response = await executeAction(action, this.#use);
-      if (response !== undefined) {
-        turn.response = response;
-        continue;
+    let voidTurn = false;
+    try {
+      while (!finished && !voidTurn && trajectory.turns.length < this.#maxTurns) {
+        const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(toChatMessages(trajectory), generateOptions));
+        const turn: Trajectory['turns'][number] = { action };
+        trajectory.turns.push(turn);
+        if (finishReason === 'length') break;
+        const response = await executeAction(action, this.#use, session);
+        if (response !== undefined) {
+          turn.response = response;
+          continue;
+        }
+        const given = this.#answer(action.text);
+        if (given === null && this.#endAtVoidTurn) {
+          voidTurn = true;
+          trajectory.metadata!.voidTurn = trajectory.turns.length - 1;
+          break;
+        }
+        answer = given ?? (this.#reasoningTurns ? null : action.text.trim());
+        finished = answer !== null;
       }
-      answer = extractAnswer(action.text) ?? (this.#reasoningTurns ? null : action.text.trim());
-      finished = answer !== null;
+    } finally {
+      await session?.close?.();
     }
-    if (!finished) trajectory.truncated = true;
+    if (!finished && !voidTurn) trajectory.truncated = true;
     return finishTrajectory(trajectory, task, answer, this.#reward);
   }
 }

@@ -1,25 +1,30 @@
 /**
- * AlphaApollo's propose–judge–update loop: a candidate solution is proposed, verified (by
- * running its check in a tool, or by a judge model), and refined from the critique and a
- * memory of earlier attempts, for a number of rounds; the best candidate is kept.
+ * AlphaApollo's propose–judge–update loop: in each round the multi-turn tool-using reasoner
+ * proposes a solution, a verifier judges it (by running its check in a tool, or by a judge
+ * model), and the next round starts from a memory of the earlier attempts and their
+ * critiques; the best candidate is kept. Conventions from tmlr-group/AlphaApollo commit
+ * 712a04dc (`alphaapollo/core/generation/evolving/evolving_main.py`, `run_problem`).
  */
-import { extractAnswer } from '../rewards/extract.js';
-import type { TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
-import type { ToolStatus } from '../tools/types.js';
 import type { Trajectory } from '../trajectory/model.js';
-import { checkTask, finishTrajectory, lastCodeBlock, responseText, startTrajectory, takeGeneration, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
+import type { ToolStatus } from '../tools/types.js';
+import type { TrajectoryChatMessage as ChatMessage } from '../trajectory/chat.js';
+import { extractAnswer } from '../rewards/extract.js';
+import { checkTask, finishTrajectory, lastCodeBlock, responseText, startTrajectory, toolUse, type AgentTask, type RewardFunction, type ToolUseOptions } from './common.js';
 import { mathReward } from '../rewards/episode.js';
 import { checkPolicy, type AgentPolicy } from './agent_policy.js';
+import { MultiTurnReasoner, type MultiTurnReasonerOptions } from './multi_turn_reasoner.js';
 import { checkFiniteNumber, checkObject, checkString, functionOption, nonNegativeOption, positiveOption, rangeError, stringOption, typeError } from '../check.js';
 
 /** A proposed solution, as a verifier sees it. */
 export interface Candidate {
-  /** The full text of the proposal. */
+  /** The full text of the proposal: the texts of the round's turns, in order (code blocks included). */
   text: string;
   /** Its final answer (`extractAnswer`), or null. */
   answer: string | null;
   /** 0-based round that proposed it. */
   round: number;
+  /** The round's reasoner episode (its turns with the tools' responses), when the loop ran one. */
+  episode?: Trajectory;
 }
 
 /** A verifier's judgement of a candidate. */
@@ -121,6 +126,43 @@ export function judgeVerifier(options: JudgeVerifierOptions): Verifier {
   };
 }
 
+/** Options of {@link referenceVerifier}. */
+export interface ReferenceVerifierOptions {
+  /** Scores the candidate's answer against the task's gold answer(s), in [0, 1]. Default `mathReward`. */
+  reward?: RewardFunction;
+  /** Lowest score that passes. Default 1. */
+  passThreshold?: number;
+  /** Name in the trajectory. Default 'reference'. */
+  name?: string;
+}
+
+/**
+ * A verifier that compares the candidate's answer with the task's gold answer(s) by
+ * `reward(answer, task, episode)` (the round's episode, so a reward may read its tool
+ * results): the score is the reward, and the critique says whether the answer is right, as
+ * AlphaApollo's evolving loop scores each policy answer against the ground truth
+ * (`compute_answer_correctness`, evolving_main.py, commit 712a04dc). For training on problems
+ * with reference answers; a task without a gold answer scores 0.
+ */
+export function referenceVerifier(options: ReferenceVerifierOptions = {}): Verifier {
+  checkObject('options', options);
+  const reward = functionOption<RewardFunction>('options.reward', options.reward) ?? mathReward;
+  const name = stringOption('options.name', options.name) ?? 'reference';
+  const passThreshold = options.passThreshold ?? 1;
+  if (typeof passThreshold !== 'number' || !Number.isFinite(passThreshold)) throw rangeError('options.passThreshold', 'a finite number', passThreshold);
+  return {
+    name,
+    async verify(candidate, task) {
+      const episode = candidate.episode ?? { id: 'candidate', prompt: task.prompt, turns: [{ action: { text: candidate.text } }] };
+      const score = task.gold === undefined ? 0 : checkFiniteNumber('reward(answer, task, episode)', reward(candidate.answer, task, episode));
+      const passed = score >= passThreshold;
+      const critique = candidate.answer === null ? 'The solution gives no final answer.'
+        : `The answer ${candidate.answer} is ${passed ? 'correct' : 'wrong'}.`;
+      return { score, passed, status: 'success', critique };
+    },
+  };
+}
+
 /** What the loop remembers of one round; kept in `metadata.rounds`. */
 export interface RoundRecord {
   /** 0-based round. */
@@ -131,6 +173,39 @@ export interface RoundRecord {
   score: number;
   passed: boolean;
   critique: string;
+  /** Characters of the proposal's text: AlphaApollo's memory prefers shorter solutions among equals. */
+  length: number;
+  /** Id of the round's reasoner episode. */
+  episodeId: string;
+}
+
+/**
+ * Which earlier rounds a refinement prompt remembers:
+ * - 'ranked' (AlphaApollo's `NDimensionalMemory`, `alphaapollo/core/environments/memory/memory.py`,
+ *   commit 712a04dc): each round is ranked by score (higher first) and by length (shorter
+ *   first), equal values sharing a rank; rounds are ordered by the sum of their two ranks,
+ *   earlier rounds first on ties, and the first `memorySize` are kept;
+ * - 'recent': the `memorySize` most recent rounds, oldest first.
+ */
+export type MemoryStrategy = 'ranked' | 'recent';
+
+/** Dense ranks of `values` (0 for the best; equal values share a rank), best = highest. */
+function denseRanks(values: readonly number[]): number[] {
+  const distinct = [...new Set(values)].sort((a, b) => b - a);
+  return values.map((value) => distinct.indexOf(value));
+}
+
+/** The remembered rounds among `earlier` (all rounds before the latest), per `strategy`. */
+export function selectMemory(earlier: readonly RoundRecord[], memorySize: number, strategy: MemoryStrategy): RoundRecord[] {
+  if (memorySize <= 0 || earlier.length === 0) return [];
+  if (strategy === 'recent') return earlier.slice(Math.max(0, earlier.length - memorySize));
+  const byScore = denseRanks(earlier.map((record) => record.score));
+  const byLength = denseRanks(earlier.map((record) => -record.length));
+  return earlier
+    .map((record, i) => ({ record, rank: byScore[i]! + byLength[i]!, i }))
+    .sort((a, b) => a.rank - b.rank || a.i - b.i)
+    .slice(0, memorySize)
+    .map(({ record }) => record);
 }
 
 /**
@@ -148,7 +223,8 @@ function quoteCritique(critique: string): string {
 
 /**
  * Default {@link RefinePrompt}: the task, a line per remembered attempt (answer, score,
- * critique), then the latest attempt in full with its critique, and a request to improve.
+ * critique; in the memory's order), then the latest attempt in full with its critique, and a
+ * request to improve.
  */
 export function defaultRefinePrompt(task: AgentTask, latest: RoundRecord & { text: string }, memory: readonly RoundRecord[]): string {
   const lines = [task.prompt, ''];
@@ -167,18 +243,31 @@ export function defaultRefinePrompt(task: AgentTask, latest: RoundRecord & { tex
 
 /** Default system prompt of {@link ProposeJudgeUpdate}. */
 export const PROPOSER_SYSTEM_PROMPT =
-  'Solve the problem. Include a ```python block that checks your result with assertions, and give the final answer as \\boxed{answer}.';
+  'Solve the problem step by step. In each turn you may reason, call one tool (or write one ```python code block, which is run ' +
+  'and its output shown to you), and read the result. Include a ```python block that checks your result with assertions, and ' +
+  'give the final answer as \\boxed{answer}.';
 
-/** Options of {@link ProposeJudgeUpdate}. */
-export interface ProposeJudgeUpdateOptions {
+/**
+ * Options of {@link ProposeJudgeUpdate}. The reasoner's options (`tools`, `codeTool`,
+ * `codeFence`, `reasoningTurns` and any other of `MultiTurnReasonerOptions` but `maxTurns` and
+ * `reward`) are passed to the reasoner each round runs.
+ */
+export interface ProposeJudgeUpdateOptions extends Omit<MultiTurnReasonerOptions, 'maxTurns' | 'reward' | 'system'> {
   /** The proposer. */
   policy: AgentPolicy;
-  /** Judges each proposal, e.g. `toolVerifier({ tools })` or `judgeVerifier({ policy })`. */
+  /** Judges each proposal, e.g. `toolVerifier({ tools })`, `judgeVerifier({ policy })` or `referenceVerifier()`. */
   verifier: Verifier;
   /** Most rounds (proposals). Default 3. */
   maxRounds?: number;
-  /** Earlier rounds remembered in a refinement prompt besides the latest (the most recent ones; 0 for none). Default 3. */
+  /**
+   * Most turns of the reasoner in one round (policy calls: reasoning, tool calls, the answer).
+   * Default 3, AlphaApollo's `max_steps` (`informal_math_evolving/env.py`, commit 712a04dc).
+   */
+  maxTurnsPerRound?: number;
+  /** Earlier rounds remembered in a refinement prompt besides the latest (0 for none). Default 3. */
   memorySize?: number;
+  /** Which earlier rounds are remembered. Default 'ranked' (AlphaApollo's). */
+  memory?: MemoryStrategy;
   /** Stop at the first candidate that passes. Default true. */
   stopWhenPassed?: boolean;
   /** Proposer's system prompt. Default {@link PROPOSER_SYSTEM_PROMPT}. */
@@ -199,23 +288,44 @@ function checkVerifier(name: string, value: unknown): Verifier {
   return value as Verifier;
 }
 
+/** What {@link ProposeJudgeUpdate.runRounds} returns. */
+export interface ProposeJudgeUpdateResult {
+  /** The loop's summary trajectory (what {@link ProposeJudgeUpdate.run} returns). */
+  trajectory: Trajectory;
+  /**
+   * Each round's reasoner episode, in order: the trainable sequences (prompt: the round's
+   * user message; turns: reasoning, tool calls with their responses, the answer; token ids
+   * when the policy reports them). Its `reward` is the round's verified score, its
+   * `metadata.verdict` the verdict, its `groupId` the task's (else the summary's id), so the
+   * rounds of a task are compared in one group.
+   */
+  episodes: Trajectory[];
+}
+
 /**
- * Runs propose → verify → refine rounds. Round 0 proposes from the task alone; each later
- * round proposes from one user message holding the task, the memory of earlier rounds and
- * the latest proposal with its critique ({@link RefinePrompt}), not the whole conversation,
- * so the context stays bounded however many rounds run.
+ * Runs propose → verify → refine rounds. Each round runs the multi-turn tool-using reasoner
+ * (`MultiTurnReasoner`, with this loop's policy, tools, system prompt and
+ * `maxTurnsPerRound`): round 0 from the task alone, each later round from one user message
+ * holding the task, the memory of earlier rounds (`memory`, `memorySize`) and the latest
+ * proposal with its critique ({@link RefinePrompt}), not the whole history, so the context
+ * stays bounded however many rounds run (AlphaApollo's rounds restart the environment with
+ * the remembered solutions and their verifier feedback in the prompt).
  *
- * The trajectory holds one turn per round: the proposal as the action and its verification
- * as the response (tool name: the verifier's name; status: how the verification ran; text:
- * the critique). Each proposal was generated from the prompt in `metadata.rounds[k].prompt`.
- * `metadata.best` is the round kept (highest score, the earliest on ties), `metadata.answer`
- * its answer, which the reward scores.
+ * The summary trajectory holds one turn per round: the proposal (the round's text, see
+ * {@link Candidate}) as the action and its verification as the response (tool name: the
+ * verifier's name; status: how the verification ran; text: the critique). Each proposal was
+ * generated from the prompt in `metadata.rounds[k].prompt`. `metadata.best` is the round
+ * kept (highest score, the earliest on ties), `metadata.answer` its answer and
+ * `metadata.bestScore` its verified score. The reward is the kept answer's against the gold
+ * when the task has one, else the best verified score. The rounds' own episodes, trainable
+ * as they are, come from {@link ProposeJudgeUpdate.runRounds}.
  */
 export class ProposeJudgeUpdate {
-  readonly #policy: AgentPolicy;
+  readonly #reasoner: MultiTurnReasoner;
   readonly #verifier: Verifier;
   readonly #maxRounds: number;
   readonly #memorySize: number;
+  readonly #memory: MemoryStrategy;
   readonly #stopWhenPassed: boolean;
   readonly #system: string;
   readonly #refinePrompt: RefinePrompt;
@@ -224,10 +334,13 @@ export class ProposeJudgeUpdate {
   /** @throws TypeError/RangeError naming the bad option. */
   constructor(options: ProposeJudgeUpdateOptions) {
     checkObject('options', options);
-    this.#policy = checkPolicy('options.policy', options.policy);
+    const policy = checkPolicy('options.policy', options.policy);
     this.#verifier = checkVerifier('options.verifier', options.verifier);
     this.#maxRounds = positiveOption('options.maxRounds', options.maxRounds, 3);
     this.#memorySize = nonNegativeOption('options.memorySize', options.memorySize, 3);
+    const memory = options.memory ?? 'ranked';
+    if (memory !== 'ranked' && memory !== 'recent') throw rangeError('options.memory', "'ranked' or 'recent'", memory);
+    this.#memory = memory;
     if (options.stopWhenPassed !== undefined && typeof options.stopWhenPassed !== 'boolean') {
       throw typeError('options.stopWhenPassed', 'a boolean', options.stopWhenPassed);
     }
@@ -235,35 +348,58 @@ export class ProposeJudgeUpdate {
     this.#system = stringOption('options.system', options.system) ?? PROPOSER_SYSTEM_PROMPT;
     this.#refinePrompt = functionOption<RefinePrompt>('options.refinePrompt', options.refinePrompt) ?? defaultRefinePrompt;
     this.#reward = functionOption<RewardFunction>('options.reward', options.reward) ?? mathReward;
+    const {
+      verifier: _verifier, maxRounds: _maxRounds, maxTurnsPerRound, memorySize: _memorySize, memory: _memory,
+      stopWhenPassed: _stopWhenPassed, system: _system, refinePrompt: _refinePrompt, reward: _reward, ...reasonerOptions
+    } = options;
+    this.#reasoner = new MultiTurnReasoner({
+      ...reasonerOptions, policy, system: this.#system, maxTurns: positiveOption('options.maxTurnsPerRound', maxTurnsPerRound, 3),
+    });
   }
 
-  /** Runs the rounds for one task; see the class description for what the trajectory holds. */
+  /** Runs the rounds for one task; returns the summary trajectory (see the class description). */
   async run(task: AgentTask): Promise<Trajectory> {
+    return (await this.runRounds(task)).trajectory;
+  }
+
+  /** Runs the rounds for one task; returns the summary trajectory and each round's reasoner episode. */
+  async runRounds(task: AgentTask): Promise<ProposeJudgeUpdateResult> {
     checkTask(task);
     const trajectory = startTrajectory(task, 'propose-judge-update', this.#system);
     const rounds: RoundRecord[] = [];
+    const episodes: Trajectory[] = [];
     let prompt = task.prompt;
     let best = -1;
     for (let round = 0; round < this.#maxRounds; round++) {
-      const messages: ChatMessage[] = [{ role: 'system', content: this.#system }, { role: 'user', content: prompt }];
-      const { finishReason, action } = takeGeneration(trajectory, await this.#policy.generate(messages));
-      const candidate: Candidate = { text: action.text, answer: extractAnswer(action.text), round };
+      const roundTask: AgentTask = { prompt, id: `${trajectory.id}/round${round}`, groupId: task.groupId ?? trajectory.id };
+      if (task.metadata !== undefined) roundTask.metadata = task.metadata;
+      const episode = await this.#reasoner.run(roundTask);
+      const text = episode.turns.map((turn) => turn.action.text).join('\n\n');
+      const answer = episode.metadata!.answer as string | null;
+      const candidate: Candidate = { text, answer, round, episode };
       const verdict = await this.#verifier.verify(candidate, task);
       checkObject('verdict', verdict);
       const score = checkFiniteNumber('verdict.score', verdict.score);
       const critique = checkString('verdict.critique', verdict.critique);
       if (!TOOL_STATUSES.includes(verdict.status)) throw typeError('verdict.status', "'success', 'error' or 'timeout'", verdict.status);
-      const record: RoundRecord = { round, prompt, answer: candidate.answer, score, passed: verdict.passed === true, critique };
+      const record: RoundRecord = { round, prompt, answer, score, passed: verdict.passed === true, critique, length: text.length, episodeId: episode.id };
       rounds.push(record);
-      trajectory.turns.push({ action, response: { toolName: this.#verifier.name, status: verdict.status, text: critique } });
+      episode.reward = score;
+      episode.metadata!.verdict = { score, passed: record.passed, status: verdict.status, critique };
+      episode.metadata!.round = round;
+      episodes.push(episode);
+      trajectory.turns.push({ action: { text }, response: { toolName: this.#verifier.name, status: verdict.status, text: critique } });
       if (best < 0 || score > rounds[best]!.score) best = round;
-      if (finishReason === 'length') trajectory.truncated = true;
       if ((record.passed && this.#stopWhenPassed) || round + 1 === this.#maxRounds) break;
-      const memory = rounds.slice(Math.max(0, round - this.#memorySize), round);
-      prompt = checkString('refinePrompt(task, latest, memory)', this.#refinePrompt(task, { ...record, text: action.text }, memory));
+      const memory = selectMemory(rounds.slice(0, round), this.#memorySize, this.#memory);
+      prompt = checkString('refinePrompt(task, latest, memory)', this.#refinePrompt(task, { ...record, text }, memory));
     }
+    if (episodes[best]!.truncated === true) trajectory.truncated = true;
     trajectory.metadata!.rounds = structuredClone(rounds);
     trajectory.metadata!.best = best;
-    return finishTrajectory(trajectory, task, rounds[best]!.answer, this.#reward);
+    trajectory.metadata!.bestScore = rounds[best]!.score;
+    finishTrajectory(trajectory, task, rounds[best]!.answer, this.#reward);
+    if (task.gold === undefined) trajectory.reward = rounds[best]!.score;
+    return { trajectory, episodes };
   }
 }

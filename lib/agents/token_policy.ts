@@ -143,13 +143,28 @@ export class TokenAgentPolicy implements AgentPolicy {
     this.#maxConversations = options.maxConversations === undefined ? 10_000 : checkPositiveInteger('options.maxConversations', options.maxConversations);
   }
 
-  /** Samples the next turn of `messages`; tools must be the ones the template was made with. */
-  async generate(messages: readonly ChatMessage[], _options: GenerateOptions = {}): Promise<Generation> {
+  /**
+   * Samples the next turn of `messages`; tools must be the ones the template was made with.
+   * A stop sequence (`options.stop`) that is one token of the tokenizer is sent as a stop id,
+   * others as stop strings; either way the turn keeps it.
+   */
+  async generate(messages: readonly ChatMessage[], options: GenerateOptions = {}): Promise<Generation> {
     checkArray('messages', messages);
+    checkObject('options', options);
     const context = this.#context(messages);
     const seed = this.#sampling.seed === undefined ? {} : { seed: this.#sampling.seed + this.#calls };
     this.#calls++;
-    const completion = await this.#client.complete({ ...this.#sampling, ...seed, promptTokenIds: context, n: 1 });
+    const stopStrings: string[] = [];
+    const stopTokenIds = this.#sampling.stopTokenIds.slice();
+    for (const [i, text] of checkArray('options.stop', options.stop ?? []).entries()) {
+      if (typeof text !== 'string' || text === '') throw typeError(`options.stop[${i}]`, 'a non-empty string', text);
+      const ids = this.#stopIds(text);
+      if (ids.length === 1) stopTokenIds.push(ids[0]!);
+      else stopStrings.push(text);
+    }
+    const completion = await this.#client.complete({
+      ...this.#sampling, ...seed, stopTokenIds, ...(stopStrings.length > 0 ? { stop: stopStrings } : {}), promptTokenIds: context, n: 1,
+    });
     const sample = completion.samples[0];
     if (sample === undefined) throw rangeError('completion.samples', 'one sample', completion.samples);
     this.#remember(messages, [...context, ...sample.tokenIds]);
@@ -193,6 +208,11 @@ export class TokenAgentPolicy implements AgentPolicy {
     const ids = renderTrajectory(trajectory, this.#tokenizer, this.#template).tokens;
     ids.push(...this.#encode(this.#template.nextTurn()));
     return ids;
+  }
+
+  /** The ids of a stop sequence: a special token by its text, else the text encoded. */
+  #stopIds(text: string): number[] {
+    return text in this.#tokenizer.specialTokens ? [this.#tokenizer.specialTokenId(text)] : this.#tokenizer.encode(text);
   }
 
   #remember(messages: readonly ChatMessage[], ids: number[]): void {

@@ -7,11 +7,11 @@
  *   /v1/completions` with `prompt` as a list of ids, `logprobs` (top-k count; 0 gives the
  *   sampled token's), `return_tokens_as_token_ids` ("token_id:N" tokens), `return_token_ids`
  *   (choice `token_ids` and `prompt_token_ids`), `n`, `max_tokens`, `temperature`, `top_p`,
- *   `seed`, `stop_token_ids`, `skip_special_tokens`; the answer's `choices[i]` hold `text`,
+ *   `seed`, `stop_token_ids`, `stop`, `include_stop_str_in_output`, `skip_special_tokens`; the answer's `choices[i]` hold `text`,
  *   `logprobs.{tokens, token_logprobs, top_logprobs, text_offset}`, `finish_reason`, `token_ids`.
  * - SGLang (`python/sglang/srt/entrypoints/http_server.py`, commit 0025436e): `POST /generate`
  *   with `input_ids`, `sampling_params` (`max_new_tokens`, `temperature`, `top_p`, `n`,
- *   `stop_token_ids`, `skip_special_tokens`, `sampling_seed`), `return_logprob`,
+ *   `stop_token_ids`, `stop`, `no_stop_trim`, `skip_special_tokens`, `sampling_seed`), `return_logprob`,
  *   `logprob_start_len` -1 (output tokens only); the answer (a list when n > 1) holds `text`,
  *   `output_ids` and `meta_info.{id, finish_reason.type, prompt_tokens, completion_tokens,
  *   output_token_logprobs: [[logprob, id, text|null], …], weight_version}`. Errors are
@@ -39,6 +39,12 @@ export interface TokenSamplingRequest {
   seed?: number;
   /** Ids that end generation (the end-of-turn token); the engine's EOS applies too. */
   stopTokenIds?: readonly number[];
+  /**
+   * Strings that end generation once the sample's text ends with one (e.g. an output fence
+   * after a code block). The sample keeps every id sampled, and its text keeps the string
+   * (vLLM `stop` with `include_stop_str_in_output`, SGLang `stop` with `no_stop_trim`).
+   */
+  stop?: readonly string[];
   signal?: AbortSignal;
   timeoutMs?: number;
 }
@@ -141,6 +147,10 @@ export class TokenCompletionClient implements TokenPolicy {
     const seed = checked.seed === undefined ? undefined : checkInteger('request.seed', checked.seed, 0, 0, Number.MAX_SAFE_INTEGER);
     const stop = checked.stopTokenIds === undefined ? [] : idArray(checked.stopTokenIds);
     if (stop === undefined) throw typeError('request.stopTokenIds', 'an array of token ids', checked.stopTokenIds);
+    const stopStrings = checked.stop === undefined ? [] : checked.stop;
+    if (!Array.isArray(stopStrings) || !stopStrings.every((item) => typeof item === 'string' && item !== '')) {
+      throw typeError('request.stop', 'an array of non-empty strings', checked.stop);
+    }
     const postOptions = {
       ...(request.signal === undefined ? {} : { signal: request.signal }),
       ...(request.timeoutMs === undefined ? {} : { timeoutMs: checkInteger('request.timeoutMs', request.timeoutMs, 0, 1, 86_400_000) }),
@@ -152,6 +162,10 @@ export class TokenCompletionClient implements TokenPolicy {
       };
       if (seed !== undefined) body.seed = seed;
       if (stop.length > 0) body.stop_token_ids = stop;
+      if (stopStrings.length > 0) {
+        body.stop = stopStrings.slice();
+        body.include_stop_str_in_output = true;
+      }
       const { body: answer, endpoint } = await this.#pool.post('/v1/completions', body, {
         ...postOptions,
         usage: (value) => {
@@ -163,6 +177,10 @@ export class TokenCompletionClient implements TokenPolicy {
     }
     const samplingParams: Record<string, unknown> = { max_new_tokens: maxTokens, temperature, top_p: topP, n, skip_special_tokens: false };
     if (stop.length > 0) samplingParams.stop_token_ids = stop;
+    if (stopStrings.length > 0) {
+      samplingParams.stop = stopStrings.slice();
+      samplingParams.no_stop_trim = true;
+    }
     if (seed !== undefined) samplingParams.sampling_seed = seed;
     const body = { input_ids: Array.from(prompt), sampling_params: samplingParams, return_logprob: true, logprob_start_len: -1 };
     const { body: answer, endpoint } = await this.#pool.post('/generate', body, {

@@ -3,6 +3,7 @@
  * from tool execution status (MATH.md).
  */
 import type { TokenBatch } from '../trajectory/batch.js';
+import { USER_FEEDBACK_TOOL } from '../trajectory/chat.js';
 import type { Trajectory } from '../trajectory/model.js';
 import { checkObject, rangeError, typeError } from '../check.js';
 
@@ -21,7 +22,8 @@ export interface TurnCreditOptions {
 /**
  * AlphaApollo turn-level credit. Walking the n turns backwards, turn t (1-based) gets
  * c_t·γ^(n−t), where c_t is `successReward` (+0.1) if its tool call succeeded,
- * `failureReward` (−0.05) if it failed or timed out, and the final reward otherwise.
+ * `failureReward` (−0.05) if it failed or timed out, and the final reward otherwise (a turn
+ * without a response, or whose response is a user message, `USER_FEEDBACK_TOOL`, not a tool's).
  * @returns one credit per turn, in turn order.
  * @throws RangeError if no final reward is given or known.
  */
@@ -41,7 +43,8 @@ export function turnLevelCredit(trajectory: Trajectory, options: TurnCreditOptio
   let discount = 1;
   for (let t = turns.length - 1; t >= 0; t--) {
     const response = turns[t]!.response;
-    const base = response === undefined ? finalReward : response.status === 'success' ? success : failure;
+    const toolCall = response !== undefined && response.toolName !== USER_FEEDBACK_TOOL;
+    const base = !toolCall ? finalReward : response.status === 'success' ? success : failure;
     credits[t] = base * discount;
     discount *= gamma;
   }

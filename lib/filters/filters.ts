@@ -127,6 +127,22 @@ export function truncatedFilter(): TrajectoryFilter {
   };
 }
 
+/**
+ * THOR's filter of episodes with failed executions: flags a trajectory with any turn whose
+ * tool response has status 'error' or 'timeout' (code that did not run, a tool that failed),
+ * so that only episodes whose every call ran stay in the episode-level loss.
+ */
+export function failedExecutionFilter(): TrajectoryFilter {
+  return {
+    name: 'failed-execution',
+    flag(batch) {
+      checkBatch(batch);
+      return Uint8Array.from(batch.trajectories, (trajectory) =>
+        trajectory.turns.some((turn) => turn.response !== undefined && turn.response.status !== 'success') ? 1 : 0);
+    },
+  };
+}
+
 /** Flags episodes with more than `maxTurns` turns. */
 export function maxTurnsFilter(maxTurns: number): TrajectoryFilter {
   checkNonNegativeInteger('maxTurns', maxTurns);

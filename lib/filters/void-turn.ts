@@ -10,6 +10,16 @@ export interface VoidTurnOptions {
    * closes (so `\boxed{5` is not an answer). Default ['\\boxed{', 'final_answer('].
    */
   answerMarkers?: readonly string[];
+  /** Delimiter pairs that also make a code block (e.g. `{ open: '<calc>', close: '</calc>' }`): an opening one followed by its closing one. Default none. */
+  codeMarkup?: readonly { open: string; close: string }[];
+  /** Delimiter pairs that also make a final answer (e.g. `{ open: '<ans>', close: '</ans>' }`). Default none. */
+  answerMarkup?: readonly { open: string; close: string }[];
+}
+
+/** Whether `text` holds `open` followed later by `close`. */
+function hasPair(text: string, pair: { open: string; close: string }): boolean {
+  const open = text.indexOf(String(pair.open));
+  return open >= 0 && text.indexOf(String(pair.close), open + String(pair.open).length) >= 0;
 }
 
 const DEFAULT_LANGUAGES = ['python'];
@@ -51,8 +61,9 @@ function hasClosedMarker(text: string, marker: string): boolean {
 
 /**
  * Whether a turn's text is void: it holds neither a complete code block (an opening
- * ```python fence and its closing fence) nor a final answer (`\boxed{…}` or
- * `final_answer(…)`). Never throws; a non-string is void.
+ * ```python fence and its closing fence, or a `codeMarkup` pair) nor a final answer
+ * (`\boxed{…}`, `final_answer(…)`, or an `answerMarkup` pair). A non-string is void.
+ * @throws TypeError for malformed options.
  */
 export function isVoidTurn(text: string, options: VoidTurnOptions = {}): boolean {
   if (typeof text !== 'string') return true;
@@ -60,8 +71,13 @@ export function isVoidTurn(text: string, options: VoidTurnOptions = {}): boolean
   const markers = options.answerMarkers ?? DEFAULT_MARKERS;
   if (!Array.isArray(languages)) throw typeError('options.codeLanguages', 'an array of strings', languages);
   if (!Array.isArray(markers)) throw typeError('options.answerMarkers', 'an array of strings', markers);
+  const pairs = [...(options.codeMarkup ?? []), ...(options.answerMarkup ?? [])];
+  if (!pairs.every((pair) => pair !== null && typeof pair === 'object' && typeof pair.open === 'string' && pair.open !== '' && typeof pair.close === 'string' && pair.close !== '')) {
+    throw typeError('options.codeMarkup/answerMarkup', 'arrays of { open, close } non-empty strings', pairs);
+  }
   const lower = text.toLowerCase();
   for (const language of languages) if (hasCompleteCodeBlock(text, lower, String(language))) return false;
   for (const marker of markers) if (marker !== '' && hasClosedMarker(text, String(marker))) return false;
+  for (const pair of pairs) if (hasPair(text, pair)) return false;
   return true;
 }

@@ -2,15 +2,21 @@
  * Preference pairs to `dpoLoss` inputs: pairs are packed as 2P sequences (chosen, rejected,
  * chosen, …) whose completions are action tokens; `sequenceLogprobs` sums their log-probs.
  */
-import { feedbackMask, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
+import { feedbackMask, Role, sequenceLogprobs, sequenceLogprobsBackward } from '../kernels/index.js';
 import { packTrajectories, type PackOptions, type TokenBatch } from '../trajectory/batch.js';
-import type { Trajectory } from '../trajectory/model.js';
+import type { Action, Trajectory } from '../trajectory/model.js';
 import type { PreferencePair } from './pairs.js';
 import { checkArray, checkObject, typeError } from '../check.js';
 
 /**
  * Packs pairs into a batch of 2P sequences: sequence 2k is pair k's prompt and chosen
  * completion, 2k+1 its prompt and rejected completion; the completion is the action.
+ * A pair with a `context` (the real conversation the solver saw, see `buildPreferencePairs`)
+ * is packed as that conversation followed by the chosen or the rejected action as generated:
+ * its token record (prompt, earlier turns, feedback, the completion's token ids) is used
+ * verbatim, so the DPO loss scores exactly the tokens the engine sampled in that context; only
+ * spans without a record are rendered by the template. Earlier turns of the context are
+ * feedback-like context, never trained on: only the completion is an action.
  * Trajectory ids are `<questionId>/<kind>[/<step>]/<k>/chosen|rejected`.
  */
 export function packPreferencePairs(pairs: readonly PreferencePair[], options: PackOptions): TokenBatch {
@@ -19,12 +25,38 @@ export function packPreferencePairs(pairs: readonly PreferencePair[], options: P
   pairs.forEach((pair, k) => {
     checkObject(`pairs[${k}]`, pair);
     const base = `${pair.questionId}/${pair.kind}${pair.step === undefined ? '' : `/${pair.step}`}/${k}`;
-    trajectories.push(
-      { id: `${base}/chosen`, prompt: pair.prompt, turns: [{ action: { text: pair.chosen } }], reward: pair.chosenScore, groupId: base },
-      { id: `${base}/rejected`, prompt: pair.prompt, turns: [{ action: { text: pair.rejected } }], reward: pair.rejectedScore, groupId: base },
-    );
+    if (pair.context === undefined) {
+      trajectories.push(
+        { id: `${base}/chosen`, prompt: pair.prompt, turns: [{ action: { text: pair.chosen } }], reward: pair.chosenScore, groupId: base },
+        { id: `${base}/rejected`, prompt: pair.prompt, turns: [{ action: { text: pair.rejected } }], reward: pair.rejectedScore, groupId: base },
+      );
+      return;
+    }
+    checkObject(`pairs[${k}].context`, pair.context);
+    const context = pair.context;
+    checkObject(`pairs[${k}].chosenAction`, pair.chosenAction);
+    checkObject(`pairs[${k}].rejectedAction`, pair.rejectedAction);
+    const completion = (action: Action, which: 'chosen' | 'rejected', reward: number): Trajectory => ({
+      ...structuredClone(context), id: `${base}/${which}`, turns: [...structuredClone(context.turns), { action: structuredClone(action) }], reward, groupId: base,
+    });
+    trajectories.push(completion(pair.chosenAction!, 'chosen', pair.chosenScore), completion(pair.rejectedAction!, 'rejected', pair.rejectedScore));
   });
-  return packTrajectories(trajectories, options);
+  const batch = packTrajectories(trajectories, options);
+  // Only the completion (each sequence's last turn) is trained on: earlier actions of a
+  // context become prompt.
+  for (let i = 0; i < batch.size; i++) {
+    const first = batch.turnOffsets[i]!;
+    const last = batch.turnOffsets[i + 1]! - 1;
+    for (let turn = first; turn < last; turn++) {
+      for (let t = batch.turnStarts[turn]!; t < batch.turnActionEnds[turn]!; t++) {
+        if (batch.roles[t] !== Role.action) continue;
+        batch.roles[t] = Role.prompt;
+        batch.behaviourLogprobs[t] = 0;
+        batch.actionTokenCounts[i]!--;
+      }
+    }
+  }
+  return batch;
 }
 
 /** The four `dpoLoss` inputs, Float32Array[P] each. */

@@ -12,3 +12,4 @@ export {
   type SandboxOptions,
   type SandboxResponse,
 } from './sandbox.js';
+export { SandboxSession } from './session.js';

@@ -9,8 +9,11 @@
  * @internal
  */
 import {
+  ADVANTAGE_ESTIMATORS,
+  advantages,
   dpoLoss,
-  groupAdvantages,
+  type AdvantageEstimator as KernelAdvantageEstimator,
+  type AdvantagesOptions,
   ppoLoss,
   type DpoLossOptions,
   type DpoLossResult,
@@ -170,33 +173,135 @@ export function preferenceLoss(
   });
 }
 
-/** The advantage estimators a trainer can use. 'grpo': group-normalised rewards (the `groupAdvantages` kernel). */
-export type AdvantageEstimator = 'grpo';
+/** The kernel's estimators a trainer cannot run, and what each would need. */
+const UNAVAILABLE_ESTIMATORS: Partial<Record<KernelAdvantageEstimator, string>> = {
+  gae: 'a value model (per-token values), which GRPOTrainer does not have',
+  remax: "the reward of a greedy rollout of each prompt (rewardBaselines), which GRPOTrainer does not sample",
+  gdpo: 'several reward components per episode, where an Environment gives one reward',
+};
+
+/**
+ * The advantage estimators a trainer can use: those of the `advantages` kernel that need
+ * only what a GRPO step has (one outcome reward per episode, prompt groups, the action
+ * mask, the trainer's log-probs and, for the optimal-token baselines, the policy's Σπ²).
+ */
+export type TrainerAdvantageEstimator =
+  | 'grpo' | 'grpo_passk' | 'rloo' | 'reinforce_plus_plus' | 'reinforce_plus_plus_baseline'
+  | 'opo' | 'gpg' | 'optimal_token_baseline' | 'tir_optimal_token_baseline';
+
+/** {@link TrainerAdvantageEstimator}s, in the kernel's order. */
+export const TRAINER_ADVANTAGE_ESTIMATORS: readonly TrainerAdvantageEstimator[] = ADVANTAGE_ESTIMATORS.filter(
+  (e): e is TrainerAdvantageEstimator => !(e in UNAVAILABLE_ESTIMATORS),
+);
+
+/** The one trainer estimator without groups: REINFORCE++ whitens over the whole batch. */
+const UNGROUPED: ReadonlySet<string> = new Set(['reinforce_plus_plus']);
+
+/** Estimators that read the policy's Σ_v π_v² of each token and the old log-probs. */
+const OPTIMAL_TOKEN_BASELINES: ReadonlySet<string> = new Set(['optimal_token_baseline', 'tir_optimal_token_baseline']);
+
+/** The estimator's own options a trainer passes through (see the `advantages` kernel). */
+export type AdvantageParameters = Pick<AdvantagesOptions, 'normAdvByStdInGrpo' | 'epsilon' | 'gamma' | 'fNorm' | 'handleZeroTail'>;
+
+const ADVANTAGE_PARAMETER_KEYS: readonly string[] = ['normAdvByStdInGrpo', 'epsilon', 'gamma', 'fNorm', 'handleZeroTail'];
 
 /** The advantage options of a trainer. */
 export interface AdvantageOptions {
-  /** Divide advantages by the group's std (GRPO); false is Dr.GRPO. Default true. */
+  /**
+   * The advantage estimator, by verl's registry key (the `advantages` kernel). Default
+   * `'grpo'`. `'gae'`, `'remax'` and `'gdpo'` need inputs a GRPO step does not have and are
+   * a TypeError naming what is missing.
+   */
+  advantageEstimator?: TrainerAdvantageEstimator;
+  /**
+   * The estimator's own options, e.g. `{ gamma: 0.99 }` for `'reinforce_plus_plus'` or
+   * `{ epsilon: 1e-6 }`. An unknown key, or one the estimator does not read, is a TypeError.
+   */
+  advantageParameters?: AdvantageParameters;
+  /** `'grpo'`, `'grpo_passk'`: divide advantages by the group's std; false is Dr.GRPO. Default true. */
   scaleByStd?: boolean;
 }
 
-/** {@link AdvantageOptions} with their defaults filled in. */
+/** {@link AdvantageOptions} checked, with the estimator named. */
 export interface AdvantageSettings {
-  estimator: AdvantageEstimator;
-  scaleByStd: boolean;
+  estimator: TrainerAdvantageEstimator;
+  /** The kernel options the estimator gets besides the batch's arrays. */
+  parameters: AdvantageParameters;
+  /** Whether the estimator reads the policy's Σπ² and the old log-probs. */
+  needsSumPiSquared: boolean;
 }
 
-/** Fills in a trainer's advantage options. */
+/**
+ * Checks a trainer's advantage options; errors name `options.<name>`. The estimator's
+ * options go through the kernel's own validation once here, on a one-token batch, so that
+ * a key the estimator does not read is refused at construction.
+ */
 export function advantageSettings(options: AdvantageOptions): AdvantageSettings {
-  return { estimator: 'grpo', scaleByStd: options.scaleByStd ?? true };
+  const name = options.advantageEstimator ?? 'grpo';
+  if (typeof name !== 'string') throw typeError('options.advantageEstimator', 'a string', name);
+  const missing = UNAVAILABLE_ESTIMATORS[name as KernelAdvantageEstimator];
+  if (missing !== undefined) {
+    throw typeError('options.advantageEstimator', `an estimator a GRPO step can feed ('${name}' needs ${missing})`, name);
+  }
+  if (!TRAINER_ADVANTAGE_ESTIMATORS.includes(name)) {
+    throw rangeError('options.advantageEstimator', `one of ${TRAINER_ADVANTAGE_ESTIMATORS.map((n) => `'${n}'`).join(', ')}`, name);
+  }
+  const given = options.advantageParameters === undefined ? {} : options.advantageParameters;
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+    throw typeError('options.advantageParameters', 'an object', given);
+  }
+  for (const key of Object.keys(given)) {
+    if (!ADVANTAGE_PARAMETER_KEYS.includes(key)) {
+      throw typeError(`options.advantageParameters.${key}`, `no such option (options are ${ADVANTAGE_PARAMETER_KEYS.join(', ')})`, (given as Record<string, unknown>)[key]);
+    }
+  }
+  const parameters: AdvantageParameters = { ...given };
+  if (options.scaleByStd !== undefined) {
+    if (typeof options.scaleByStd !== 'boolean') throw typeError('options.scaleByStd', 'a boolean', options.scaleByStd);
+    if (parameters.normAdvByStdInGrpo !== undefined) {
+      throw typeError('options.scaleByStd', 'absent when advantageParameters.normAdvByStdInGrpo is given (they are the same option)', options.scaleByStd);
+    }
+    parameters.normAdvByStdInGrpo = options.scaleByStd;
+  }
+  const settings: AdvantageSettings = { estimator: name, parameters, needsSumPiSquared: OPTIMAL_TOKEN_BASELINES.has(name) };
+  const one = new Float32Array(1);
+  tokenAdvantages(settings, {
+    rewards: one,
+    mask: Uint8Array.of(1),
+    seqOffsets: Int32Array.of(0, 1),
+    groupIds: Int32Array.of(0),
+    oldLogp: one,
+    sumPiSquared: Float32Array.of(1),
+  });
+  return settings;
 }
 
-/** Per-sequence rewards `[B]` and their groups: consecutive groups of `groupSize`, or `groupIds` `[B]`. */
-export type AdvantageInputs = { rewards: Float32Array } & ({ groupSize: number } | { groupIds: Int32Array });
+/**
+ * The batch an estimator runs over: one reward per sequence `[B]`, the tokens the
+ * advantages are for (`mask`, `[N]`), the sequence boundaries `[B + 1]` and groups (`groupIds`
+ * `[B]`, or consecutive groups of `groupSize`; `'reinforce_plus_plus'` reads none). The optimal-token baselines also read the
+ * old log-probs and the policy's Σπ² of each token, `[N]` each.
+ */
+export type AdvantageInputs = {
+  rewards: Float32Array;
+  mask: Uint8Array;
+  seqOffsets: Int32Array;
+  oldLogp?: Float32Array;
+  sumPiSquared?: Float32Array;
+} & ({ groupSize: number } | { groupIds: Int32Array });
 
-/** One advantage per sequence, `[B]`, by the settings' estimator. */
-export function sequenceAdvantages(settings: AdvantageSettings, inputs: AdvantageInputs): Float32Array {
-  switch (settings.estimator) {
-    case 'grpo':
-      return groupAdvantages({ ...inputs, scaleByStd: settings.scaleByStd });
+/** One advantage per token, `[N]` (0 off the mask), by the settings' estimator (the `advantages` kernel). */
+export function tokenAdvantages(settings: AdvantageSettings, inputs: AdvantageInputs): Float32Array {
+  const { oldLogp, sumPiSquared, ...grouped } = inputs;
+  const { groupSize: _size, groupIds: _ids, ...ungrouped } = grouped as typeof grouped & { groupSize?: number; groupIds?: Int32Array };
+  const batch = UNGROUPED.has(settings.estimator) ? ungrouped : grouped;
+  if (settings.needsSumPiSquared && (oldLogp === undefined || sumPiSquared === undefined)) {
+    throw typeError('sumPiSquared', `the policy's Σπ² of each token for '${settings.estimator}' (Policy.logprobs with withSumPiSquared)`, sumPiSquared);
   }
+  return advantages({
+    ...batch,
+    ...settings.parameters,
+    estimator: settings.estimator,
+    ...(settings.needsSumPiSquared ? { oldLogp, sumPiSquared } : {}),
+  }).advantages;
 }

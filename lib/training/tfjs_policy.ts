@@ -181,15 +181,16 @@ export class TfjsPolicy implements Policy {
     });
   }
 
-  async logprobs(batch: PolicyBatch, options: { withEntropy?: boolean } = {}): Promise<PolicyLogprobs> {
+  async logprobs(batch: PolicyBatch, options: { withEntropy?: boolean; withSumPiSquared?: boolean } = {}): Promise<PolicyLogprobs> {
     const numTokens = batch.tokens.length;
     const padded = padBatch(batch, this.padToken);
     const result: PolicyLogprobs = { logp: new Float32Array(0) };
     this.withParameters(() =>
       tf.tidy(() => {
-        const { logp, entropy } = this.rowLogprobs(padded, options.withEntropy ?? false);
+        const { logp, entropy, sumPiSquared } = this.rowLogprobs(padded, options.withEntropy ?? false, options.withSumPiSquared ?? false);
         result.logp = toTokens(logp.dataSync() as Float32Array, padded, numTokens);
         if (entropy) result.entropy = toTokens(entropy.dataSync() as Float32Array, padded, numTokens);
+        if (sumPiSquared) result.sumPiSquared = toTokens(sumPiSquared.dataSync() as Float32Array, padded, numTokens);
       }),
     );
     return result;
@@ -291,14 +292,20 @@ export class TfjsPolicy implements Policy {
     for (const v of this.frozen ?? []) v.dispose();
   }
 
-  /** Padded-row log-probs (and entropies) of the next tokens, `[rows * width]`. */
-  private rowLogprobs(padded: PaddedBatch, withEntropy: boolean): TfjsTokenLogprobsResult {
+  /** Padded-row log-probs (and entropies, Σπ²) of the next tokens, `[rows * width]`. */
+  private rowLogprobs(
+    padded: PaddedBatch,
+    withEntropy: boolean,
+    withSumPiSquared = false,
+  ): TfjsTokenLogprobsResult & { sumPiSquared?: tf.Tensor1D } {
     const logits = this.options.model(tf.tensor2d(padded.tokens, [padded.rows, padded.width], 'int32'));
     const vocab = logits.shape[2];
-    return tokenLogprobs(tf.reshape(logits, [-1, vocab]) as tf.Tensor2D, padded.labels, {
-      temperature: this.temperature,
-      withEntropy,
-    });
+    const rows = tf.reshape(logits, [-1, vocab]) as tf.Tensor2D;
+    const result = tokenLogprobs(rows, padded.labels, { temperature: this.temperature, withEntropy });
+    if (!withSumPiSquared) return result;
+    // Σ_v π_v² of softmax(logits / temperature), the distribution the log-probs are of (no gradient).
+    const sumPiSquared = tf.sum(tf.square(tf.softmax(tf.div(rows, this.temperature))), -1) as tf.Tensor1D;
+    return { ...result, sumPiSquared };
   }
 
   /** The parameter values this policy computes with (its own snapshot when frozen). */

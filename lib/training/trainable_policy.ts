@@ -26,6 +26,11 @@ export interface PolicyLogprobs {
   logp: Float32Array;
   /** Entropy (nats) of the distribution each token was drawn from; present when asked for. */
   entropy?: Float32Array;
+  /**
+   * Σ_v π_v² of the distribution each token was drawn from (the optimal-token baselines'
+   * input); present when asked for with `withSumPiSquared` and the policy can compute it.
+   */
+  sumPiSquared?: Float32Array;
 }
 
 /** A loss's gradient with respect to {@link PolicyLogprobs}, `[N]` each. */
@@ -83,8 +88,12 @@ export interface Policy {
    */
   sampleTurns(contexts: readonly Int32Array[], options: SampleOptions): Promise<SampledTurn[]>;
 
-  /** Token log-probs (and entropies when `withEntropy`) under the current parameters, no gradient. */
-  logprobs(batch: PolicyBatch, options?: { withEntropy?: boolean }): Promise<PolicyLogprobs>;
+  /**
+   * Token log-probs (and entropies when `withEntropy`, Σπ² when `withSumPiSquared`) under
+   * the current parameters, no gradient. A policy that cannot give Σπ² leaves it out; only
+   * the optimal-token-baseline estimators need it.
+   */
+  logprobs(batch: PolicyBatch, options?: { withEntropy?: boolean; withSumPiSquared?: boolean }): Promise<PolicyLogprobs>;
 
   /**
    * Runs the batch forward, hands its outputs to `lossGradient` (which computes the loss

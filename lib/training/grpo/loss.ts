@@ -16,11 +16,13 @@ export interface MicroBatchLossSettings {
   entropyCoef: number;
   /** Weight of THOR's step-level loss; absent when the step level is off. */
   stepLevelCoef?: number;
+  /** Weight of the episode loss. Default 1. */
+  episodeCoef?: number;
 }
 
 /**
  * The loss of one micro-batch and its gradient w.r.t. the policy outputs: the episode
- * policy loss plus, weighted, the THOR step-level loss (each over its own tokens, with the
+ * policy loss (weighted by `episodeCoef`) plus, weighted, the THOR step-level loss (each over its own tokens, with the
  * normalisers of the whole optimizer step), minus the entropy bonus. Adds its statistics
  * to `stats` (the entropy only when `measureEntropy`).
  */
@@ -54,8 +56,9 @@ export function microBatchLoss(
         horizon: normalizers.horizon,
       }),
     );
-    gradLogp.set(result.grad);
-    stats.episodeLoss(result, sum(episodeMask));
+    const coef = settings.episodeCoef ?? 1;
+    for (let t = 0; t < gradLogp.length; t++) gradLogp[t] = coef * result.grad[t];
+    stats.episodeLoss(result, sum(episodeMask), coef);
   }
   if (normalizers.stepTokens > 0) {
     const coef = settings.stepLevelCoef!;

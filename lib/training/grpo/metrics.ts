@@ -45,7 +45,7 @@ export interface GRPOStepMetrics {
   step: number;
   /** Mean episode reward. */
   reward: number;
-  /** Fraction of episodes the environment reported solved. */
+  /** Fraction of episodes the environment reported solved (agent episodes: with a positive reward). */
   successRate: number;
   episodes: number;
   /** Per filter (by the SDK filter's name, e.g. 'void-turn'), what it flagged and removed. */
@@ -81,6 +81,11 @@ export interface GRPOStepMetrics {
   staleness?: { mean: number; max: number };
   /** THOR: failure points resampled, continuations sampled, and the fraction whose tool call ran. */
   stepLevel?: { failures: number; samples: number; successRate: number };
+  /**
+   * DAPO dynamic sampling: generation batches run, groups dropped for equal rewards, and
+   * groups kept beyond the batch (dropped to fit); the step's other metrics are over the kept groups.
+   */
+  dynamicSampling?: { batches: number; droppedGroups: number; surplusGroups: number };
   rolloutSeconds: number;
   updateSeconds: number;
   seconds: number;
@@ -103,9 +108,9 @@ export class UpdateStats {
   private entropyTokens = 0;
   private nonFinite = 0;
 
-  /** Adds a micro-batch's episode loss (already normalised globally, so losses add up). */
-  episodeLoss(result: PpoLossResult, tokens: number): void {
-    this.loss += result.loss;
+  /** Adds a micro-batch's episode loss (already normalised globally, so losses add up), weighted by `coef` in `loss`. */
+  episodeLoss(result: PpoLossResult, tokens: number, coef = 1): void {
+    this.loss += coef * result.loss;
     this.pgLoss += result.pgLoss;
     this.klLoss += result.klLoss ?? 0;
     this.clipFraction += result.clipFraction * tokens;

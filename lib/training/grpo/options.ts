@@ -4,7 +4,7 @@
  * advantage options come from the losses seam (`../losses.ts`).
  */
 import { type FilterReport, type TrajectoryFilter, voidTurnFilter } from '../../filters/index.js';
-import type { TokenBatch } from '../../trajectory/index.js';
+import type { ChatTemplate, TokenBatch, Tokenizer, Trajectory } from '../../trajectory/index.js';
 import { checkInteger, checkNumber, checkObject, rangeError, typeError } from '../../check.js';
 import type { Environment } from '../environment.js';
 import {
@@ -20,30 +20,91 @@ import type { Policy } from '../trainable_policy.js';
 import type { Episode } from '../rollout.js';
 import type { EpisodeFilter } from './filters.js';
 import type { GRPOStepMetrics } from './metrics.js';
+import { turnCreditSettings, type TurnCreditSettings } from './turn_credit.js';
+import type { TurnCreditOptions } from '../../credit/index.js';
 
-/** THOR's step-level option: learning from alternatives at failed tool calls. */
+/**
+ * THOR's step-level option: learning from alternatives at failed tool calls. With
+ * `createEnvironment` the trainer samples them; with `agent` they are the attempts the
+ * agent recorded at each step (`SelfCorrectingAgent`'s `metadata.attempts`, regenerated
+ * from the same context), and `samples` and `maxFailuresPerEpisode` do not apply.
+ */
 export interface StepLevelOptions {
   /** Continuations sampled at each failure point. Default 4. */
   samples?: number;
-  /** Weight of the step-level loss added to the episode loss. Default 0.5. */
+  /** Weight of the step-level loss. Default 0.5. */
   coef?: number;
+  /** Weight of the episode-level loss when the step level is on. Default 1. */
+  episodeCoef?: number;
   /** Failed tool calls per episode to resample from, earliest first. Default 1. */
   maxFailuresPerEpisode?: number;
+}
+
+/** What {@link AgentRollouts.collect} is asked for. */
+export interface AgentRolloutRequest {
+  /** The step being collected for (1-based). */
+  step: number;
+  /** 0 for the step's first call; dynamic sampling calls again with 1, 2, … */
+  attempt: number;
+  /** Fresh groups (prompts) to run. */
+  groups: number;
+  /** Episodes per group. */
+  groupSize: number;
+}
+
+/**
+ * Episodes that an agent runs against a served policy, in place of the trainer's own
+ * rollouts through `createEnvironment`. The trajectories are trained on as they are: their
+ * token record (`promptTokenIds`, each action's `tokenIds` and `logprobs`,
+ * `feedbackTokenIds`), `reward` and `groupId`.
+ */
+export interface AgentRollouts {
+  /**
+   * Runs `groups` new groups of `groupSize` episodes each; every trajectory needs a reward,
+   * and the members of a group share a `groupId` that no other group of the step uses.
+   */
+  collect(request: AgentRolloutRequest): Promise<readonly Trajectory[]>;
+  /** The served model's tokenizer and chat template, for spans the record lacks (the last turn's response). */
+  tokenizer: Tokenizer;
+  template?: ChatTemplate;
+}
+
+/**
+ * DAPO's dynamic sampling (verl's `algorithm.filter_groups`, docs/algo/dapo.md at verl
+ * 1dda039b): groups whose rewards are all equal are dropped (a group of one is kept) and
+ * fresh groups are sampled, `promptsPerStep` at a time, until `promptsPerStep` groups are
+ * kept; the extra ones of the last batch are dropped.
+ */
+export interface DynamicSamplingOptions {
+  /**
+   * Most generation batches per step, the first included (verl's `max_num_gen_batches`);
+   * when they are spent the step throws. Default 10; Infinity: no limit.
+   */
+  maxBatches?: number;
 }
 
 /** Options of {@link GRPOTrainer}. Defaults follow common GRPO recipes. */
 export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, AdvantageOptions {
   /** The policy to train. */
   policy: Policy;
-  /** Makes one environment; the trainer keeps one per concurrent episode. */
-  createEnvironment: () => Environment<Problem>;
+  /** Makes one environment; the trainer keeps one per concurrent episode. Needed unless `agent` is given. */
+  createEnvironment?: () => Environment<Problem>;
   /**
    * Training problems: a list (each step draws `promptsPerStep` of them with the trainer's
-   * seeded generator), or a function giving the problems of a step.
+   * seeded generator), or a function giving the problems of a step. Needed with `createEnvironment`.
    */
-  problems: readonly Problem[] | ((step: number) => readonly Problem[]);
-  /** Prompts per step when `problems` is a list. Default 4. */
+  problems?: readonly Problem[] | ((step: number) => readonly Problem[]);
+  /**
+   * Episodes from an agent over a served model instead of `createEnvironment` and `problems`
+   * (the two are exclusive). The trainer updates `policy`; to learn on-policy, the server
+   * must serve that policy's weights (e.g. `tirl serve`'s in-process `RunningServer.policy`).
+   * Filters must be the SDK's `TrajectoryFilter`s.
+   */
+  agent?: AgentRollouts;
+  /** Prompts (groups) per step. Default 4. */
   promptsPerStep?: number;
+  /** DAPO dynamic sampling: replace groups whose rewards are all equal by fresh ones; absent = off. */
+  dynamicSampling?: DynamicSamplingOptions;
   /** Episodes per prompt, G. Default 8. */
   groupSize?: number;
   /** Most actions per episode. Default 4. */
@@ -86,6 +147,14 @@ export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, Advantag
   rolloutCorrection?: RolloutCorrectionSettings;
   /** THOR step-level resampling at failed tool calls; absent = off. */
   stepLevel?: StepLevelOptions;
+  /**
+   * AlphaApollo's turn-level credit (`turnLevelCredit`, MATH.md): each episode's outcome
+   * advantage (from the advantage estimator) is the credit of its turns without a tool call,
+   * tool turns get `successReward` (+0.1) or `failureReward` (−0.05) by how the call ran, and
+   * turn t of n is discounted by `gamma`^(n−t) (0.99); each action token's advantage is its
+   * turn's credit. Absent = off: every action token carries the episode's advantage.
+   */
+  turnCredit?: Omit<TurnCreditOptions, 'finalReward'>;
   /** Seed of the trainer's generator (problem draws, sampling, shuffles). Default 0. */
   seed?: number;
   /** JSONL file receiving one line of {@link GRPOStepMetrics} per step. */
@@ -96,7 +165,7 @@ export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, Advantag
    * `metadata.filteredBy` (the filter that removed it, or null).
    */
   trajectoryLogFile?: string;
-  /** Called with each step's episodes and their keep flags (1 = in the loss), after the filters. */
+  /** Called with each step's episodes and their keep flags (1 = in the loss), after the filters (not with `agent`: see `onBatch`). */
   onEpisodes?: (episodes: readonly Episode<Problem>[], keep: Uint8Array) => void | Promise<void>;
   /**
    * Called with each step's episodes after the filters: as the SDK's `TokenBatch` (its
@@ -116,7 +185,7 @@ export interface GRPOTrainerOptions<Problem> extends PolicyLossOptions, Advantag
 export type RolloutCorrectionSettings = Omit<RolloutCorrectionOptions, 'logp' | 'rolloutLogp' | 'mask' | 'seqOffsets' | 'out'>;
 
 /** Options with every default filled in; checked once, at construction. */
-export type Settings<Problem> = GRPOTrainerOptions<Problem> &
+export type Settings<Problem> = Omit<GRPOTrainerOptions<Problem>, 'turnCredit'> & { turnCredit?: TurnCreditSettings } &
   Required<
     Pick<
       GRPOTrainerOptions<Problem>,
@@ -125,6 +194,7 @@ export type Settings<Problem> = GRPOTrainerOptions<Problem> &
     >
   > & {
     stepLevel?: Required<StepLevelOptions>;
+    dynamicSampling?: Required<DynamicSamplingOptions>;
     /** The policy loss and the advantage estimator (the losses seam). */
     loss: PolicyLossSettings;
     advantage: AdvantageSettings;
@@ -141,8 +211,29 @@ export function settings<Problem>(options: GRPOTrainerOptions<Problem>): Setting
   if (typeof maxGradNorm !== 'number' || !(maxGradNorm > 0)) {
     throw rangeError('options.maxGradNorm', 'a number > 0 (Infinity: no clipping)', maxGradNorm);
   }
-  if (typeof options.problems !== 'function' && (!Array.isArray(options.problems) || options.problems.length === 0)) {
-    throw typeError('options.problems', 'a non-empty array or a function', options.problems);
+  if (options.agent !== undefined) {
+    const agent = checkObject('options.agent', options.agent);
+    if (typeof agent.collect !== 'function') throw typeError('options.agent.collect', 'a function', agent.collect);
+    const tokenizer = agent.tokenizer as Tokenizer | undefined;
+    if (tokenizer === null || typeof tokenizer !== 'object' || typeof tokenizer.encode !== 'function') throw typeError('options.agent.tokenizer', 'a Tokenizer', tokenizer);
+    if (options.createEnvironment !== undefined || options.problems !== undefined) {
+      throw rangeError('options', 'either agent, or createEnvironment and problems', Object.keys(options).filter((key) => ['agent', 'createEnvironment', 'problems'].includes(key)));
+    }
+    for (const [i, filter] of (options.filters ?? []).entries()) {
+      if (!('flag' in filter)) throw typeError(`options.filters[${i}]`, "an SDK TrajectoryFilter (agent episodes are trajectories)", filter);
+    }
+  } else {
+    if (typeof options.createEnvironment !== 'function') throw typeError('options.createEnvironment', 'a function (or options.agent)', options.createEnvironment);
+    if (typeof options.problems !== 'function' && (!Array.isArray(options.problems) || options.problems.length === 0)) {
+      throw typeError('options.problems', 'a non-empty array or a function', options.problems);
+    }
+  }
+  let dynamicSampling: Required<DynamicSamplingOptions> | undefined;
+  if (options.dynamicSampling !== undefined) {
+    checkObject('options.dynamicSampling', options.dynamicSampling);
+    const maxBatches = options.dynamicSampling.maxBatches ?? 10;
+    if (maxBatches !== Infinity) checkInteger('options.dynamicSampling.maxBatches', maxBatches, 10, 1, max);
+    dynamicSampling = { maxBatches };
   }
   let stepLevel: Required<StepLevelOptions> | undefined;
   if (options.stepLevel !== undefined) {
@@ -150,6 +241,7 @@ export function settings<Problem>(options: GRPOTrainerOptions<Problem>): Setting
     stepLevel = {
       samples: checkInteger('options.stepLevel.samples', options.stepLevel.samples, 4, 1, max),
       coef: checkNumber('options.stepLevel.coef', options.stepLevel.coef, 0.5, 0, Infinity),
+      episodeCoef: checkNumber('options.stepLevel.episodeCoef', options.stepLevel.episodeCoef, 1, 0, Infinity),
       maxFailuresPerEpisode: checkInteger('options.stepLevel.maxFailuresPerEpisode', options.stepLevel.maxFailuresPerEpisode, 1, 1, max),
     };
   }
@@ -176,6 +268,8 @@ export function settings<Problem>(options: GRPOTrainerOptions<Problem>): Setting
     seed: checkInteger('options.seed', options.seed, 0, 0, 2 ** 32 - 1),
     checkpointEvery: integer('checkpointEvery', 1),
     stepLevel,
+    dynamicSampling,
+    turnCredit: options.turnCredit === undefined ? undefined : turnCreditSettings(options.turnCredit),
     loss,
     advantage: advantageSettings(options),
   };

@@ -4,9 +4,10 @@
  * action, trained with a weighted loss of their own (see `StepLevelOptions`).
  */
 import { Role } from '../../kernels/index.js';
+import type { TokenBatch } from '../../trajectory/index.js';
+import { rangeError } from '../../check.js';
 import { mean } from '../batching.js';
 import type { Environment } from '../environment.js';
-import { sequenceAdvantages, type AdvantageSettings } from '../losses.js';
 import type { SeededRandom } from '../random.js';
 import { type Episode, replayStep } from '../rollout.js';
 import type { Policy } from '../trainable_policy.js';
@@ -20,14 +21,14 @@ export interface StepLevelContext<Problem> {
   createEnvironment: () => Environment<Problem>;
   maxTurnTokens: number;
   random: SeededRandom;
-  advantage: AdvantageSettings;
 }
 
 /**
  * THOR: at each episode's earliest failed tool calls, samples continuations from the
  * failure point, runs them (replaying the episode's earlier actions), rewards them 1 when
  * their tool call succeeds, and compares them with the failed action as one group. Their
- * shared prefix becomes prompt, so only the continuations are trained on.
+ * shared prefix becomes prompt, so only the continuations are trained on. The trainer
+ * computes their advantages with its estimator once the batch is scored.
  */
 export async function stepLevelSequences<Problem>(
   episodes: readonly Episode<Problem>[],
@@ -52,7 +53,6 @@ export async function stepLevelSequences<Problem>(
     : [];
   const replayer = context.createEnvironment();
   const rewards: number[] = [];
-  const groupIds: number[] = [];
   const sequences: TrainingSequence[] = [];
   try {
     for (const [f, { episode, turn, index }] of failures.entries()) {
@@ -82,24 +82,73 @@ export async function stepLevelSequences<Problem>(
         roles.fill(Role.action, prefixLength);
         const behaviourLogp = new Float32Array(length);
         behaviourLogp.set(alternative.logprobs, prefixLength);
-        sequences.push({ tokens, roles, behaviourLogp, advantage: 0, kind: 'step', keep: true });
+        sequences.push({ tokens, roles, behaviourLogp, reward: alternative.reward, group: f, kind: 'step', keep: true });
         rewards.push(alternative.reward);
-        groupIds.push(f);
       }
     }
   } finally {
     await replayer.close?.();
-  }
-  if (sequences.length > 0) {
-    const advantages = sequenceAdvantages(context.advantage, {
-      rewards: Float32Array.from(rewards),
-      groupIds: Int32Array.from(groupIds),
-    });
-    sequences.forEach((s, i) => (s.advantage = advantages[i]));
   }
   const resampledRewards = rewards.filter((_, i) => i % (samples + 1) !== 0);
   return {
     sequences,
     metrics: { failures: failures.length, samples: resampledRewards.length, successRate: mean(resampledRewards) },
   };
+}
+
+/** An attempt as `SelfCorrectingAgent` records it in `metadata.attempts` (the fields read here). */
+interface RecordedAttempt {
+  step: number;
+  action: { tokenIds?: number[]; logprobs?: number[] };
+  response?: { status: string };
+}
+
+/**
+ * THOR's step level from an agent's own attempts: the attempts at one step of an episode
+ * (`metadata.attempts` of `SelfCorrectingAgent`, each regenerated from the context the
+ * trajectory holds before that step) form one group; an attempt whose execution succeeded,
+ * or that ran nothing, scores 1, a failed one 0. Each becomes the trajectory's prefix (role
+ * prompt) followed by the attempt's sampled ids, so only the attempt is trained on. Steps
+ * with a single attempt teach nothing group-relative and are left out. The trainer computes
+ * their advantages with its estimator, one group per step.
+ * @throws RangeError when an attempt lacks its token ids or log-probs.
+ */
+export function attemptSequences(batch: TokenBatch): { sequences: TrainingSequence[]; metrics: NonNullable<GRPOStepMetrics['stepLevel']> } {
+  const sequences: TrainingSequence[] = [];
+  let failures = 0;
+  let retried = 0;
+  let retriedSucceeded = 0;
+  batch.trajectories.forEach((trajectory, i) => {
+    const attempts = trajectory.metadata?.attempts as RecordedAttempt[] | undefined;
+    if (!Array.isArray(attempts)) return;
+    const byStep = new Map<number, RecordedAttempt[]>();
+    for (const attempt of attempts) byStep.set(attempt.step, [...(byStep.get(attempt.step) ?? []), attempt]);
+    for (const [step, group] of byStep) {
+      if (group.length < 2 || step >= batch.turnOffsets[i + 1]! - batch.turnOffsets[i]!) continue;
+      failures++;
+      const start = batch.seqOffsets[i]!;
+      const prefixEnd = batch.turnStarts[batch.turnOffsets[i]! + step]!;
+      const prefix = batch.tokens.subarray(start, prefixEnd);
+      group.forEach((attempt, k) => {
+        const { tokenIds, logprobs } = attempt.action;
+        if (!Array.isArray(tokenIds) || !Array.isArray(logprobs) || logprobs.length !== tokenIds.length) {
+          throw rangeError(`trajectory '${trajectory.id}' metadata.attempts (step ${step}, attempt ${k})`, 'token ids and their log-probs (a token-in/token-out policy records them)', attempt.action);
+        }
+        const tokens = new Int32Array(prefix.length + tokenIds.length);
+        tokens.set(prefix);
+        tokens.set(tokenIds, prefix.length);
+        const roles = new Uint8Array(tokens.length).fill(Role.prompt);
+        roles.fill(Role.action, prefix.length);
+        const behaviourLogp = new Float32Array(tokens.length);
+        behaviourLogp.set(logprobs, prefix.length);
+        const reward = attempt.response === undefined || attempt.response.status === 'success' ? 1 : 0;
+        sequences.push({ tokens, roles, behaviourLogp, reward, group: failures - 1, kind: 'step', keep: true });
+        if (k > 0) {
+          retried++;
+          retriedSucceeded += reward;
+        }
+      });
+    }
+  });
+  return { sequences, metrics: { failures, samples: retried, successRate: retried ? retriedSucceeded / retried : 0 } };
 }

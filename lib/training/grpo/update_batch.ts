@@ -4,6 +4,7 @@
  * by, and the gathering of micro-batches out of it.
  */
 import { feedbackMask } from '../../kernels/index.js';
+import { tokenAdvantages, type AdvantageSettings } from '../losses.js';
 import { packSequences } from '../rollout.js';
 import type { PolicyBatch } from '../trainable_policy.js';
 
@@ -12,7 +13,9 @@ export interface TrainingSequence {
   tokens: Int32Array;
   roles: Uint8Array;
   behaviourLogp: Float32Array;
-  advantage: number;
+  /** The sequence's outcome reward, and its advantage group (ids are per kind). */
+  reward: number;
+  group: number;
   /** Episode sequences are kept or filtered; step-level ones carry the THOR loss. */
   kind: 'episode' | 'step';
   keep: boolean;
@@ -26,6 +29,9 @@ export interface UpdateBatch {
   /** Mask of episode tokens and of step-level tokens: the two losses. */
   episodeMask: Uint8Array;
   stepMask: Uint8Array;
+  /** Action tokens of every sequence, kept or filtered: the tokens the advantages are for. */
+  actionMask: Uint8Array;
+  /** Advantage of each token (0 off `actionMask`), set once the old log-probs are scored. */
   advantages: Float32Array;
   oldLogp: Float32Array;
   /** The rollout engine's (the sampler's) log-probs of the same tokens, next to the trainer's `oldLogp`. */
@@ -40,30 +46,66 @@ export interface UpdateBatch {
  * (`feedbackMask`), split into those of the episode loss and those of the step-level loss.
  * The behaviour log-probs come along for a trainer that does not recompute them.
  */
-export function packUpdate(sequences: TrainingSequence[]): Omit<UpdateBatch, 'oldLogp' | 'rolloutLogp' | 'refLogp'> & { behaviourLogp: Float32Array } {
+export function packUpdate(
+  sequences: TrainingSequence[],
+): Omit<UpdateBatch, 'oldLogp' | 'rolloutLogp' | 'refLogp' | 'advantages'> & { behaviourLogp: Float32Array } {
   const batch = packSequences(sequences.map((s) => s.tokens));
   const n = batch.tokens.length;
   const roles = new Uint8Array(n);
   const behaviourLogp = new Float32Array(n);
-  const advantages = new Float32Array(n);
   sequences.forEach((s, i) => {
     const start = batch.seqOffsets[i];
     roles.set(s.roles, start);
     behaviourLogp.set(s.behaviourLogp, start);
-    advantages.fill(s.advantage, start, batch.seqOffsets[i + 1]);
   });
   const { mask } = feedbackMask({
     roles,
     seqOffsets: batch.seqOffsets,
     keep: Uint8Array.from(sequences, (s) => (s.keep ? 1 : 0)),
   });
+  const { mask: actionMask } = feedbackMask({ roles, seqOffsets: batch.seqOffsets, keep: new Uint8Array(sequences.length).fill(1) });
   const episodeMask = new Uint8Array(n);
   const stepMask = new Uint8Array(n);
   sequences.forEach((s, i) => {
     const target = s.kind === 'episode' ? episodeMask : stepMask;
     for (let t = batch.seqOffsets[i]; t < batch.seqOffsets[i + 1]; t++) target[t] = mask[t];
   });
-  return { sequences, batch, mask, episodeMask, stepMask, advantages, behaviourLogp };
+  return { sequences, batch, mask, episodeMask, stepMask, actionMask, behaviourLogp };
+}
+
+/**
+ * The advantages of the update batch, `[N]`: the estimator over the episodes (prompt
+ * groups, filtered episodes included, as the group statistics always were) and, apart,
+ * over THOR's step-level sequences (one group per failure point), each on its action tokens.
+ * `sumPiSquared` is the policy's Σπ² when the estimator reads it.
+ */
+export function updateAdvantages(
+  settings: AdvantageSettings,
+  update: Omit<UpdateBatch, 'advantages'>,
+  sumPiSquared: Float32Array | undefined,
+): Float32Array {
+  const { sequences, batch } = update;
+  const out = new Float32Array(batch.tokens.length);
+  for (const kind of ['episode', 'step'] as const) {
+    // Episodes come first, then the step-level sequences: each kind is a contiguous range.
+    const first = sequences.findIndex((s) => s.kind === kind);
+    if (first < 0) continue;
+    let end = first;
+    while (end < sequences.length && sequences[end].kind === kind) end++;
+    const start = batch.seqOffsets[first];
+    const stop = batch.seqOffsets[end];
+    const range = sequences.slice(first, end);
+    const values = tokenAdvantages(settings, {
+      rewards: Float32Array.from(range, (s) => s.reward),
+      groupIds: Int32Array.from(range, (s) => s.group),
+      mask: update.actionMask.subarray(start, stop),
+      seqOffsets: Int32Array.from(batch.seqOffsets.subarray(first, end + 1), (o) => o - start),
+      oldLogp: update.oldLogp.subarray(start, stop),
+      ...(sumPiSquared ? { sumPiSquared: sumPiSquared.subarray(start, stop) } : {}),
+    });
+    out.set(values, start);
+  }
+  return out;
 }
 
 /** The global counts of one optimizer step, which every micro-batch's loss divides by. */

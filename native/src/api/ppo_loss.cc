@@ -196,6 +196,12 @@ extern "C" tirl_status tirl_policy_loss(const float* logp, const float* old_logp
         (s = check_policy_options(*options))) {
       return s;
     }
+    // KL-Cov's pick orders tokens by a key holding the token index in 32 bits.
+    if ((s = check_value(options->policy_loss != TIRL_POLICY_KL_COV || num_tokens <= INT64_C(0xFFFFFFFF),
+                         kOp, "num_tokens", "at most 2^32 - 1 with policy_loss TIRL_POLICY_KL_COV",
+                         num_tokens))) {
+      return s;
+    }
     // The backends see 'gspo' and bypass_mode's 'ppo_clip' as 'vanilla'.
     tirl_policy_loss_options o = *options;
     const bool bypass = o.policy_loss == TIRL_POLICY_BYPASS_MODE;

@@ -145,9 +145,10 @@ bool set_num_threads(int n) {
   return true;
 }
 
-void parallel_for(int64_t num_chunks, ChunkBody body) {
+void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread) {
   if (num_chunks <= 0) return;
-  int64_t threads = std::min<int64_t>(num_threads(), num_chunks);
+  const int64_t worth = num_chunks / std::max<int64_t>(1, min_chunks_per_thread);
+  const int64_t threads = std::min<int64_t>(num_threads(), worth);
   if (threads <= 1) {
     for (int64_t c = 0; c < num_chunks; ++c) body(c);
     return;

@@ -32,7 +32,20 @@ bool set_num_threads(int n);
 // Runs body(c) for every c in [0, num_chunks) on up to num_threads() threads, the calling
 // thread included, and returns when all are done. Safe to call from several threads at
 // once (each call is its own job); body must not throw.
-void parallel_for(int64_t num_chunks, ChunkBody body);
+//
+// min_chunks_per_thread: each thread taking part must have at least this many chunks to
+// run, so a call with fewer than 2 * min_chunks_per_thread chunks runs on the calling
+// thread alone. Waking a pooled thread costs about as much as tens of microseconds of
+// work, so each op sets this from its measured cost per chunk (`kMin...PerThread` next to
+// its chunk size, tuned with `tirl bench`'s "2 threads vs 1" table). It changes which
+// thread runs a chunk, never the chunks, so results stay bitwise the same.
+void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread = 1);
+
+// The min_chunks_per_thread for a minimum of `min_items` items per thread in chunks of
+// `items_per_chunk` items.
+constexpr int64_t min_chunks(int64_t min_items, int64_t items_per_chunk) {
+  return min_items <= items_per_chunk ? 1 : min_items / items_per_chunk + (min_items % items_per_chunk != 0);
+}
 
 // Chunks of `chunk` items covering `n` items: ceil(n / chunk), without overflow for any n
 // (an empty batch may come with a vocabulary size near 2^63).

@@ -20,6 +20,16 @@ using advantages::SequenceSummary;
 
 constexpr int64_t kSeqsPerChunk = 4;
 constexpr int64_t kGroupsPerChunk = 2;
+// Below this much work per thread a call stays on fewer threads (common/parallel.h;
+// measured with `tirl bench --scaling-only`): the per-sequence and per-group passes (by
+// their mean tokens per chunk), and the whitening passes that only add or scale.
+constexpr int64_t kMinTokensPerThread = 65536;
+constexpr int64_t kMinWhitenedPerThread = 262144;
+
+// min_chunks_per_thread for `chunks` chunks over `tokens` tokens.
+int64_t min_chunks_over(int64_t tokens, int64_t chunks, int64_t min_tokens) {
+  return min_chunks(min_tokens, std::max<int64_t>(1, tokens / std::max<int64_t>(1, chunks)));
+}
 
 // Sequence indices ordered by group id (stably: members keep their input order), and the
 // start of each group in that order (one past the last at the end). The CUDA backend's
@@ -51,7 +61,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       const int64_t last = std::min(num_seqs, (chunk + 1) * kSeqsPerChunk);
       for (int64_t s = chunk * kSeqsPerChunk; s < last; ++s) per_sequence(s);
     };
-    parallel_for(chunk_count(num_seqs, kSeqsPerChunk), body);
+    const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
+    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, kMinTokensPerThread));
   };
   over_sequences([&](int64_t s) {
     summary[s] = advantages::summarize(p, s, seq_offsets[s], seq_offsets[s + 1]);
@@ -69,7 +80,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
                   group_start[g + 1] - group_start[g]);
       }
     };
-    parallel_for(chunk_count(num_groups, kGroupsPerChunk), body);
+    const int64_t chunks = chunk_count(num_groups, kGroupsPerChunk);
+    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, kMinTokensPerThread));
   };
   if (advantages::is_grouped(e)) order_groups(group_ids, group_size, num_seqs, members, group_start);
 
@@ -106,7 +118,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       advantages::masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c],
                              &counts[c]);
     };
-    parallel_for(chunks, sum_body);
+    const int64_t whiten_min = min_chunks(kMinWhitenedPerThread, kChunk);
+    parallel_for(chunks, sum_body, whiten_min);
     double sum = 0.0;
     int64_t count = 0;
     for (int64_t c = 0; c < chunks; ++c) {
@@ -118,14 +131,14 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       sums[c] = advantages::masked_squared_deviations(p, c * kChunk,
                                                       std::min(p.num_tokens, (c + 1) * kChunk), mean);
     };
-    parallel_for(chunks, squares_body);
+    parallel_for(chunks, squares_body, whiten_min);
     double squares = 0.0;
     for (int64_t c = 0; c < chunks; ++c) squares += sums[c];
     const double inverse_std = advantages::whiten_inverse_std(count, squares);
     auto whiten_body = [&](int64_t c) {
       advantages::whiten(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean, inverse_std);
     };
-    parallel_for(chunks, whiten_body);
+    parallel_for(chunks, whiten_body, whiten_min);
   }
 }
 

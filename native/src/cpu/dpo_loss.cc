@@ -17,6 +17,9 @@ namespace {
 // Pairs per chunk: fixed, so the per-chunk partial sums (combined in chunk order) do not
 // depend on the thread count.
 constexpr int64_t kPairsPerChunk = 2048;
+// Below this much work per thread a call stays on fewer threads (common/parallel.h;
+// measured with `tirl bench --scaling-only`).
+constexpr int64_t kMinPairsPerThread = 16384;
 // Pairs per block inside a chunk: the vectorized loop writes a block's losses to the stack
 // and a second loop adds them in double.
 constexpr int64_t kPairsPerBlock = 256;
@@ -54,7 +57,7 @@ void dpo_loss_cpu(const DpoArrays& arrays, int64_t num_pairs, const tirl_dpo_opt
     const int64_t last = std::min(num_pairs, first + kPairsPerChunk);
     totals[chunk] = run_chunk(arrays, first, last, params, inverse_pairs_f32);
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinPairsPerThread, kPairsPerChunk));
   double loss = 0.0;
   int64_t correct = 0;
   for (const ChunkTotals& t : totals) {

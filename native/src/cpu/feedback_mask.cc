@@ -19,6 +19,9 @@ constexpr const char* kOp = op_name::feedback_mask;
 // num_tokens, which are empty); the action count of a sequence that crosses chunks is
 // summed from per-chunk parts afterwards (integers: exact in any order).
 constexpr int64_t kTokensPerChunk = 65536;
+// Below this much work per thread a call stays on fewer threads (common/parallel.h;
+// measured with `tirl bench --scaling-only`).
+constexpr int64_t kMinTokensPerThread = 262144;
 
 // The token loop, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/feedback_mask_kernels.inc"
@@ -65,7 +68,7 @@ tirl_status feedback_mask_cpu(const uint8_t* roles, int64_t num_tokens, const in
       }
     }
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
 
   int64_t open_seq = -1;
   int32_t open_total = 0;

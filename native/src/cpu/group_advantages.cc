@@ -21,8 +21,56 @@ namespace {
 // Contiguous groups are processed by the chunk in which they start; a chunk is a fixed
 // range of rewards, so the work split depends only on the size.
 constexpr int64_t kRewardsPerChunk = 4096;
-// Scattered groups (arbitrary ids) are processed a fixed number of groups per chunk.
-constexpr int64_t kGroupsPerChunk = 1024;
+// Below this much work per thread a call stays on fewer threads (common/parallel.h;
+// measured with `tirl bench --scaling-only`).
+constexpr int64_t kMinRewardsPerThread = 65536;
+
+// One group's sums while the scattered sweeps run: its sum, then its mean (first); its
+// count, then its sum of squared deviations, then 1 / (std + epsilon) (second).
+struct GroupMoments {
+  double first;
+  double second;
+};
+
+// The accumulators of the scattered sweeps, kept by each calling thread between calls up to
+// kKeptGroups groups (1.5 MiB): fresh pages would cost a fault per 4 KiB on every call,
+// more than the sweeps themselves at 65,536 rewards.
+constexpr int64_t kKeptGroups = int64_t{1} << 16;
+
+class GroupScratch {
+ public:
+  explicit GroupScratch(int64_t num_groups) {
+    Kept& kept = thread_kept();
+    if (num_groups <= kKeptGroups) {
+      kept.moments.resize(static_cast<size_t>(kKeptGroups));
+      kept.counts.resize(static_cast<size_t>(kKeptGroups));
+      moments_ = kept.moments.data();
+      counts_ = kept.counts.data();
+    } else {
+      own_moments_.resize(static_cast<size_t>(num_groups));
+      own_counts_.resize(static_cast<size_t>(num_groups));
+      moments_ = own_moments_.data();
+      counts_ = own_counts_.data();
+    }
+    std::fill(moments_, moments_ + num_groups, GroupMoments{0.0, 0.0});
+  }
+  GroupMoments* moments() { return moments_; }
+  int64_t* counts() { return counts_; }
+
+ private:
+  struct Kept {
+    std::vector<GroupMoments> moments;
+    std::vector<int64_t> counts;
+  };
+  static Kept& thread_kept() {
+    thread_local Kept kept;
+    return kept;
+  }
+  GroupMoments* moments_;
+  int64_t* counts_;
+  std::vector<GroupMoments> own_moments_;
+  std::vector<int64_t> own_counts_;
+};
 
 // The group loops, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/group_advantages_kernels.inc"
@@ -43,30 +91,13 @@ bool normalize_runs(const float* rewards, int64_t num_rewards, const int32_t* gr
     unsorted[chunk] = !normalize_runs_in(rewards, num_rewards, group_ids, group_size, first, last,
                                          scale_by_std, epsilon, advantages);
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinRewardsPerThread, kRewardsPerChunk));
   return std::find(unsorted.begin(), unsorted.end(), 1) == unsorted.end();
 }
 
-// Numbers the groups of arbitrary ids densely: group_of[i] in [0, returned count), and
-// group_start[g + 1] = the size of group g. Ids spanning a range of at most 2B values
-// (e.g. prompt indices) are numbered id - min directly, which leaves empty groups;
-// others by an open-addressing hash table, in order of first appearance.
-int64_t number_groups(const int32_t* group_ids, int64_t num_rewards, int32_t* group_of,
-                      std::vector<int32_t>& group_start) {
-  int32_t low = group_ids[0], high = group_ids[0];
-  for (int64_t i = 1; i < num_rewards; ++i) {
-    low = std::min(low, group_ids[i]);
-    high = std::max(high, group_ids[i]);
-  }
-  const int64_t range = static_cast<int64_t>(high) - low + 1;
-  if (range <= 2 * num_rewards && range <= INT32_MAX) {
-    group_start.assign(static_cast<size_t>(range) + 1, 0);
-    for (int64_t i = 0; i < num_rewards; ++i) {
-      group_of[i] = group_ids[i] - low;
-      ++group_start[group_of[i] + 1];
-    }
-    return range;
-  }
+// Numbers groups of arbitrary ids densely by an open-addressing hash table, in order of
+// first appearance: group_of[i] in [0, returned count).
+int64_t number_groups(const int32_t* group_ids, int64_t num_rewards, int32_t* group_of) {
   // Linear probing, kept at most half full; it starts small and doubles, so it stays
   // cache-sized when there are far fewer groups than rewards.
   struct Slot {
@@ -81,18 +112,16 @@ int64_t number_groups(const int32_t* group_ids, int64_t num_rewards, int32_t* gr
     while (table[slot].group >= 0 && table[slot].id != id) slot = (slot + 1) & mask;
     return slot;
   };
-  group_start.assign(1, 0);
+  int32_t num_groups = 0;
   for (int64_t i = 0; i < num_rewards; ++i) {
     const int32_t id = group_ids[i];
     if (i > 0 && id == group_ids[i - 1]) {  // runs of equal ids are common: skip the probe
       group_of[i] = group_of[i - 1];
-      ++group_start[group_of[i] + 1];
       continue;
     }
     uint64_t slot = slot_of(id);
     if (table[slot].group < 0) {
-      const int32_t group = static_cast<int32_t>(group_start.size() - 1);
-      if (2 * (static_cast<int64_t>(group) + 1) > (int64_t{1} << bits)) {
+      if (2 * (static_cast<int64_t>(num_groups) + 1) > (int64_t{1} << bits)) {
         std::vector<Slot> old;
         old.swap(table);
         ++bits;
@@ -102,36 +131,40 @@ int64_t number_groups(const int32_t* group_ids, int64_t num_rewards, int32_t* gr
         }
         slot = slot_of(id);
       }
-      table[slot] = Slot{id, group};
-      group_start.push_back(0);
+      table[slot] = Slot{id, num_groups++};
     }
     group_of[i] = table[slot].group;
-    ++group_start[group_of[i] + 1];
   }
-  return static_cast<int64_t>(group_start.size()) - 1;
+  return num_groups;
 }
 
-// Arbitrary ids: groups are numbered densely, a counting sort lists each group's members
-// in input order, then groups are normalized in parallel. O(B) time and memory.
+// Arbitrary ids: three sweeps over the rewards in input order, scattering into one
+// accumulator per group (normalize_scattered_sweeps). Ids spanning a range of at most 2B
+// values (e.g. prompt indices) index the accumulators as id - min directly, which leaves
+// unused ones; others are numbered by a hash table first. O(B) time, O(groups) memory for
+// dense ids. One thread: the sweeps are bound by the scattered accesses, and a split would
+// change the order of each group's sums.
 void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_t* group_ids,
                          bool scale_by_std, double epsilon, float* advantages) {
+  int32_t low = group_ids[0], high = group_ids[0];
+  for (int64_t i = 1; i < num_rewards; ++i) {
+    low = std::min(low, group_ids[i]);
+    high = std::max(high, group_ids[i]);
+  }
+  const int64_t range = static_cast<int64_t>(high) - low + 1;
+  if (range <= 2 * num_rewards && range <= INT32_MAX) {
+    GroupScratch groups(range);
+    TIRL_SIMD_SELECT(normalize_dense_ids)(rewards, num_rewards, group_ids, low, groups.moments(),
+                                          groups.counts(), range, scale_by_std, epsilon,
+                                          advantages);
+    return;
+  }
   std::unique_ptr<int32_t[]> group_of(new int32_t[num_rewards]);
-  std::vector<int32_t> group_start;  // group sizes first, then their prefix sums
-  const int64_t num_groups = number_groups(group_ids, num_rewards, group_of.get(), group_start);
-  for (int64_t g = 0; g < num_groups; ++g) group_start[g + 1] += group_start[g];
-
-  std::unique_ptr<int32_t[]> members(new int32_t[num_rewards]);
-  std::vector<int32_t> cursor(group_start.begin(), group_start.end() - 1);
-  for (int64_t i = 0; i < num_rewards; ++i) members[cursor[group_of[i]]++] = static_cast<int32_t>(i);
-
-  const auto normalize_listed_groups = TIRL_SIMD_SELECT(normalize_listed_groups);
-  auto body = [&](int64_t chunk) {
-    const int64_t first = chunk * kGroupsPerChunk;
-    normalize_listed_groups(rewards, members.get(), group_start.data(), first,
-                            std::min(num_groups, first + kGroupsPerChunk), scale_by_std, epsilon,
-                            advantages);
-  };
-  parallel_for(chunk_count(num_groups, kGroupsPerChunk), body);
+  const int64_t num_groups = number_groups(group_ids, num_rewards, group_of.get());
+  GroupScratch groups(num_groups);
+  TIRL_SIMD_SELECT(normalize_numbered)(rewards, num_rewards, group_of.get(), groups.moments(),
+                                       groups.counts(), num_groups, scale_by_std, epsilon,
+                                       advantages);
 }
 
 }  // namespace

@@ -20,16 +20,22 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "cpu/loss_totals.h"
 #include "cpu/ops.h"
 #include "math/policy_loss.h"
 
 namespace tirl::cpu {
 namespace {
 
-constexpr int64_t kTokensPerChunk = 16384;
+constexpr int64_t kTokensPerChunk = kPolicyChunkTokens;  // the picks' means: math/policy_loss.h
 constexpr int64_t kTokensPerBlock = 256;
-constexpr int kLanes = 16;
+constexpr int kLanes = kLossLanes;
 constexpr int64_t kSequencesPerChunk = 32;
+// Below this much work per thread a call stays on fewer threads (common/parallel.h;
+// measured with `tirl bench --scaling-only`): the token passes with exps and clips, and
+// those that only count or add.
+constexpr int64_t kMinTokensPerThread = 32768;
+constexpr int64_t kMinCountedPerThread = 262144;
 
 struct Inputs {
   const float* logp;
@@ -46,53 +52,15 @@ struct Inputs {
   bool weights_are_input;  // false for bypass_mode's own weights: not counted in nonFinite
 };
 
-struct Totals {
-  double pg_loss = 0;
-  double kl_loss = 0;
-  double kl_stat = 0;
-  int64_t clipped = 0;
-  int64_t clipped_lower = 0;
-  int64_t non_finite = 0;
-  int64_t masked = 0;
-
-  void add(const Totals& o) {
-    pg_loss += o.pg_loss;
-    kl_loss += o.kl_loss;
-    kl_stat += o.kl_stat;
-    clipped += o.clipped;
-    clipped_lower += o.clipped_lower;
-    non_finite += o.non_finite;
-    masked += o.masked;
-  }
-};
-
-double lane_total(const double* lanes) {
-  double total = 0;
-  for (int l = 0; l < kLanes; ++l) total += lanes[l];
-  return total;
+// min_chunks_per_thread for a pass over chunks of kSequencesPerChunk sequences: sequences
+// vary in length, so their mean stands for a chunk's tokens.
+int64_t per_sequence_chunks(const Inputs& in, int64_t min_tokens) {
+  const int64_t chunks = chunk_count(in.num_seqs, kSequencesPerChunk);
+  return min_chunks(min_tokens, std::max<int64_t>(1, in.num_tokens / std::max<int64_t>(1, chunks)));
 }
 
-struct Lanes {
-  double pg_loss[kLanes] = {};
-  double kl_loss[kLanes] = {};
-  double kl_stat[kLanes] = {};
-  int64_t clipped = 0;
-  int64_t clipped_lower = 0;
-  int64_t non_finite = 0;
-  int64_t masked = 0;
-
-  Totals totals() const {
-    Totals t;
-    t.pg_loss = lane_total(pg_loss);
-    t.kl_loss = lane_total(kl_loss);
-    t.kl_stat = lane_total(kl_stat);
-    t.clipped = clipped;
-    t.clipped_lower = clipped_lower;
-    t.non_finite = non_finite;
-    t.masked = masked;
-    return t;
-  }
-};
+using Totals = LossTotals;
+using Lanes = LossLanes;
 
 using KlBlock = void (*)(const float*, const float*, const float*, int64_t, float, float, float*,
                          float*, int32_t*);
@@ -132,7 +100,7 @@ SequenceCounts count_sequences(const Inputs& in) {
       c.masked[static_cast<size_t>(s)] = count;
     }
   };
-  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body);
+  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body, per_sequence_chunks(in, kMinCountedPerThread));
   for (int64_t s = 0; s < in.num_seqs; ++s) {
     c.masked_total += c.masked[static_cast<size_t>(s)];
     c.non_empty += c.masked[static_cast<size_t>(s)] > 0;
@@ -153,7 +121,7 @@ double ordered_token_sum(int64_t num_tokens, F f) {
     for (int64_t t = begin; t < end; ++t) sum += f(t);
     partial[static_cast<size_t>(chunk)] = sum;
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
   double total = 0;
   for (double p : partial) total += p;
   return total;
@@ -209,7 +177,7 @@ bool per_sequence_aggregation(tirl_aggregation a) {
 
 void fill_result(const Totals& t, bool kl, double kl_coef, tirl_policy_loss_result* result) {
   fill_ppo_result(t.pg_loss, t.kl_loss, kl, kl_coef, static_cast<double>(t.clipped),
-                  static_cast<double>(t.clipped_lower), t.kl_stat, t.non_finite, t.masked,
+                  static_cast<double>(t.clipped_lower), t.neg_log_ratio, t.non_finite, t.masked,
                   &result->ppo);
 }
 
@@ -248,7 +216,7 @@ std::vector<int64_t> tokens_where(const Inputs& in, Keep keep) {
       if (in.mask[t] != 0 && keep(t)) part.push_back(t);
     }
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
   std::vector<int64_t> all;
   for (auto& p : parts) all.insert(all.end(), p.begin(), p.end());
   return all;
@@ -266,8 +234,7 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
     const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
     return clip_cov_candidate(in.logp[t], in.old_logp[t], in.advantages[t], cov, c, lb, ub);
   });
-  const int64_t wanted = std::max<int64_t>(
-      static_cast<int64_t>(o.clip_cov_ratio * static_cast<double>(m.masked)), 1);
+  const int64_t wanted = pick_count(m.masked, o.clip_cov_ratio, false);
   if (static_cast<int64_t>(candidates.size()) > wanted) {
     const uint64_t seed_key = pick_key_seed(o.seed);
     auto by_key = [&](int64_t a, int64_t b) {
@@ -281,31 +248,27 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
 }
 
 // KL-Cov: the max(floor(masked * kl_cov_ratio), 1) masked-in tokens with the largest
-// covariance (NaN counts as largest, as in torch.topk; ties go to the earlier token).
+// covariance (NaN counts as largest, as in torch.topk; ties go to the earlier token): the
+// smallest kl_cov_rank_key, the order the CUDA pick uses too.
 int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
                     std::vector<uint8_t>& selected) {
   const Means m = masked_means(in);
   if (m.masked == 0) return 0;
   std::vector<int64_t> valid = tokens_where(in, [](int64_t) { return true; });
-  const int64_t wanted = std::max<int64_t>(
-      static_cast<int64_t>(static_cast<double>(m.masked) * o.kl_cov_ratio), 1);
-  std::vector<std::pair<float, int64_t>> cov(valid.size());
+  const int64_t wanted = pick_count(m.masked, o.kl_cov_ratio, true);
+  std::vector<uint64_t> keys(valid.size());
   for (size_t i = 0; i < valid.size(); ++i) {
     const int64_t t = valid[i];
-    cov[i] = {covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage), t};
+    keys[i] = kl_cov_rank_key(covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage),
+                              static_cast<uint64_t>(t));
   }
-  auto larger = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
-    const bool a_nan = std::isnan(a.first), b_nan = std::isnan(b.first);
-    if (a_nan != b_nan) return a_nan;
-    if (!a_nan && a.first != b.first) return a.first > b.first;
-    return a.second < b.second;
-  };
-  if (static_cast<int64_t>(cov.size()) > wanted) {
-    std::nth_element(cov.begin(), cov.begin() + wanted, cov.end(), larger);
-    cov.resize(static_cast<size_t>(wanted));
+  if (static_cast<int64_t>(keys.size()) > wanted) {
+    std::nth_element(keys.begin(), keys.begin() + wanted, keys.end());
+    keys.resize(static_cast<size_t>(wanted));
   }
-  for (const auto& p : cov) selected[static_cast<size_t>(p.second)] = 1;
-  return static_cast<int64_t>(cov.size());
+  // The token is the key's low 32 bits (the front door keeps kl_cov batches below 2^32).
+  for (uint64_t k : keys) selected[static_cast<size_t>(k & 0xFFFFFFFFu)] = 1;
+  return static_cast<int64_t>(keys.size());
 }
 
 // ---------------------------------------------------------------- bypass_mode's IS weights
@@ -333,7 +296,7 @@ std::vector<float> bypass_weights(const Inputs& in, const tirl_policy_loss_optio
         }
       }
     };
-    parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body);
+    parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body, per_sequence_chunks(in, kMinTokensPerThread));
   } else {
     auto body = [&](int64_t chunk) {
       const int64_t begin = chunk * kTokensPerChunk;
@@ -343,7 +306,7 @@ std::vector<float> bypass_weights(const Inputs& in, const tirl_policy_loss_optio
             in.mask[t] != 0 ? rollout_is_weight(in.logp[t] - in.old_logp[t], lower, upper) : 0.0f;
       }
     };
-    parallel_for(chunk_count(in.num_tokens, kTokensPerChunk), body);
+    parallel_for(chunk_count(in.num_tokens, kTokensPerChunk), body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
   }
   *norm_factor = 1.0;
   if (o.rollout_is_batch_normalize == 0) return w;
@@ -408,7 +371,7 @@ tirl_status token_loss_cpu(const Inputs& in, const tirl_policy_loss_options& o,
     partial[static_cast<size_t>(chunk)] =
         kernel(run, chunk, scales.shared, scales.per_sequence, k);
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
   Totals total;
   for (const Totals& t : partial) total.add(t);
   fill_result(total, kl, p.kl_coef, result);
@@ -453,7 +416,7 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
       seqs[static_cast<size_t>(s)] = q;
     }
   };
-  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), sums);
+  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), sums, per_sequence_chunks(in, kMinTokensPerThread));
   const double normaliser =
       p.seq_normalizer > 0 ? p.seq_normalizer : static_cast<double>(in.num_seqs);
   const double scale = normaliser > 0 ? p.dp_size / normaliser : 0.0;
@@ -462,14 +425,11 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   for (int64_t s = 0; s < in.num_seqs; ++s) {
     const GeoMeanSequence& q = seqs[static_cast<size_t>(s)];
     const double n = static_cast<double>(q.masked);
-    const double mean_log_ratio = n > 0 ? q.log_ratio / n : 0.0;
-    const double mean_advantage = n > 0 ? q.advantage / n : 0.0;
-    const double weight = in.weights != nullptr ? std::exp(n > 0 ? q.log_weight / n : 0.0) : 1.0;
-    const double ratio = std::exp(mean_log_ratio);
-    const double loss = -mean_advantage * ratio * weight;
+    const double loss =
+        geo_mean_sequence_loss(q.log_ratio, q.advantage, q.log_weight, q.masked, in.weights != nullptr);
     total.pg_loss += scale * loss;
     coefficient[static_cast<size_t>(s)] = static_cast<float>(n > 0 ? scale * loss / n : 0.0);
-    total.kl_stat += q.kl_stat;
+    total.neg_log_ratio += q.kl_stat;
     total.masked += q.masked;
     total.clipped += q.clipped_upper;
     total.clipped_lower += q.clipped_lower;
@@ -504,7 +464,7 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
     }
     partial[static_cast<size_t>(chunk)] = lanes.totals();
   };
-  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body);
+  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body, per_sequence_chunks(in, kMinTokensPerThread));
   for (const Totals& t : partial) {
     total.kl_loss += t.kl_loss;
     total.non_finite += t.non_finite;

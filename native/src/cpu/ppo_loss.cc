@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "cpu/loss_totals.h"
 #include "cpu/ops.h"
 #include "math/ppo_loss.h"
 
@@ -26,8 +27,13 @@ constexpr int64_t kTokensPerChunk = 16384;
 // Per-token results go through a block of this many tokens on the stack (in L1) so that the
 // token loop has no reduction in it and vectorises; the block is then summed into lanes.
 constexpr int64_t kTokensPerBlock = 256;
-constexpr int kLanes = 16;
+constexpr int kLanes = kLossLanes;
 constexpr int64_t kSequencesPerChunk = 32;
+// Below this much work per thread a call stays on fewer threads (common/parallel.h;
+// measured with `tirl bench --scaling-only`).
+// The fused pass (exp, clips, KL) and the pre-passes that only count or add.
+constexpr int64_t kMinTokensPerThread = 32768;
+constexpr int64_t kMinCountedPerThread = 262144;
 
 struct Inputs {
   const float* logp;
@@ -48,55 +54,8 @@ struct SequenceConstants {
   Ratio ratio;  // GSPO's sequence ratio (unused with the token ratio)
 };
 
-// Sums of one chunk (or of all of them).
-struct Totals {
-  double pg_loss = 0;
-  double kl_loss = 0;
-  double neg_log_ratio = 0;
-  int64_t clipped = 0;
-  int64_t dual_clipped = 0;
-  int64_t non_finite = 0;
-  int64_t masked = 0;
-
-  void add(const Totals& o) {
-    pg_loss += o.pg_loss;
-    kl_loss += o.kl_loss;
-    neg_log_ratio += o.neg_log_ratio;
-    clipped += o.clipped;
-    dual_clipped += o.dual_clipped;
-    non_finite += o.non_finite;
-    masked += o.masked;
-  }
-};
-
-double lane_total(const double* lanes) {
-  double total = 0;
-  for (int l = 0; l < kLanes; ++l) total += lanes[l];
-  return total;
-}
-
-// Real-valued sums in double lanes; counts are exact in integers, in any order.
-struct Lanes {
-  double pg_loss[kLanes] = {};
-  double kl_loss[kLanes] = {};
-  double neg_log_ratio[kLanes] = {};
-  int64_t clipped = 0;
-  int64_t dual_clipped = 0;
-  int64_t non_finite = 0;
-  int64_t masked = 0;
-
-  Totals totals() const {
-    Totals t;
-    t.pg_loss = lane_total(pg_loss);
-    t.kl_loss = lane_total(kl_loss);
-    t.neg_log_ratio = lane_total(neg_log_ratio);
-    t.clipped = clipped;
-    t.dual_clipped = dual_clipped;
-    t.non_finite = non_finite;
-    t.masked = masked;
-    return t;
-  }
-};
+using Totals = LossTotals;
+using Lanes = LossLanes;
 
 // The token kernels, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/ppo_loss_kernels.inc"
@@ -123,7 +82,7 @@ int64_t count_masked(const uint8_t* mask, int64_t num_tokens) {
     for (int64_t t = begin; t < end; ++t) count += mask[t] != 0;
     counts[static_cast<size_t>(chunk)] = count;
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
   int64_t total = 0;
   for (int64_t c : counts) total += c;
   return total;
@@ -158,7 +117,8 @@ void sequence_sums(const Inputs& in, bool log_ratio, std::vector<int64_t>& maske
       log_ratio_sum[static_cast<size_t>(s)] = lane_total(lanes);
     }
   };
-  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body);
+  const int64_t chunks = chunk_count(in.num_seqs, kSequencesPerChunk);
+  parallel_for(chunks, body, min_chunks(kMinCountedPerThread, in.num_tokens / std::max<int64_t>(1, chunks)));
 }
 
 // ---------------------------------------------------------------- the op
@@ -208,12 +168,12 @@ tirl_status ppo_loss_cpu(const Inputs& in, const tirl_ppo_options& o, tirl_ppo_r
   auto body = [&](int64_t chunk) {
     partial[static_cast<size_t>(chunk)] = kernel(in, chunk, shared, per_sequence, constants);
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
 
   Totals total;
   for (const Totals& p : partial) total.add(p);
   fill_ppo_result(total.pg_loss, total.kl_loss, kl, o.kl_coef, static_cast<double>(total.clipped),
-                  static_cast<double>(total.dual_clipped), total.neg_log_ratio, total.non_finite,
+                  static_cast<double>(total.clipped_lower), total.neg_log_ratio, total.non_finite,
                   total.masked, result);
   return ok();
 }

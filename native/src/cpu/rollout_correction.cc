@@ -20,6 +20,11 @@ namespace tirl::cpu {
 namespace {
 
 constexpr int64_t kTokensPerChunk = 16384;
+// Below this much work per thread a call stays on fewer threads (common/parallel.h;
+// measured with `tirl bench --scaling-only`).
+// The statistics pass (exp, logs) and the division by the batch mean.
+constexpr int64_t kMinTokensPerThread = 65536;
+constexpr int64_t kMinDividedPerThread = 262144;
 
 }  // namespace
 
@@ -47,7 +52,7 @@ tirl_status rollout_correction(const float* logp, const float* rollout_logp, con
                        weights, mask_out, acc);
     }
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
   for (int64_t chunk = 1; chunk < num_chunks; ++chunk) {
     rollout_merge(partial.data(), partial.data() + chunk * slots, slots);
   }
@@ -59,7 +64,7 @@ tirl_status rollout_correction(const float* logp, const float* rollout_logp, con
       const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
       for (int64_t t = first; t < last; ++t) weights[t] = rollout_normalized_weight(weights[t], norm_mean);
     };
-    parallel_for(num_chunks, divide);
+    parallel_for(num_chunks, divide, min_chunks(kMinDividedPerThread, kTokensPerChunk));
   }
   rollout_finalize(setup, normalize, partial.data(), norm_mean, result);
   return ok();

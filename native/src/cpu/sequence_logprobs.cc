@@ -25,6 +25,9 @@ namespace tirl::cpu {
 namespace {
 
 constexpr int64_t kTokensPerChunk = 16384;
+// Below this much work per thread a call stays on fewer threads (common/parallel.h;
+// measured with `tirl bench --scaling-only`).
+constexpr int64_t kMinTokensPerThread = 262144;
 
 struct MaskedSum {
   double sum = 0.0;
@@ -77,7 +80,7 @@ void for_each_sequence_sum(const float* logp, const uint8_t* mask, int64_t num_t
       }
     }
   };
-  parallel_for(num_chunks, body);
+  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
 
   int64_t open_seq = -1;
   MaskedSum open_total;
@@ -132,7 +135,8 @@ tirl_status sequence_logprobs_backward(const float* grad_seq, const uint8_t* mas
       t = end;
     }
   };
-  parallel_for(chunk_count(num_tokens, kTokensPerChunk), body);
+  parallel_for(chunk_count(num_tokens, kTokensPerChunk), body,
+               min_chunks(kMinTokensPerThread, kTokensPerChunk));
   return ok();
 }
 

@@ -39,6 +39,9 @@ constexpr int kLanes = 16;
 // About this many logits per parallel chunk (whole rows), so small vocabularies still
 // give each thread enough work per claim.
 constexpr int64_t kLogitsPerChunk = 1 << 16;
+// Below this much work per thread a call stays on fewer threads (common/parallel.h;
+// measured with `tirl bench --scaling-only`).
+constexpr int64_t kMinLogitsPerThread = 1 << 17;
 
 TIRL_HD inline float to_f32(float x) { return x; }
 TIRL_HD inline float to_f32(uint16_t bits) { return bf16_to_f32(bits); }
@@ -65,7 +68,7 @@ void forward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
     forward_rows(logits, chunk * rows, std::min(num_tokens, (chunk + 1) * rows), vocab_size,
                  labels, inv_t, log2e_over_t, logp, entropy);
   };
-  parallel_for(chunk_count(num_tokens, rows), body);
+  parallel_for(chunk_count(num_tokens, rows), body, min_chunks(kMinLogitsPerThread, rows * vocab_size));
 }
 
 template <bool WithEntropy, class Logit>
@@ -83,7 +86,7 @@ void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
     backward_rows(logits, chunk * rows, std::min(num_tokens, (chunk + 1) * rows), vocab_size,
                   labels, inv_t, log2e_over_t, grad_logp, grad_entropy, keep_exps, grad_logits);
   };
-  parallel_for(chunk_count(num_tokens, rows), body);
+  parallel_for(chunk_count(num_tokens, rows), body, min_chunks(kMinLogitsPerThread, rows * vocab_size));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
+#include "cuda/policy_pick.h"
 #include "cuda/reduce.cuh"
 #include "math/policy_loss.h"
 #include "math/ppo_loss.h"
@@ -68,6 +69,9 @@ struct AddSequenceSums {
 struct Report {
   OffsetsReport offsets;
   PpoTotals total;
+  PpoTotals sequences;             // geo_mean: the per-sequence part (pg loss and statistics)
+  unsigned long long selected;     // clip_cov / kl_cov: tokens picked
+  double is_mean;                  // bypass_mode, batch-normalised: the weights' mean
 };
 
 // Device scratch of one call, carved from one allocation.
@@ -80,6 +84,9 @@ struct Workspace {
   PpoTotals* partials;             // one per tile
   SequenceSum* sequence_sums;      // one per sequence, when per-sequence
   SequenceConstants* constants;    // one per sequence, when per-sequence
+  uint8_t* selected;               // clip_cov / kl_cov: the pick, one per token
+  float* is_weights;               // bypass_mode's own weights, one per token
+  float* coefficients;             // geo_mean: the gradient's factor of each sequence
 };
 
 // ------------------------------------------------------------------ pre-passes
@@ -99,12 +106,23 @@ count_masked_kernel(const uint8_t* __restrict__ mask, int64_t num_tokens, Summar
   if (threadIdx.x == 0 && count != 0) atomicAdd(&summary->masked, count);
 }
 
+// A sequence's sums for the aggregation's constants, and its part of the batch summary
+// (one thread of the sequence's group).
+__device__ inline void record_sequence(const Workspace& w, int64_t s, SequenceSum sum, int64_t length) {
+  w.sequence_sums[s] = sum;
+  if (sum.masked > 0) {
+    atomicAdd(&w.summary->masked, static_cast<unsigned long long>(sum.masked));
+    atomicAdd(&w.summary->non_empty, 1ull);
+  }
+  atomicMax(&w.summary->longest, static_cast<unsigned long long>(length));
+}
+
 template <int kGroup>
 __global__ void __launch_bounds__(kThreads)
 sequence_pass_kernel(const float* __restrict__ logp, const float* __restrict__ old_logp,
                      const uint8_t* __restrict__ mask, int64_t num_tokens,
                      const int32_t* __restrict__ seq_offsets, int64_t num_seqs, bool log_ratio,
-                     Workspace w) {
+                     bool is_weights, float lower, float upper, Workspace w) {
   check_offsets(seq_offsets, num_seqs, w.offsets);
   // s is the same in the whole group, which so loops (and shuffles, and syncs) together.
   for (int64_t s = group_sequence<kGroup>(); s < num_seqs; s += grid_groups<kGroup>()) {
@@ -117,14 +135,15 @@ sequence_pass_kernel(const float* __restrict__ logp, const float* __restrict__ o
       if (log_ratio) part.log_ratio += in ? static_cast<double>(logp[t] - old_logp[t]) : 0.0;
     }
     const SequenceSum total = group_reduce<kGroup>(part, SequenceSum{0.0, 0}, AddSequenceSums{});
-    if (threadIdx.x % kGroup == 0) {
-      w.sequence_sums[s] = total;
-      if (total.masked > 0) {
-        atomicAdd(&w.summary->masked, static_cast<unsigned long long>(total.masked));
-        atomicAdd(&w.summary->non_empty, 1ull);
+    if (is_weights) {
+      // bypass_mode's sequence-level weights (the CPU's bypass_weights): one per sequence,
+      // from its masked log-ratio sum, on its masked-in tokens.
+      const float weight = rollout_is_weight(static_cast<float>(total.log_ratio), lower, upper);
+      for (int64_t t = r.begin + threadIdx.x % kGroup; t < r.end; t += kGroup) {
+        w.is_weights[t] = mask[t] != 0 ? weight : 0.0f;
       }
-      atomicMax(&w.summary->longest, static_cast<unsigned long long>(r.end - r.begin));
     }
+    if (threadIdx.x % kGroup == 0) record_sequence(w, s, total, r.end - r.begin);
   }
 }
 
@@ -166,6 +185,9 @@ struct MainArgs {
   tirl_kl_estimator kl_estimator;
   bool bypass_weights;         // bypass_mode's token IS weights (computed here, not an input)
   float is_lower, is_upper;    // their band (rollout_is_weight)
+  const uint8_t* selected;     // clip_cov / kl_cov: the pick (policy_pick.cu), or null
+  bool weights_are_input;      // false for bypass_mode's precomputed weights: not probed
+  const double* is_mean;       // batch-normalised bypass weights: divided by float(mean) > 1e-8
 };
 
 template <bool kKl, tirl_kl_estimator Estimator, bool kWeights, bool kSequenceRatio>
@@ -228,6 +250,17 @@ __device__ inline KlTerm kl_any(tirl_kl_estimator e, float logp, float ref_logp)
   return kl_term<TIRL_KL_K3>(logp, ref_logp);
 }
 
+// Token t's KL term at the aggregation's `scale`: into its gradient, the KL loss and the
+// non-finite flag (the reference's log-prob is probed too).
+__device__ inline void add_kl(const MainArgs& a, int64_t t, float logp, bool token_in, float scale,
+                              float& grad, double& kl_loss, bool& bad) {
+  const float ref_logp = a.ref_logp[t];
+  const KlTerm k2 = kl_any(a.kl_estimator, logp, ref_logp);
+  grad += token_in ? scale * (a.constants.kl_coef * k2.dvalue_dlogp) : 0.0f;
+  kl_loss += token_in ? scale * k2.value : 0.0f;
+  bad |= token_in & !(finite_probe(ref_logp) == 0.0f);
+}
+
 // The token-local policy losses (policy_term, math/policy_loss.h), token for token as the
 // CPU's run_block (cpu/policy_loss_kernels.inc): the same products in the same order.
 // Totals: clipped = clipFraction's count, dual_clipped = clipFractionLower's,
@@ -255,7 +288,8 @@ __global__ void __launch_bounds__(kThreads) policy_kernel(MainArgs a, Workspace 
         a.per_sequence ? w.constants[find_sequence(a.seq_offsets, first_seq, last_seq, t)].scale : shared_scale;
     const float logp = a.logp[t], old_logp = a.old_logp[t], advantage = a.advantages[t];
     const bool token_in = a.mask[t] != 0;
-    const PolicyTerm term = policy_term<Loss>(logp, old_logp, advantage, 0.0f, a.policy);
+    const float selected = a.selected != nullptr ? static_cast<float>(a.selected[t]) : 0.0f;
+    const PolicyTerm term = policy_term<Loss>(logp, old_logp, advantage, selected, a.policy);
     float pg = term.loss;
     float dpg = term.dloss_dlogp;
     float probe = finite_probe(logp) + finite_probe(old_logp) + finite_probe(advantage);
@@ -265,7 +299,11 @@ __global__ void __launch_bounds__(kThreads) policy_kernel(MainArgs a, Workspace 
         weight = token_in ? rollout_is_weight(logp - old_logp, a.is_lower, a.is_upper) : 0.0f;
       } else {
         weight = a.weights[t];
-        probe += finite_probe(weight);
+        if (a.weights_are_input) probe += finite_probe(weight);
+        if (a.is_mean != nullptr) {
+          const double mean = *a.is_mean;
+          if (mean > 1e-8) weight /= static_cast<float>(mean);
+        }
       }
       pg *= weight;
       dpg *= weight;
@@ -273,11 +311,7 @@ __global__ void __launch_bounds__(kThreads) policy_kernel(MainArgs a, Workspace 
     float grad = token_in ? scale * dpg : 0.0f;
     bool bad = token_in & !(probe == 0.0f);
     if (kl) {
-      const float ref_logp = a.ref_logp[t];
-      const KlTerm k2 = kl_any(a.kl_estimator, logp, ref_logp);
-      grad += token_in ? scale * (a.constants.kl_coef * k2.dvalue_dlogp) : 0.0f;
-      mine.kl_loss += token_in ? scale * k2.value : 0.0f;
-      bad |= token_in & !(finite_probe(ref_logp) == 0.0f);
+      add_kl(a, t, logp, token_in, scale, grad, mine.kl_loss, bad);
     }
     if (a.grad != nullptr) a.grad[t] = grad;
     mine.pg_loss += token_in ? scale * pg : 0.0f;
@@ -286,6 +320,158 @@ __global__ void __launch_bounds__(kThreads) policy_kernel(MainArgs a, Workspace 
     mine.dual_clipped += static_cast<unsigned long long>(term.clipped_lower & static_cast<int32_t>(token_in));
     mine.non_finite += bad;
     mine.masked += token_in;
+  }
+  const PpoTotals zero{0.0, 0.0, 0.0, 0, 0, 0, 0};
+  const PpoTotals block = block_reduce(mine, zero, AddTotals{});
+  grid_reduce(block, zero, AddTotals{}, w.partials, w.ticket, w.total);
+}
+
+// ------------------------------------------------------------------ bypass_mode's own weights
+
+// verl's compute_rollout_correction_weights with old_log_prob = logp and rollout_log_prob =
+// old_logp, as the CPU's bypass_weights: 0 on masked-out tokens.
+__global__ void __launch_bounds__(kThreads)
+token_is_weights_kernel(const float* __restrict__ logp, const float* __restrict__ old_logp,
+                        const uint8_t* __restrict__ mask, int64_t num_tokens, float lower, float upper,
+                        float* __restrict__ weights) {
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < num_tokens;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    weights[t] = mask[t] != 0 ? rollout_is_weight(logp[t] - old_logp[t], lower, upper) : 0.0f;
+  }
+}
+
+// The weights' mean (one block, a fixed order): over the non-empty sequences of each one's
+// weight (sequence level), or over the masked-in tokens (token level).
+__global__ void __launch_bounds__(kThreads)
+is_mean_kernel(const uint8_t* __restrict__ mask, int64_t num_tokens, const int32_t* __restrict__ seq_offsets,
+               int64_t num_seqs, bool sequence, Workspace w) {
+  double sum = 0;
+  unsigned long long count = 0;
+  if (sequence) {
+    for (int64_t s = threadIdx.x; s < num_seqs; s += blockDim.x) {
+      if (w.sequence_sums[s].masked == 0) continue;
+      // A non-empty sequence's weight sits on each of its masked-in tokens: take the first.
+      const TokenRange r = sequence_tokens(seq_offsets, s, num_tokens);
+      for (int64_t t = r.begin; t < r.end; ++t) {
+        if (mask[t] != 0) {
+          sum += w.is_weights[t];
+          break;
+        }
+      }
+      ++count;
+    }
+  } else {
+    for (int64_t t = threadIdx.x; t < num_tokens; t += blockDim.x) {
+      sum += w.is_weights[t];
+      count += mask[t] != 0;
+    }
+  }
+  sum = block_reduce(sum, 0.0, [](double a, double b) { return a + b; });
+  count = block_reduce(count, 0ull, [](unsigned long long a, unsigned long long b) { return a + b; });
+  if (threadIdx.x == 0) w.report->is_mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
+}
+
+// ------------------------------------------------------------------ geo_mean (GMPO)
+
+struct GeoSequence {
+  double log_ratio, advantage, log_weight, kl_stat;
+  long long masked, clipped_upper, clipped_lower;
+};
+
+struct AddGeo {
+  __device__ GeoSequence operator()(const GeoSequence& a, const GeoSequence& b) const {
+    return {a.log_ratio + b.log_ratio, a.advantage + b.advantage, a.log_weight + b.log_weight,
+            a.kl_stat + b.kl_stat,     a.masked + b.masked,       a.clipped_upper + b.clipped_upper,
+            a.clipped_lower + b.clipped_lower};
+  }
+};
+
+// Per sequence, the CPU's geo_mean_cpu sums (the sums in double, over a group of threads),
+// and the pre-pass of the KL term's per-sequence aggregation (sums, summary).
+template <int kGroup>
+__global__ void __launch_bounds__(kThreads)
+geo_sequence_kernel(MainArgs a, GeoSequence* __restrict__ out, Workspace w) {
+  check_offsets(a.seq_offsets, a.num_seqs, w.offsets);
+  const GeoSequence zero{0.0, 0.0, 0.0, 0.0, 0, 0, 0};
+  for (int64_t s = group_sequence<kGroup>(); s < a.num_seqs; s += grid_groups<kGroup>()) {
+    const TokenRange r = sequence_tokens(a.seq_offsets, s, a.num_tokens);
+    GeoSequence part = zero;
+    for (int64_t t = r.begin + threadIdx.x % kGroup; t < r.end; t += kGroup) {
+      if (a.mask[t] == 0) continue;
+      const GeoMeanToken g = geo_mean_token(a.logp[t], a.old_logp[t], a.advantages[t], a.policy);
+      part.log_ratio += g.log_ratio;
+      part.advantage += a.advantages[t];
+      if (a.weights != nullptr) part.log_weight += ::logf(a.weights[t] + 1e-10f);
+      part.kl_stat += -(a.logp[t] - a.old_logp[t]);
+      part.masked += 1;
+      part.clipped_upper += g.clipped_upper;
+      part.clipped_lower += g.clipped_lower;
+    }
+    const GeoSequence total = group_reduce<kGroup>(part, zero, AddGeo{});
+    if (threadIdx.x % kGroup == 0) {
+      out[s] = total;
+      record_sequence(w, s, {0.0, total.masked}, r.end - r.begin);
+    }
+  }
+}
+
+// pg = Σ_i -Ā_i exp(Σ_t m l_t / n_i) w_i / seqNormalizer · D (verl's torch.mean over the
+// sequences by default), and each sequence's gradient factor: one block, a fixed order.
+__global__ void __launch_bounds__(kThreads)
+geo_finish_kernel(int64_t num_seqs, double seq_normalizer, double dp_size, bool weights,
+                  const GeoSequence* __restrict__ seqs, Workspace w) {
+  const double normaliser = seq_normalizer > 0 ? seq_normalizer : static_cast<double>(num_seqs);
+  const double scale = normaliser > 0 ? dp_size / normaliser : 0.0;
+  PpoTotals mine{0.0, 0.0, 0.0, 0, 0, 0, 0};
+  for (int64_t s = threadIdx.x; s < num_seqs; s += blockDim.x) {
+    const GeoSequence q = seqs[s];
+    const double n = static_cast<double>(q.masked);
+    const double loss = geo_mean_sequence_loss(q.log_ratio, q.advantage, q.log_weight, q.masked, weights);
+    mine.pg_loss += scale * loss;
+    w.coefficients[s] = static_cast<float>(n > 0 ? scale * loss / n : 0.0);
+    mine.neg_log_ratio += q.kl_stat;
+    mine.masked += static_cast<unsigned long long>(q.masked);
+    mine.clipped += static_cast<unsigned long long>(q.clipped_upper);
+    mine.dual_clipped += static_cast<unsigned long long>(q.clipped_lower);
+  }
+  const PpoTotals zero{0.0, 0.0, 0.0, 0, 0, 0, 0};
+  const PpoTotals total = block_reduce(mine, zero, AddTotals{});
+  if (threadIdx.x == 0) w.report->sequences = total;
+}
+
+// The gradient: each token's sequence factor times its clipped log-ratio's derivative, plus
+// the KL term aggregated by `aggregation`; the KL loss and the non-finite count.
+__global__ void __launch_bounds__(kThreads) geo_grad_kernel(MainArgs a, Workspace w) {
+  const int64_t tile_begin = static_cast<int64_t>(blockIdx.x) * kTokensPerTile;
+  const int64_t tile_end = min(tile_begin + kTokensPerTile, a.num_tokens);
+  __shared__ int64_t first_seq, last_seq;
+  if (threadIdx.x == 0) {
+    first_seq = find_sequence(a.seq_offsets, 0, a.num_seqs - 1, tile_begin);
+    last_seq = find_sequence(a.seq_offsets, first_seq, a.num_seqs - 1, tile_end - 1);
+  }
+  __syncthreads();
+  const bool kl = a.ref_logp != nullptr;
+  const float shared_scale =
+      a.count_normaliser ? static_cast<float>(aggregation_factor(a.dp_size, static_cast<double>(w.summary->masked)))
+                         : a.scale;
+  PpoTotals mine{0.0, 0.0, 0.0, 0, 0, 0, 0};
+  for (int k = 0; k < kTokensPerThread; ++k) {
+    const int64_t t = tile_begin + k * kThreads + threadIdx.x;
+    if (t >= tile_end) break;
+    const int64_t s = find_sequence(a.seq_offsets, first_seq, last_seq, t);
+    const float logp = a.logp[t], old_logp = a.old_logp[t], advantage = a.advantages[t];
+    const bool token_in = a.mask[t] != 0;
+    const GeoMeanToken g = geo_mean_token(logp, old_logp, advantage, a.policy);
+    float probe = finite_probe(logp) + finite_probe(old_logp) + finite_probe(advantage);
+    if (a.weights != nullptr) probe += finite_probe(a.weights[t]);
+    float grad = token_in ? w.coefficients[s] * g.dlog_ratio : 0.0f;
+    bool bad = token_in & !(probe == 0.0f);
+    if (kl) {
+      const float scale = a.per_sequence ? w.constants[s].scale : shared_scale;
+      add_kl(a, t, logp, token_in, scale, grad, mine.kl_loss, bad);
+    }
+    if (a.grad != nullptr) a.grad[t] = grad;
+    mine.non_finite += bad;
   }
   const PpoTotals zero{0.0, 0.0, 0.0, 0, 0, 0, 0};
   const PpoTotals block = block_reduce(mine, zero, AddTotals{});
@@ -331,6 +517,8 @@ PpoKernel pick_policy_kernel(tirl_policy_loss_kind loss, bool weights) {
     case TIRL_POLICY_DRO: return pick_policy<TIRL_POLICY_DRO>(weights);
     case TIRL_POLICY_GPG: return pick_policy<TIRL_POLICY_GPG>(weights);
     case TIRL_POLICY_REINFORCE: return pick_policy<TIRL_POLICY_REINFORCE>(weights);
+    case TIRL_POLICY_CLIP_COV: return pick_policy<TIRL_POLICY_CLIP_COV>(weights);
+    case TIRL_POLICY_KL_COV: return pick_policy<TIRL_POLICY_KL_COV>(weights);
     default: return nullptr;
   }
 }
@@ -341,14 +529,17 @@ size_t carve_bytes(int64_t count) {
   return (static_cast<size_t>(count) * sizeof(T) + 15) / 16 * 16;
 }
 
-// The token-local losses: the clipped surrogate (vanilla, GSPO through ratio_level) and
-// those of pick_policy_kernel (`policy` non-null; `loss` already bypass_mode's REINFORCE).
-tirl_status token_losses(const float* logp, const float* old_logp, const float* advantages,
+// Every loss: the clipped surrogate (vanilla, GSPO through ratio_level; `policy` null), the
+// token-local losses of pick_policy_kernel (`loss` already bypass_mode's REINFORCE, with its
+// own weights when `bypass_weights`), clip_cov / kl_cov after their pick (policy_pick.cu),
+// and geo_mean's per-sequence loss. `full` receives selectedTokens and the IS weights' batch
+// normalisation factor when `policy` is given.
+tirl_status run_loss(const float* logp, const float* old_logp, const float* advantages,
                      const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
                      int64_t num_seqs, const float* ref_logp, const float* weights,
                      const tirl_ppo_options* options, const tirl_policy_loss_options* policy,
                      tirl_policy_loss_kind loss, bool bypass_weights, float* grad,
-                     tirl_ppo_result* result, tirl_device device) {
+                     tirl_ppo_result* result, tirl_policy_loss_result* full, tirl_device device) {
   return guarded([&]() -> tirl_status {
     DeviceScope scope(device);
     TIRL_CUDA_TRY(kOp, scope.enter());
@@ -356,15 +547,24 @@ tirl_status token_losses(const float* logp, const float* old_logp, const float* 
     const tirl_ppo_options& o = *options;
     const bool kl = ref_logp != nullptr;
     const bool sequence_ratio = o.ratio_level == TIRL_RATIO_SEQUENCE;
+    const bool geo = policy != nullptr && loss == TIRL_POLICY_GEO_MEAN;
+    const bool pick = policy != nullptr && (loss == TIRL_POLICY_CLIP_COV || loss == TIRL_POLICY_KL_COV);
+    // bypass_mode's weights the token kernel cannot compute on the fly: sequence level (a
+    // sum per sequence first) or batch-normalised (a mean first).
+    const bool own_weights = bypass_weights && (policy->rollout_is == TIRL_ROLLOUT_IS_SEQUENCE ||
+                                                policy->rollout_is_batch_normalize != 0);
+    const bool sequence_weights = own_weights && policy->rollout_is == TIRL_ROLLOUT_IS_SEQUENCE;
     const bool per_sequence = per_sequence_aggregation(o.aggregation) || sequence_ratio;
     const int64_t seqs = seq_offsets != nullptr ? num_seqs : 0;
     const int64_t tiles = (num_tokens + kTokensPerTile - 1) / kTokensPerTile;
-    const int64_t per_seq = per_sequence ? seqs : 0;
+    const int64_t per_seq = per_sequence || geo || sequence_weights ? seqs : 0;
 
     Scratch scratch(stream);
     const size_t bytes = carve_bytes<Report>(1) + carve_bytes<Summary>(1) + carve_bytes<unsigned>(1) +
                          carve_bytes<PpoTotals>(tiles) + carve_bytes<SequenceSum>(per_seq) +
-                         carve_bytes<SequenceConstants>(per_seq);
+                         carve_bytes<SequenceConstants>(per_seq) + carve_bytes<uint8_t>(pick ? num_tokens : 0) +
+                         carve_bytes<float>(own_weights ? num_tokens : 0) +
+                         carve_bytes<float>(geo ? seqs : 0) + carve_bytes<GeoSequence>(geo ? seqs : 0);
     TIRL_CUDA_TRY(kOp, scratch.allocate(bytes));
     char* next = scratch.as<char>();
     auto carve = [&](auto* type, int64_t count) {
@@ -382,51 +582,102 @@ tirl_status token_losses(const float* logp, const float* old_logp, const float* 
     w.partials = carve(static_cast<PpoTotals*>(nullptr), tiles);
     w.sequence_sums = carve(static_cast<SequenceSum*>(nullptr), per_seq);
     w.constants = carve(static_cast<SequenceConstants*>(nullptr), per_seq);
+    w.selected = carve(static_cast<uint8_t*>(nullptr), pick ? num_tokens : 0);
+    w.is_weights = carve(static_cast<float*>(nullptr), own_weights ? num_tokens : 0);
+    w.coefficients = carve(static_cast<float*>(nullptr), geo ? seqs : 0);
+    GeoSequence* geo_sums = carve(static_cast<GeoSequence*>(nullptr), geo ? seqs : 0);
     TIRL_CUDA_TRY(kOp, cudaMemsetAsync(w.offsets, 0xff, sizeof(OffsetsReport), stream));
-    // Total, summary and ticket are adjacent: one memset zeroes them (no token, no total).
+    // The report past the offsets, summary and ticket are adjacent: one memset zeroes them
+    // (no token, no total).
     TIRL_CUDA_TRY(kOp, cudaMemsetAsync(w.total, 0, reinterpret_cast<char*>(w.partials) -
                                                        reinterpret_cast<char*>(w.total), stream));
 
     MainArgs a{logp, old_logp, advantages, mask, ref_logp, weights, grad, num_tokens, seq_offsets,
                seqs, per_sequence, false, o.dp_size, 0.0f, ppo_constants(o), PolicyConstants{},
-               o.kl_estimator, bypass_weights, 0.0f, 0.0f};
+               o.kl_estimator, bypass_weights, 0.0f, 0.0f, nullptr, true, nullptr};
     if (policy != nullptr) {
       a.policy = policy_constants(*policy);
       a.is_lower = static_cast<float>(policy->rollout_is_threshold_lower);
       a.is_upper = static_cast<float>(policy->rollout_is_threshold);
     }
-    if (per_sequence) {
-      if (block_per_sequence(num_tokens, seqs)) {
-        sequence_pass_kernel<kThreads><<<blocks_for(seqs, 1), kThreads, 0, stream>>>(
-            logp, old_logp, mask, num_tokens, seq_offsets, seqs, sequence_ratio, w);
+    // Per-sequence pre-passes: each also gives the masked counts and summary the
+    // aggregation's constants need.
+    const bool block_groups = block_per_sequence(num_tokens, seqs);
+    const unsigned group_blocks = block_groups ? blocks_for(seqs, 1) : blocks_for(seqs, kThreads / kWarp);
+    bool counted = false;  // summary->masked holds the masked count
+    if (geo || sequence_weights || per_sequence) {
+      if (geo) {
+        if (block_groups) geo_sequence_kernel<kThreads><<<group_blocks, kThreads, 0, stream>>>(a, geo_sums, w);
+        else geo_sequence_kernel<kWarp><<<group_blocks, kThreads, 0, stream>>>(a, geo_sums, w);
+      } else if (block_groups) {
+        sequence_pass_kernel<kThreads><<<group_blocks, kThreads, 0, stream>>>(
+            logp, old_logp, mask, num_tokens, seq_offsets, seqs, sequence_ratio || sequence_weights,
+            sequence_weights, a.is_lower, a.is_upper, w);
       } else {
-        sequence_pass_kernel<kWarp><<<blocks_for(seqs, kThreads / kWarp), kThreads, 0, stream>>>(
-            logp, old_logp, mask, num_tokens, seq_offsets, seqs, sequence_ratio, w);
+        sequence_pass_kernel<kWarp><<<group_blocks, kThreads, 0, stream>>>(
+            logp, old_logp, mask, num_tokens, seq_offsets, seqs, sequence_ratio || sequence_weights,
+            sequence_weights, a.is_lower, a.is_upper, w);
       }
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
-      if (seqs > 0) {
+      counted = true;
+      if (per_sequence && seqs > 0) {
         constants_kernel<<<blocks_for(seqs, kThreads), kThreads, 0, stream>>>(seqs, o, sequence_ratio, w);
         TIRL_CUDA_TRY(kOp, cudaGetLastError());
       }
-    } else if (o.aggregation == TIRL_AGG_TOKEN_SUM) {
-      a.scale = static_cast<float>(o.dp_size);
-    } else if (o.token_normalizer > 0) {
-      a.scale = static_cast<float>(aggregation_factor(o.dp_size, o.token_normalizer));
-    } else {
-      a.count_normaliser = true;
-      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(num_tokens, kThreads * 16), 4096));
-      count_masked_kernel<<<blocks, kThreads, 0, stream>>>(mask, num_tokens, w.summary);
+    }
+    if (!per_sequence) {
+      if (o.aggregation == TIRL_AGG_TOKEN_SUM) {
+        a.scale = static_cast<float>(o.dp_size);
+      } else if (o.token_normalizer > 0) {
+        a.scale = static_cast<float>(aggregation_factor(o.dp_size, o.token_normalizer));
+      } else {
+        a.count_normaliser = true;
+        if (!counted) {
+          const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(num_tokens, kThreads * 16), 4096));
+          count_masked_kernel<<<blocks, kThreads, 0, stream>>>(mask, num_tokens, w.summary);
+          TIRL_CUDA_TRY(kOp, cudaGetLastError());
+        }
+      }
+    }
+    if (own_weights) {
+      if (!sequence_weights) {
+        const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_for(num_tokens, kThreads * 8), 4096));
+        token_is_weights_kernel<<<blocks, kThreads, 0, stream>>>(logp, old_logp, mask, num_tokens, a.is_lower,
+                                                                  a.is_upper, w.is_weights);
+        TIRL_CUDA_TRY(kOp, cudaGetLastError());
+      }
+      if (policy->rollout_is_batch_normalize != 0) {
+        is_mean_kernel<<<1, kThreads, 0, stream>>>(mask, num_tokens, seq_offsets, seqs, sequence_weights, w);
+        TIRL_CUDA_TRY(kOp, cudaGetLastError());
+        a.is_mean = &w.report->is_mean;
+      }
+      a.weights = w.is_weights;
+      a.weights_are_input = false;
+      a.bypass_weights = false;
+    }
+    if (pick) {
+      if (tirl_status s = pick_policy_tokens(kOp, logp, old_logp, advantages, mask, num_tokens, *policy,
+                                             w.selected, &w.report->selected, stream)) {
+        return s;
+      }
+      a.selected = w.selected;
+    }
+    if (geo && seqs > 0) {
+      geo_finish_kernel<<<1, kThreads, 0, stream>>>(seqs, o.seq_normalizer, o.dp_size, weights != nullptr, geo_sums, w);
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
     }
     // With per-sequence constants but no sequence, only the offsets check (which fails
     // for any token) has anything to do.
-    if (tiles > 0 && !(per_sequence && seqs == 0)) {
+    const bool needs_sequences = per_sequence || geo || sequence_weights;
+    if (tiles > 0 && !(needs_sequences && seqs == 0)) {
       if (tiles > INT_MAX) return fail(TIRL_ERROR_UNSUPPORTED, std::string(kOp) + ": too many tokens for one call on CUDA");
-      (policy == nullptr ? pick_kernel(kl, o.kl_estimator, weights != nullptr, sequence_ratio)
-                         : pick_policy_kernel(loss, weights != nullptr || bypass_weights))
-          <<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(a, w);
+      const PpoKernel kernel =
+          geo ? geo_grad_kernel
+          : policy == nullptr ? pick_kernel(kl, o.kl_estimator, weights != nullptr, sequence_ratio)
+                              : pick_policy_kernel(loss, a.weights != nullptr || a.bypass_weights);
+      kernel<<<static_cast<unsigned>(tiles), kThreads, 0, stream>>>(a, w);
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
-    } else if (seq_offsets != nullptr && !per_sequence) {
+    } else if (seq_offsets != nullptr && !needs_sequences) {
       // No tokens: the offsets still have to be checked.
       offsets_kernel<<<blocks_for(seqs, kThreads), kThreads, 0, stream>>>(seq_offsets, seqs, w.offsets);
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
@@ -439,20 +690,28 @@ tirl_status token_losses(const float* logp, const float* old_logp, const float* 
       if (tirl_status s = offsets_error(kOp, host.offsets, seq_offsets, num_tokens)) return s;
     }
 
-    const PpoTotals& total = host.total;
+    PpoTotals total = host.total;
+    if (geo) {
+      // The per-sequence part, and from the token pass the KL loss and the non-finite count.
+      const PpoTotals& q = host.sequences;
+      total = {q.pg_loss, total.kl_loss, q.neg_log_ratio, q.clipped, q.dual_clipped, total.non_finite, q.masked};
+    }
     fill_ppo_result(total.pg_loss, total.kl_loss, kl, o.kl_coef, static_cast<double>(total.clipped),
                     static_cast<double>(total.dual_clipped), total.neg_log_ratio,
                     static_cast<int64_t>(total.non_finite), static_cast<int64_t>(total.masked), result);
+    if (full != nullptr) {
+      full->selected_tokens = pick ? static_cast<int64_t>(host.selected) : 0;
+      full->rollout_is_batch_norm_factor =
+          own_weights && policy->rollout_is_batch_normalize != 0 && host.is_mean > 1e-8 ? host.is_mean : 1.0;
+    }
     return ok();
   });
 }
 
 }  // namespace
 
-// ppoLoss's table entry. The front door has turned 'gspo' and bypass_mode's 'ppo_clip' into
-// 'vanilla' (with the sequence ratio for GSPO). Batch-global picks and per-sequence losses
-// ('geo_mean', 'clip_cov', 'kl_cov', bypass_mode with sequence-level or batch-normalised IS
-// weights) have no CUDA kernel yet.
+// ppoLoss's table entry: every policy loss. The front door has turned 'gspo' and
+// bypass_mode's 'ppo_clip' into 'vanilla' (with the sequence ratio for GSPO).
 tirl_status policy_loss(const float* logp, const float* old_logp, const float* advantages,
                         const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
                         int64_t num_seqs, const float* ref_logp, const float* weights,
@@ -462,37 +721,22 @@ tirl_status policy_loss(const float* logp, const float* old_logp, const float* a
   result->selected_tokens = 0;
   result->rollout_is_batch_norm_factor = 1.0;
   if (o.policy_loss == TIRL_POLICY_VANILLA) {
-    return token_losses(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs,
-                        ref_logp, weights, &o.ppo, nullptr, TIRL_POLICY_VANILLA, false, grad,
-                        &result->ppo, device);
+    return run_loss(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs, ref_logp,
+                    weights, &o.ppo, nullptr, TIRL_POLICY_VANILLA, false, grad, &result->ppo, nullptr,
+                    device);
   }
   tirl_policy_loss_kind loss = o.policy_loss;
   bool bypass_weights = false;
   if (loss == TIRL_POLICY_BYPASS_MODE) {
-    if (o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE || (o.rollout_is != TIRL_ROLLOUT_IS_NONE &&
-                                                     o.rollout_is_batch_normalize != 0)) {
-      return fail(TIRL_ERROR_UNSUPPORTED,
-                  std::string(kOp) + ": policy_loss bypass_mode with " +
-                      (o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE ? "sequence-level" : "batch-normalised") +
-                      " IS weights has no CUDA kernel yet (token-level, unnormalised weights do): "
-                      "run it on the CPU");
-    }
     loss = TIRL_POLICY_REINFORCE;
     bypass_weights = o.rollout_is != TIRL_ROLLOUT_IS_NONE;
   }
-  if (pick_policy_kernel(loss, false) == nullptr) {
-    const char* name = loss == TIRL_POLICY_GEO_MEAN   ? "geo_mean"
-                       : loss == TIRL_POLICY_CLIP_COV ? "clip_cov"
-                       : loss == TIRL_POLICY_KL_COV   ? "kl_cov"
-                                                      : "?";
-    return fail(TIRL_ERROR_UNSUPPORTED,
-                std::string(kOp) + ": policy_loss " + name +
-                    " has no CUDA kernel yet (vanilla, gspo, dppo_tv, dppo_kl, sapo, gpg, "
-                    "reinforce, cispo, dro and token-level bypass_mode do): run it on the CPU");
+  if (loss != TIRL_POLICY_GEO_MEAN && pick_policy_kernel(loss, false) == nullptr) {
+    return fail(TIRL_ERROR_UNSUPPORTED, std::string(kOp) + ": policy_loss " + std::to_string(loss) +
+                                            " has no CUDA kernel");
   }
-  return token_losses(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs,
-                      ref_logp, weights, &o.ppo, &o, loss, bypass_weights, grad, &result->ppo,
-                      device);
+  return run_loss(logp, old_logp, advantages, mask, num_tokens, seq_offsets, num_seqs, ref_logp,
+                  weights, &o.ppo, &o, loss, bypass_weights, grad, &result->ppo, result, device);
 }
 
 }  // namespace tirl::cuda

@@ -66,18 +66,26 @@ TIRL_HD inline float exp_nonpositive(float x) {
   return underflows ? 0.0f : ((e.q + e.r) + 1.0f) * e.two_to_n;
 }
 
-// e^x for any float x, branch-free (so that a loop over it vectorises): exp_bounded on an
-// argument shifted by 64 outside [-80, 80], times 2^(-+64); +Inf above 88.7228 (where f32
-// overflows), 0 below -104; NaN in, NaN out.
+// e^x for any float x, branch-free (so that a loop over it vectorises): the reduction of
+// exp_parts on x clamped to [-104, 88.8], and 2^n applied as two factors 2^(n/2) and
+// 2^(n - n/2), each a normal float for every n in [-150, 128] (exp_parts' single factor
+// covers |n| <= 126 only). Within 2 ulp where the result is normal, one rounding where it
+// is subnormal (native/test/math_test.cc); +Inf above 88.7228 (where f32 overflows), 0
+// below -104; NaN in, NaN out. Where |x| <= 80 its bits are those of exp_bounded (the two
+// factors multiply exactly).
 TIRL_HD inline float exp_any(float x) {
-  const bool high = x > 80.0f;
-  const bool low = x < -80.0f;
-  const float shift = select(high, -64.0f, select(low, 64.0f, 0.0f));
-  const float factor = select(high, 1.8446744073709552e19f, select(low, 5.421010862427522e-20f, 1.0f));
-  const float shifted = x + shift;
-  const float inner = select(shifted > 80.0f, 80.0f, select(shifted < -80.0f, -80.0f, shifted));
-  const float e = exp_bounded(inner) * factor;
-  return select(x > 88.7228394f, bits_float(0x7f800000u), select(x < -104.0f, 0.0f, e));
+  const float clamped = select(x > 88.8f, 88.8f, select(x < -104.0f, -104.0f, x));  // NaN passes
+  const ExpParts e = exp_parts(clamped);
+  // n from 2^n's exponent bits as exp_parts built them (wrapped past |n| = 127), redone in
+  // integers: n = round(x / ln 2), the same rounding.
+  const float kRound = 12582912.0f;
+  const int32_t n = static_cast<int32_t>(float_bits(clamped * 1.44269504088896341f + kRound) -
+                                         float_bits(kRound));
+  const int32_t half = n / 2;
+  const float low = bits_float(static_cast<uint32_t>(half + 127) << 23);
+  const float high = bits_float(static_cast<uint32_t>(n - half + 127) << 23);
+  const float value = (((e.q + e.r) + 1.0f) * low) * high;
+  return select(x > 88.7228394f, bits_float(0x7f800000u), select(x < -104.0f, 0.0f, value));
 }
 
 }  // namespace tirl

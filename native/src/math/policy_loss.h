@@ -15,6 +15,7 @@
 #include "math/common.h"
 #include "math/exp.h"
 #include "math/float_bits.h"
+#include "math/log.h"
 #include "math/ppo_loss.h"
 
 namespace tirl {
@@ -75,7 +76,7 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
   if constexpr (kBinaryKl) {
     const float binary_kl =
         old_prob * (old_logp - logp) +
-        (1.0f - old_prob) * ::logf((1.0f - old_prob + 1e-8f) / (1.0f - prob + 1e-8f));
+        (1.0f - old_prob) * log_any((1.0f - old_prob + 1e-8f) / (1.0f - prob + 1e-8f));
     valid_positive = (binary_kl <= c.clip_high) | (prob <= old_prob);
     valid_negative = (binary_kl <= c.clip_low) | (prob >= old_prob);
   } else {
@@ -173,6 +174,32 @@ TIRL_HD inline uint64_t pick_key(uint64_t seed_key, uint64_t token) {
   return splitmix64(seed_key ^ token);
 }
 
+// The chunk of the ordered double sums behind the picks' batch means: tokens
+// [c * kPolicyChunkTokens, (c + 1) * kPolicyChunkTokens) summed in token order, then the
+// chunks in chunk order, on the CPU and on the GPU alike (so the means, and the picks, agree).
+constexpr int64_t kPolicyChunkTokens = 16384;
+
+// How many tokens Clip-Cov / KL-Cov pick of `masked` masked-in ones: max(floor(ratio *
+// masked), 1), and for KL-Cov none when nothing is masked in (verl's k_percent_nums).
+TIRL_HD inline int64_t pick_count(int64_t masked, double ratio, bool kl_cov) {
+  if (kl_cov && masked == 0) return 0;
+  const int64_t n = static_cast<int64_t>(ratio * static_cast<double>(masked));
+  return n > 1 ? n : 1;
+}
+
+// KL-Cov's order as one 64-bit key, smaller first: the larger covariance first (NaN above
+// everything, as in torch.topk; -0 and +0 equal), then the earlier token (t < 2^32).
+TIRL_HD inline uint64_t kl_cov_rank_key(float cov, uint64_t token) {
+  uint32_t ordered;
+  if (cov != cov) {
+    ordered = 0xFFFFFFFFu;
+  } else {
+    const uint32_t bits = cov == 0.0f ? 0u : float_bits(cov);
+    ordered = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
+  }
+  return (static_cast<uint64_t>(~ordered) << 32) | token;
+}
+
 // Whether a token may be picked by Clip-Cov: not already clipped (L2 > L1) and its
 // covariance strictly inside (lb, ub).
 TIRL_HD inline bool clip_cov_candidate(float logp, float old_logp, float advantage, float cov,
@@ -231,6 +258,17 @@ TIRL_HD inline GeoMeanToken geo_mean_token(float logp, float old_logp, float adv
   return {sgn * m, sgn * (ga * sgn + gb * sgn * gclamp),
           static_cast<int32_t>(clipped & (advantage > 0.0f)),
           static_cast<int32_t>(clipped & (advantage < 0.0f))};
+}
+
+// GMPO's loss of one sequence from its masked sums (Σ l_t, Σ A, Σ log(w + 1e-10), n):
+// -Ā exp(Σ l_t / n) w, in double; 0 for an empty sequence.
+TIRL_HD inline double geo_mean_sequence_loss(double log_ratio, double advantage, double log_weight,
+                                             int64_t masked, bool weighted) {
+  const double n = static_cast<double>(masked);
+  const double mean_log_ratio = n > 0 ? log_ratio / n : 0.0;
+  const double mean_advantage = n > 0 ? advantage / n : 0.0;
+  const double weight = weighted ? ::exp(n > 0 ? log_weight / n : 0.0) : 1.0;
+  return -mean_advantage * ::exp(mean_log_ratio) * weight;
 }
 
 // ---------------------------------------------------------------- bypass mode's IS weights

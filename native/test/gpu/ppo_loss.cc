@@ -43,10 +43,13 @@ struct PolicyCase {
   bool weights;
   tirl_rollout_is_level rollout_is;  // bypass_mode only
   double is_lower;
+  bool normalize = false;  // bypass_mode: batch-normalised weights
+  bool nan = true;         // a NaN log-prob and an Inf advantage in the batch
 };
 
-// The token-local policy losses (tirl_policy_loss) against the CPU, bypass_mode with its
-// token-level IS weights included.
+// Every policy loss of tirl_policy_loss against the CPU: the token-local ones, bypass_mode
+// with each kind of IS weights, geo_mean, and clip_cov / kl_cov, whose pick must be the
+// CPU's (the same selectedTokens, and the same gradient on every token).
 void check_policy_losses(Random& rng) {
   const char* op = "ppoLoss policy_loss";
   const PolicyCase cases[] = {
@@ -60,13 +63,25 @@ void check_policy_losses(Random& rng) {
       {"bypass tis", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_TOKEN, 0},
       {"bypass icepop", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_SEQ_MEAN_TOKEN_MEAN, 0.05, false, TIRL_ROLLOUT_IS_TOKEN, 0.5},
       {"bypass none", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0},
+      {"bypass seq tis", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_SEQUENCE, 0},
+      {"bypass seq icepop k3", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_SEQ_MEAN_TOKEN_MEAN, 0.05, false, TIRL_ROLLOUT_IS_SEQUENCE, 0.5},
+      {"bypass token normalised", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_TOKEN, 0, true},
+      {"bypass seq normalised", TIRL_POLICY_BYPASS_MODE, TIRL_AGG_SEQ_MEAN_TOKEN_SUM, 0, false, TIRL_ROLLOUT_IS_SEQUENCE, 0, true},
+      {"geo_mean", TIRL_POLICY_GEO_MEAN, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0},
+      {"geo_mean k3 w seq-mean-token-mean", TIRL_POLICY_GEO_MEAN, TIRL_AGG_SEQ_MEAN_TOKEN_MEAN, 0.1, true, TIRL_ROLLOUT_IS_NONE, 0},
+      {"clip_cov", TIRL_POLICY_CLIP_COV, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0, false, false},
+      {"clip_cov k3 w seq-mean-token-sum", TIRL_POLICY_CLIP_COV, TIRL_AGG_SEQ_MEAN_TOKEN_SUM, 0.1, true, TIRL_ROLLOUT_IS_NONE, 0, false, false},
+      {"clip_cov nan", TIRL_POLICY_CLIP_COV, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0},
+      {"kl_cov", TIRL_POLICY_KL_COV, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0, false, false},
+      {"kl_cov w seq-mean-token-mean", TIRL_POLICY_KL_COV, TIRL_AGG_SEQ_MEAN_TOKEN_MEAN, 0, true, TIRL_ROLLOUT_IS_NONE, 0, false, false},
+      {"kl_cov nan", TIRL_POLICY_KL_COV, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0},
   };
   const std::vector<std::vector<int32_t>> layouts = {rng.offsets(1, 0, 0), rng.offsets(9, 0, 50),
                                                      rng.offsets(600, 0, 2000), rng.offsets(3, 100000, 300000)};
   for (const PolicyCase& k : cases) {
     for (const auto& layout : layouts) {
       PpoInputs in = ppo_inputs(rng, layout);
-      if (in.n > 10) {
+      if (in.n > 10 && k.nan) {
         in.logp[3] = NAN;
         in.mask[3] = 1;
         in.advantages[7] = INFINITY;
@@ -83,7 +98,15 @@ void check_policy_losses(Random& rng) {
         o.loss_type = TIRL_BYPASS_REINFORCE;
         o.rollout_is = k.rollout_is;
         o.rollout_is_threshold_lower = k.is_lower;
+        o.rollout_is_batch_normalize = k.normalize ? 1 : 0;
       }
+      // Picks of many tokens, so that a token picked on one device only shows in the gradient.
+      if (k.loss == TIRL_POLICY_CLIP_COV) {
+        o.clip_cov_ratio = 0.05;
+        o.clip_cov_lb = 0.2;
+        o.seed = 12345;
+      }
+      if (k.loss == TIRL_POLICY_KL_COV) o.kl_cov_ratio = 0.05;
       const float* ref = k.kl_coef > 0 ? in.ref_logp.data() : nullptr;
       const float* w = k.weights ? in.weights.data() : nullptr;
       std::vector<float> grad(in.n);
@@ -115,25 +138,11 @@ void check_policy_losses(Random& rng) {
       c.scalar("approxKl", gpu.ppo.approx_kl, cpu.ppo.approx_kl);
       if (gpu.ppo.non_finite != cpu.ppo.non_finite) c.fail("nonFinite differs");
       if (gpu.ppo.masked_tokens != cpu.ppo.masked_tokens) c.fail("maskedTokens differs");
+      if (gpu.selected_tokens != cpu.selected_tokens) c.fail("selectedTokens differs: not the CPU's pick");
+      c.scalar("rolloutIsBatchNormFactor", gpu.rollout_is_batch_norm_factor, cpu.rollout_is_batch_norm_factor);
       c.status(run(&again), "again");
       c.deterministic("grad", d_grad.download(), first);
       if (std::memcmp(&gpu, &again, sizeof gpu) != 0) c.fail("result differs between two GPU runs");
-    }
-  }
-  // The losses still without a CUDA kernel say so.
-  for (tirl_policy_loss_kind loss : {TIRL_POLICY_GEO_MEAN, TIRL_POLICY_CLIP_COV, TIRL_POLICY_KL_COV}) {
-    PpoInputs in = ppo_inputs(rng, rng.offsets(9, 0, 50));
-    tirl_policy_loss_options o = tirl_policy_loss_options_default();
-    o.policy_loss = loss;
-    Device<float> d_logp(in.logp), d_old(in.old_logp), d_adv(in.advantages), d_grad(in.n);
-    Device<uint8_t> d_mask(in.mask);
-    Device<int32_t> d_offsets(in.offsets);
-    tirl_policy_loss_result r{};
-    r.struct_size = sizeof r;
-    Comparison c{op, "unsupported " + std::to_string(loss), 0, 0};
-    if (tirl_policy_loss(d_logp.get(), d_old.get(), d_adv.get(), d_mask.get(), in.n, d_offsets.get(), in.b,
-                         nullptr, nullptr, &o, d_grad.get(), &r, kGpu) != TIRL_ERROR_UNSUPPORTED) {
-      c.fail("expected TIRL_ERROR_UNSUPPORTED");
     }
   }
 }

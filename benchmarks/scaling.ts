@@ -1,0 +1,140 @@
+/**
+ * The "threads vs 1" sweep of `tirl bench`: every op at a small, a medium and a large size
+ * (a reward batch of 64, a 4k-token micro-batch, … up to the full cases' sizes), our kernel
+ * with `threads` threads against the same call on one thread, in interleaved rounds. A
+ * kernel library must not lose time by parallelising: the sweep is what tunes each op's
+ * minimum work per thread (`native/src/cpu/<op>.cc`) and what shows it holds.
+ */
+import { setThreads } from '../lib/index.js';
+import { advantagesCase } from './advantages.js';
+import { dpoCase } from './dpo_loss.js';
+import { feedbackMaskCase } from './feedback_mask.js';
+import { groupCase, groupIdsCase } from './group_advantages.js';
+import type { BenchCase, Peer, Progress } from './harness.js';
+import { ppoCase } from './ppo_loss.js';
+import { rolloutCorrectionCase } from './rollout_correction.js';
+import { sequenceCase } from './sequence_logprobs.js';
+import { tokenLogprobsCase } from './token_logprobs.js';
+
+export type ScalingSize = 'small' | 'medium' | 'large';
+
+export interface ScalingEntry {
+  size: ScalingSize;
+  benchCase: BenchCase;
+}
+
+const tokens = (small: number, medium: number, large: number) => [small, medium, large] as const;
+const SIZES: ScalingSize[] = ['small', 'medium', 'large'];
+
+/** Batches: 8 sequences × 512 (4,096 tokens, one group of 8), 64 × 2048 (131,072) and 512 × 2048 (1M). */
+const BATCHES = [
+  [8, 512],
+  [64, 2048],
+  [512, 2048],
+] as const;
+
+function bySize(make: (k: number) => BenchCase, sizes: readonly number[]): ScalingEntry[] {
+  return sizes.map((n, i) => ({ size: SIZES[i], benchCase: make(n) }));
+}
+
+function byBatch(make: (numSeqs: number, seqLen: number) => BenchCase): ScalingEntry[] {
+  return BATCHES.map(([numSeqs, seqLen], i) => ({ size: SIZES[i], benchCase: make(numSeqs, seqLen) }));
+}
+
+/** The sweep's cases, in report order. */
+export function scalingCases(): ScalingEntry[] {
+  return [
+    ...byBatch((s, l) => ppoCase(s, l, false, ['full'])),
+    ...bySize((t) => tokenLogprobsCase(t, 32_000, 'f32', false, ['full']), tokens(4, 64, 1024)),
+    ...bySize((t) => tokenLogprobsCase(t, 32_000, 'bf16', false, ['full']), tokens(4, 64, 1024)),
+    ...bySize((n) => groupCase(n), tokens(64, 4096, 65_536)),
+    ...bySize((n) => groupIdsCase(n), tokens(64, 4096, 65_536)),
+    ...byBatch((s, l) => advantagesCase('grpo', s, l, ['full'])),
+    ...bySize((n) => dpoCase(n), tokens(64, 4096, 65_536)),
+    ...byBatch((s, l) => feedbackMaskCase(s, l, ['full'])),
+    ...byBatch((s, l) => sequenceCase(s, l, false, ['full'])),
+    ...byBatch((s, l) => sequenceCase(s, l, true, ['full'])),
+    ...byBatch((s, l) => rolloutCorrectionCase(s, l, ['full'])),
+  ];
+}
+
+export interface ScalingRow {
+  op: string;
+  id: string;
+  size: ScalingSize;
+  threads: number;
+  /** Median ms per call on one thread and on `threads`. */
+  oneThreadMs: number;
+  threadsMs: number;
+  /**
+   * The median over rounds of (1-thread time / `threads` time) within one round: paired,
+   * so that a change of load between rounds cancels out.
+   */
+  ratio: number;
+  rounds: number;
+}
+
+export interface ScalingOptions {
+  threads: number;
+  rounds: number;
+  minSampleSeconds: number;
+  ops?: string[];
+  progress: Progress;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const n = sorted.length;
+  return n % 2 === 1 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+async function timed(peer: Peer, threads: number, inner: number): Promise<number> {
+  setThreads(threads);
+  return (await peer.sample(inner)).wall;
+}
+
+/** Runs the sweep (our kernel only); restores the thread count it found. */
+export async function measureScaling(options: ScalingOptions): Promise<ScalingRow[]> {
+  const ops = options.ops?.map((op) => op.toLowerCase());
+  const entries = scalingCases().filter((e) => !ops || ops.includes(e.benchCase.op.toLowerCase()));
+  const rows: ScalingRow[] = [];
+  try {
+    for (let i = 0; i < entries.length; i++) {
+      const { size, benchCase } = entries[i];
+      options.progress(`[${i + 1}/${entries.length}] threads vs 1: ${benchCase.id}`);
+      const ours = benchCase.setup().peers[0];
+      // Warm-up on both thread counts, then calls per sample for minSampleSeconds.
+      let fastest = Infinity;
+      for (let w = 0; w < 3; w++) {
+        fastest = Math.min(fastest, await timed(ours, 1, 1), await timed(ours, options.threads, 1));
+      }
+      const inner = Math.max(1, Math.min(100_000, Math.ceil(options.minSampleSeconds / Math.max(fastest, 1e-9))));
+      const one: number[] = [];
+      const many: number[] = [];
+      const ratios: number[] = [];
+      for (let r = 0; r < options.rounds; r++) {
+        // Alternate which goes first, so that neither always follows the other.
+        const first = r % 2 === 0;
+        const a = first ? await timed(ours, 1, inner) : 0;
+        const b = await timed(ours, options.threads, inner);
+        const c = first ? a : await timed(ours, 1, inner);
+        one.push(c);
+        many.push(b);
+        ratios.push(c / b);
+      }
+      rows.push({
+        op: benchCase.op,
+        id: benchCase.id,
+        size,
+        threads: options.threads,
+        oneThreadMs: median(one) * 1e3,
+        threadsMs: median(many) * 1e3,
+        ratio: median(ratios),
+        rounds: options.rounds,
+      });
+    }
+  } finally {
+    setThreads(options.threads);
+  }
+  return rows;
+}
