@@ -217,6 +217,19 @@ export async function evaluate(policy: Policy, problems: readonly Problem[], see
   return episodes.filter((e) => e.success).length / episodes.length;
 }
 
+/** The demo's task as GRPOTrainer options: the calculator environment, training problems, group and episode limits, seed. */
+export function demoTask(splits: ProblemSplits, config: Pick<DemoConfig, 'promptsPerStep' | 'groupSize' | 'seed'>) {
+  return {
+    createEnvironment: () => new ArithmeticEnvironment(),
+    problems: () => Array.from({ length: config.promptsPerStep }, () => splits.nextTrain()),
+    groupSize: config.groupSize,
+    maxTurns: MAX_TURNS,
+    maxTurnTokens: MAX_TURN_TOKENS,
+    maxTokens: 128,
+    seed: config.seed,
+  };
+}
+
 /** SimpleTIR's filter in the demo's markup: an action with neither a complete `<calc>` call nor an `<ans>`. */
 export function demoVoidTurnFilter(): EpisodeFilter {
   return { name: 'voidTurn', removes: (episode) => episode.turns.some((turn) => isVoidAction(turn.action)) };
@@ -287,14 +300,8 @@ export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
   const voidCounts: number[] = [];
   const trainer = new GRPOTrainer<Problem>({
     policy,
-    createEnvironment: () => new ArithmeticEnvironment(),
-    problems: () => Array.from({ length: config.promptsPerStep }, () => splits.nextTrain()),
-    groupSize: config.groupSize,
-    maxTurns: MAX_TURNS,
-    maxTurnTokens: MAX_TURN_TOKENS,
-    maxTokens: 128,
+    ...demoTask(splits, config),
     filters: config.voidFilter ? [demoVoidTurnFilter()] : [],
-    seed: config.seed,
     logFile: join(config.out, 'metrics.jsonl'),
     onEpisodes: (episodes: readonly Episode<Problem>[]) => {
       voidCounts.push(episodes.filter((e) => e.turns.some((t) => isVoidAction(t.action))).length);

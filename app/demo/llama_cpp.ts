@@ -19,8 +19,7 @@ import {
   EnginePolicy, GRPOTrainer, LlamaCppEngine, SeededRandom, loadNodeLlamaCpp, type GRPOStepMetrics, type ObservationRole,
 } from '../../lib/index.js';
 import { LlamaModel, TfjsPolicy } from '../../lib/training/tfjs.js';
-import { ArithmeticEnvironment, MAX_TURNS, MAX_TURN_TOKENS } from './environment.js';
-import { Progress, demoVoidTurnFilter, evaluate, initTensorFlow, pct } from './index.js';
+import { Progress, demoTask, demoVoidTurnFilter, evaluate, initTensorFlow, pct } from './index.js';
 import { ProblemSplits, type Problem } from './problems.js';
 import { buildWarmStartData } from './tirgen.js';
 import { TOKEN, VOCAB, VOCAB_SIZE, decode, encode } from './vocab.js';
@@ -255,14 +254,8 @@ export async function runLlamaDemoWith(config: LlamaDemoConfig): Promise<LlamaDe
     const syncSeconds: number[] = [];
     const trainer = new GRPOTrainer<Problem>({
       policy,
-      createEnvironment: () => new ArithmeticEnvironment(),
-      problems: () => Array.from({ length: config.promptsPerStep }, () => splits.nextTrain()),
-      groupSize: config.groupSize,
-      maxTurns: MAX_TURNS,
-      maxTurnTokens: MAX_TURN_TOKENS,
-      maxTokens: 128,
+      ...demoTask(splits, config),
       filters: [demoVoidTurnFilter()],
-      seed: config.seed,
       ...(config.rolloutCorrection ? { rolloutCorrection: { rolloutIs: 'token' as const, rolloutIsThreshold: 2 } } : {}),
       logFile: join(config.out, 'metrics.jsonl'),
       onStep: async (metrics) => {
@@ -285,7 +278,7 @@ export async function runLlamaDemoWith(config: LlamaDemoConfig): Promise<LlamaDe
     const rlSuccess = await timedEvaluate();
 
     const panels = chartPanels(steps);
-    const chartTitle = `tirl demo --engine llama.cpp: GRPO with llama.cpp rollouts (${config.engineWeights}, staleness ${config.maxStaleness}, correction ${config.rolloutCorrection ? 'on' : 'off'})`;
+    const chartTitle = `tirl demo --engine llama.cpp (${config.engineWeights}, staleness ${config.maxStaleness}, correction ${config.rolloutCorrection ? 'on' : 'off'})`;
     await writeFile(join(config.out, 'chart.svg'), renderSvg(panels, { title: chartTitle, xLabel: 'GRPO step' }));
     await writeFile(join(config.out, 'chart.png'), renderPng(panels, { title: chartTitle, xLabel: 'GRPO step' }));
 
