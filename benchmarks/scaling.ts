@@ -63,14 +63,18 @@ export interface ScalingRow {
   id: string;
   size: ScalingSize;
   threads: number;
-  /** Median ms per call on one thread and on `threads`. */
+  /** Best ms per call over the rounds, on one thread and on `threads`. */
   oneThreadMs: number;
   threadsMs: number;
   /**
-   * The median over rounds of (1-thread time / `threads` time) within one round: paired,
-   * so that a change of load between rounds cancels out.
+   * oneThreadMs / threadsMs: each side's least disturbed sample. On a shared machine a
+   * burst of load slows single samples by 20% and more (two rounds of the same code path
+   * then differ by that much); the best of 15 is the time the call takes when it gets its
+   * cores, which is what the thread policy decides.
    */
   ratio: number;
+  /** The median over rounds of (1-thread time / `threads` time) within one round. */
+  pairedRatio: number;
   rounds: number;
 }
 
@@ -127,9 +131,10 @@ export async function measureScaling(options: ScalingOptions): Promise<ScalingRo
         id: benchCase.id,
         size,
         threads: options.threads,
-        oneThreadMs: median(one) * 1e3,
-        threadsMs: median(many) * 1e3,
-        ratio: median(ratios),
+        oneThreadMs: Math.min(...one) * 1e3,
+        threadsMs: Math.min(...many) * 1e3,
+        ratio: Math.min(...one) / Math.min(...many),
+        pairedRatio: median(ratios),
         rounds: options.rounds,
       });
     }

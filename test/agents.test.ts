@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import {
   BUILTIN_CORPUS, BUILTIN_QUESTIONS, Bm25Retriever, ChatCompletionPolicy, DEFAULT_DOCUMENT_BUDGET, DecomposerSolver, MultiTurnReasoner, decomposerPreferenceQuestion,
   decomposerReferenceEpisodes,
-  ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, parseSubquestions, referenceVerifier, selectMemory,
+  ProposeJudgeUpdate, ScriptedPolicy, SelfCorrectingAgent, TIRGen, judgeVerifier, lastCodeBlock, majorityVerifier, parseSubquestions, referenceVerifier, selectMemory,
   resolveReferences, splitDocumentBudget, toolVerifier, type Generation, type RoundRecord, type StepAttempt, type Verifier,
 } from '../lib/agents/index.js';
 import { OpenAIChatClient, type ChatCompletion, type ChatPolicy, type ChatRequest } from '../lib/chat_client/index.js';
@@ -563,6 +563,21 @@ describe('ProposeJudgeUpdate', () => {
     assert.equal(seen[0], episodes[0]);
     assert.deepEqual(episodes[0]!.metadata!.verdict, { score: 0.5, passed: true, status: 'success', critique: 'The answer 2 is correct.' });
     assert.throws(() => referenceVerifier({ passThreshold: Number.NaN }), (error: Error) => error instanceof RangeError && /options\.passThreshold/.test(error.message));
+  });
+
+  test('majority verifier: the majority of sampled judgements decides, ties go to the first', async () => {
+    const judge = new ScriptedPolicy(['Wrong. \\boxed{2}', 'Fine. \\boxed{9}', 'Right. \\boxed{8}', 'No. \\boxed{1}', 'Yes. \\boxed{10}']);
+    const voted = majorityVerifier(judgeVerifier({ policy: judge }));
+    const candidate = { text: 'x = 2', answer: '2', round: 0 };
+    assert.equal(voted.name, 'judge');
+    const verdict = await voted.verify(candidate, { prompt: 'Solve x' });
+    assert.equal(judge.calls.length, 3);
+    assert.deepEqual([verdict.passed, verdict.critique, verdict.status], [true, 'Fine. \\boxed{9}', 'success']);
+    assert.ok(Math.abs(verdict.score - 0.85) < 1e-12);
+    const tie = await majorityVerifier(judgeVerifier({ policy: judge }), { samples: 2, name: 'votes' }).verify(candidate, { prompt: 'Solve x' });
+    assert.deepEqual([tie.passed, tie.score, tie.critique], [false, 0.1, 'No. \\boxed{1}']);
+    assert.throws(() => majorityVerifier({} as never), (error: Error) => error instanceof TypeError && /verifier/.test(error.message));
+    assert.throws(() => majorityVerifier(voted, { samples: 0 }), (error: Error) => error instanceof RangeError && /options\.samples/.test(error.message));
   });
 
   test('tool verifier runs the candidate check', async () => {

@@ -64,11 +64,11 @@ describe('the served-model harness', () => {
     const prompt = [TOKEN.bos, ...encode('what is 123 times 45 ?')];
     for (const api of ['vllm', 'sglang'] as const) {
       const client = new TokenCompletionClient(api === 'vllm' ? { api, baseUrl: server.url, model: server.model } : { api, baseUrl: server.url });
-      const stopped = await client.complete({ promptTokenIds: prompt, maxTokens: 30, seed: 4, stop: ['#1*#2 </calc>'] });
+      const stopped = await client.complete({ promptTokenIds: prompt, maxTokens: 30, seed: 4, stop: ['</calc>'] });
       const free = await client.complete({ promptTokenIds: prompt, maxTokens: 30, seed: 4 });
       const sample = stopped.samples[0]!;
       assert.equal(sample.finishReason, 'stop', api);
-      assert.ok(sample.text.endsWith('#1*#2 </calc>'), `${api}: ${sample.text}`);
+      assert.ok(sample.text.endsWith('</calc>') && sample.tokenIds.at(-1) === TOKEN.calcEnd, `${api}: ${sample.text}`);
       assert.deepEqual(sample.tokenIds, free.samples[0]!.tokenIds.slice(0, sample.tokenIds.length));
       assert.ok(free.samples[0]!.tokenIds.length > sample.tokenIds.length, `${api}: without the stop string the model goes on`);
     }

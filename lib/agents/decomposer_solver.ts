@@ -183,8 +183,10 @@ export class DecomposerSolver {
    * @param options.decomposition a decomposition sampled earlier (its text, and its token ids
    * and log-probs when known), used as turn 0 instead of generating one: AceSearcher samples
    * several solutions under each decomposition (see {@link decomposerPreferenceQuestion}).
+   * @param options.promptTokenIds the context ids the given decomposition was sampled from
+   * (its episode's `promptTokenIds`), so that this episode's token record is complete too.
    */
-  async run(task: AgentTask, options: { decomposition?: Action } = {}): Promise<Trajectory> {
+  async run(task: AgentTask, options: { decomposition?: Action; promptTokenIds?: readonly number[] } = {}): Promise<Trajectory> {
     checkTask(task);
     checkObject('options', options);
     const question = task.prompt;
@@ -200,6 +202,11 @@ export class DecomposerSolver {
     } else {
       checkString('options.decomposition.text', checkObject('options.decomposition', options.decomposition).text);
       last = { action: structuredClone(options.decomposition) };
+      if (options.promptTokenIds !== undefined) {
+        const ids = checkArray('options.promptTokenIds', options.promptTokenIds);
+        if (!ids.every((id) => Number.isInteger(id) && (id as number) >= 0)) throw typeError('options.promptTokenIds', 'an array of token ids', options.promptTokenIds);
+        trajectory.promptTokenIds = ids.slice() as number[];
+      }
       trajectory.turns.push(last);
     }
     const written = parseSubquestions(last.action.text, this.#marker);

@@ -17,8 +17,8 @@ export {
   type CorrectionPrompt, type RetryMode, type SelfCorrectingAgentOptions, type StepAttempt,
 } from './self_correcting_agent.js';
 export {
-  ProposeJudgeUpdate, JUDGE_SYSTEM_PROMPT, MAX_CRITIQUE_CHARS, PROPOSER_SYSTEM_PROMPT, defaultRefinePrompt, judgeVerifier, referenceVerifier, selectMemory, toolVerifier,
-  type Candidate, type JudgeVerifierOptions, type MemoryStrategy, type ReferenceVerifierOptions, type ProposeJudgeUpdateOptions, type ProposeJudgeUpdateResult, type RefinePrompt, type RoundRecord,
+  ProposeJudgeUpdate, JUDGE_SYSTEM_PROMPT, MAX_CRITIQUE_CHARS, PROPOSER_SYSTEM_PROMPT, defaultRefinePrompt, judgeVerifier, majorityVerifier, referenceVerifier, selectMemory, toolVerifier,
+  type Candidate, type JudgeVerifierOptions, type MajorityVerifierOptions, type MemoryStrategy, type ReferenceVerifierOptions, type ProposeJudgeUpdateOptions, type ProposeJudgeUpdateResult, type RefinePrompt, type RoundRecord,
   type ToolVerifierOptions, type Verdict, type Verifier,
 } from './propose_judge_update.js';
 export {

@@ -163,6 +163,42 @@ export function referenceVerifier(options: ReferenceVerifierOptions = {}): Verif
   };
 }
 
+/** Options of {@link majorityVerifier}. */
+export interface MajorityVerifierOptions {
+  /** Verifications per candidate (an odd number avoids ties). Default 3. */
+  samples?: number;
+  /** Name in the trajectory. Default: the verifier's. */
+  name?: string;
+}
+
+/**
+ * AlphaApollo's verifier ensemble (`aggregate_verifier_judgments`, evolving_main.py, commit
+ * 712a04dc): `verifier` (a sampled judge, say) judges the candidate `samples` times and the
+ * majority decides whether it passes (a tie goes to the judgement seen first, as Python's
+ * `Counter.most_common` orders it). The score is the mean score of the verdicts of the
+ * majority, the critique and status those of its first verdict (AlphaApollo's report without
+ * an aggregating model).
+ */
+export function majorityVerifier(verifier: Verifier, options: MajorityVerifierOptions = {}): Verifier {
+  const inner = checkVerifier('verifier', verifier);
+  checkObject('options', options);
+  const samples = positiveOption('options.samples', options.samples, 3);
+  const name = stringOption('options.name', options.name) ?? inner.name;
+  return {
+    name,
+    async verify(candidate, task) {
+      const verdicts: Verdict[] = [];
+      for (let i = 0; i < samples; i++) verdicts.push(await inner.verify(candidate, task));
+      const passes = verdicts.filter((verdict) => verdict.passed === true).length;
+      const fails = samples - passes;
+      const passed = passes === fails ? verdicts[0]!.passed === true : passes > fails;
+      const majority = verdicts.filter((verdict) => (verdict.passed === true) === passed);
+      const score = majority.reduce((sum, verdict) => sum + checkFiniteNumber('verdict.score', verdict.score), 0) / majority.length;
+      return { score, passed, status: majority[0]!.status, critique: majority[0]!.critique };
+    },
+  };
+}
+
 /** What the loop remembers of one round; kept in `metadata.rounds`. */
 export interface RoundRecord {
   /** 0-based round. */

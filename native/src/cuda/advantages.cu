@@ -1,9 +1,12 @@
 // advantages on the GPU: the passes of math/advantages.h, each call run by one thread (a
 // sequence, a group, a chunk of tokens), in the CPU backend's order. Groups come from a
 // stable radix sort of (id, index) pairs: groups by id, members in input order, as the CPU
-// orders them, so the two backends give the same bits. The offsets are checked on the
-// device first; the call then synchronises once more at the end (its scratch is freed in
-// stream order, and waiting keeps its errors in this call).
+// orders them, so the two backends give the same bits (compiled with --fmad=false: nvcc
+// otherwise fuses the double multiply-adds of GAE's recursion and of the group moments, and
+// a few float advantages in a million come out one ulp from the CPU's; the exception is in
+// math/advantages.h). The offsets are checked on the device first; the call then
+// synchronises once more at the end (its scratch is freed in stream order, and waiting
+// keeps its errors in this call).
 #include <cub/device/device_radix_sort.cuh>
 
 #include <climits>

@@ -5,7 +5,8 @@
 // r walks the sequences [r B / R, (r + 1) B / R) in order into its own record of partial
 // sums (in scratch memory). A second kernel merges the records slot by slot, one block per
 // slot, in a fixed order (strided per thread, then a fixed tree), so results are the same
-// run after run; they differ from the CPU's only by the order of the additions. The host
+// run after run; they differ from the CPU's by the order of the additions, by nvcc's fused
+// multiply-adds and by CUDA's double exp and log against libm's (last bits). The host
 // then finishes the statistics with the CPU's code, and a third kernel applies the batch
 // normalisation when it is on. seq_offsets are checked on the device in the first launch.
 #include <string>

@@ -209,6 +209,7 @@ cudaError_t launch_backward(void (*kernel)(const Logit*, int64_t, const int32_t*
                             float* grad_logits, unsigned long long* bad) {
   constexpr int kCount = Load16<Logit>::kCount;
   int64_t cache_chunks = 0;
+  int64_t room = 0;
   if (reinterpret_cast<uintptr_t>(logits) % 16 == 0 && vocab_size % kCount == 0) {
     int device = 0, optin = 0;
     cudaFuncAttributes attributes{};
@@ -216,13 +217,18 @@ cudaError_t launch_backward(void (*kernel)(const Logit*, int64_t, const int32_t*
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&attributes, kernel);
     if (e != cudaSuccess) return e;
-    const int64_t room = static_cast<int64_t>(optin) - static_cast<int64_t>(attributes.sharedSizeBytes);
+    room = static_cast<int64_t>(optin) - static_cast<int64_t>(attributes.sharedSizeBytes);
     cache_chunks = std::max<int64_t>(0, std::min<int64_t>(vocab_size / kCount, room / 16));
   }
   const size_t cache_bytes = static_cast<size_t>(cache_chunks) * 16;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(cache_bytes));
-  if (e != cudaSuccess) return e;
+  // The limit is the kernel's, shared by every thread that launches it: set it to the
+  // device's whole room (the same value from every caller), never to this call's need, or
+  // a concurrent call with a smaller row (or none cached) lowers it under a launch.
+  if (cache_bytes > 0) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(room));
+    if (e != cudaSuccess) return e;
+  }
   kernel<<<rows, kBackwardThreads, cache_bytes, stream>>>(logits, vocab_size, labels, log2e_over_t, inv_t,
                                                          grad_logp, grad_entropy, grad_logits, bad,
                                                          cache_chunks);

@@ -1,8 +1,11 @@
 // Advantage estimators (docs/math.md "Advantage estimators"), with verl's conventions
 // (verl/trainer/ppo/core_algos.py). Both backends run these functions unchanged: one call
 // per sequence, per group or per chunk of tokens, each a sequential loop in a fixed order
-// with sums in double, so the CPU and the CUDA results are bitwise identical and do not
-// depend on the thread count. The backends only decide who runs which call.
+// with sums in double, so the results do not depend on the thread count, and the CPU's and
+// the CUDA backend's are bitwise identical where both evaluate them unfused (cuda/advantages.cu
+// is compiled with --fmad=false; an x86-64 baseline build has no FMA), except the optimal-token
+// baselines: their path variance takes a double exp, which libm and CUDA may round apart.
+// The backends only decide who runs which call.
 #pragma once
 
 #include <cmath>

@@ -45,7 +45,14 @@ struct PolicyCase {
   double is_lower;
   bool normalize = false;  // bypass_mode: batch-normalised weights
   bool nan = true;         // a NaN log-prob and an Inf advantage in the batch
+  bool masked_out = false; // every token masked out (kl_cov picks none, clip_cov's one has no candidate)
 };
+
+// Batches at the kernels' edges besides the random ones: no sequence, one token, exactly
+// one tile of the fused pass (2048 tokens) and one token past it.
+std::vector<std::vector<int32_t>> edge_layouts() {
+  return {{0}, {0, 1}, uniform_offsets(2, 1024), {0, 2049}};
+}
 
 // Every policy loss of tirl_policy_loss against the CPU: the token-local ones, bypass_mode
 // with each kind of IS weights, geo_mean, and clip_cov / kl_cov, whose pick must be the
@@ -75,9 +82,12 @@ void check_policy_losses(Random& rng) {
       {"kl_cov", TIRL_POLICY_KL_COV, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0, false, false},
       {"kl_cov w seq-mean-token-mean", TIRL_POLICY_KL_COV, TIRL_AGG_SEQ_MEAN_TOKEN_MEAN, 0, true, TIRL_ROLLOUT_IS_NONE, 0, false, false},
       {"kl_cov nan", TIRL_POLICY_KL_COV, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0},
+      {"kl_cov masked out", TIRL_POLICY_KL_COV, TIRL_AGG_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0, false, false, true},
+      {"clip_cov masked out", TIRL_POLICY_CLIP_COV, TIRL_AGG_SEQ_MEAN_TOKEN_MEAN, 0, false, TIRL_ROLLOUT_IS_NONE, 0, false, false, true},
   };
-  const std::vector<std::vector<int32_t>> layouts = {rng.offsets(1, 0, 0), rng.offsets(9, 0, 50),
-                                                     rng.offsets(600, 0, 2000), rng.offsets(3, 100000, 300000)};
+  std::vector<std::vector<int32_t>> layouts = {rng.offsets(1, 0, 0), rng.offsets(9, 0, 50),
+                                               rng.offsets(600, 0, 2000), rng.offsets(3, 100000, 300000)};
+  for (auto& edge : edge_layouts()) layouts.push_back(std::move(edge));
   for (const PolicyCase& k : cases) {
     for (const auto& layout : layouts) {
       PpoInputs in = ppo_inputs(rng, layout);
@@ -88,6 +98,7 @@ void check_policy_losses(Random& rng) {
         in.mask[7] = 0;
         in.logp[9] = in.old_logp[9] + 30;  // clamped log-ratio
       }
+      if (k.masked_out) std::fill(in.mask.begin(), in.mask.end(), 0);
       tirl_policy_loss_options o = tirl_policy_loss_options_default();
       o.policy_loss = k.loss;
       o.ppo.aggregation = k.aggregation;
@@ -159,8 +170,9 @@ void check_ppo_loss(Random& rng) {
       {"token-mean abs weights", TIRL_AGG_TOKEN_MEAN, TIRL_RATIO_TOKEN, 2, 0.2, TIRL_KL_ABS, true, true},
       {"gspo seq-mean-token-mean", TIRL_AGG_SEQ_MEAN_TOKEN_MEAN, TIRL_RATIO_SEQUENCE, 0, 0, TIRL_KL_K3, false, true},
   };
-  const std::vector<std::vector<int32_t>> layouts = {rng.offsets(1, 0, 0), rng.offsets(9, 0, 50),
-                                                     rng.offsets(600, 0, 2000), rng.offsets(3, 100000, 300000)};
+  std::vector<std::vector<int32_t>> layouts = {rng.offsets(1, 0, 0), rng.offsets(9, 0, 50),
+                                               rng.offsets(600, 0, 2000), rng.offsets(3, 100000, 300000)};
+  for (auto& edge : edge_layouts()) layouts.push_back(std::move(edge));
   for (const PpoCase& k : cases) {
     for (const auto& layout : layouts) {
       PpoInputs in = ppo_inputs(rng, layout);

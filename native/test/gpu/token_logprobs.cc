@@ -1,4 +1,6 @@
 // GPU checks of tokenLogprobs and its backward: the CUDA kernel against the CPU kernel, and its timings.
+#include <thread>
+
 #include "harness.h"
 
 namespace tirl::gpu_check {
@@ -59,6 +61,28 @@ void check_token_logprobs(Random& rng) {
         }
       }
     }
+  }
+  {
+    // The backward's shared-memory limit belongs to the kernel, not the call: threads
+    // launching it at once with rows cached (V = 32000) and not (V = 7) must all succeed
+    // (the limit was once set to each call's own need, so a call without a cache lowered
+    // it under another's launch).
+    Comparison c{op, "backward from two threads at once", 0, 0};
+    auto worker = [](int64_t v, tirl_status* status) {
+      const int64_t n = 4;
+      Device<float> d_logits(std::vector<float>(n * v, 0.5f)), d_gl(std::vector<float>(n, 1.0f)),
+          d_dlogits(n * v);
+      Device<int32_t> d_labels(std::vector<int32_t>(n, 0));
+      for (int i = 0; i < 200 && *status == TIRL_OK; ++i) {
+        *status = tirl_token_logprobs_backward(d_logits.get(), TIRL_DTYPE_F32, n, v, d_labels.get(), 1.0,
+                                               d_gl.get(), nullptr, d_dlogits.get(), kGpu);
+      }
+    };
+    tirl_status cached = TIRL_OK, uncached = TIRL_OK;
+    std::thread a(worker, 32000, &cached), b(worker, 7, &uncached);
+    a.join();
+    b.join();
+    if (cached != TIRL_OK || uncached != TIRL_OK) c.fail("a call failed with the other running");
   }
   {
     Comparison c{op, "label out of range is reported", 0, 0};
