@@ -269,17 +269,22 @@ function chartPanels(steps: GRPOStepMetrics[], voidCounts: number[]): Panel[] {
   ];
 }
 
-/** Runs the demo with `config`; prints progress, a metrics table and the evaluation. */
-export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
-  const started = performance.now();
+/** What both demos start with: output (silent with --json), tfjs, a progress bar, the seeded generator, the problem splits, the output folder. */
+export async function demoSetup(config: Pick<DemoConfig, 'seed' | 'testProblems' | 'out' | 'json'>) {
   const say = (text: string) => {
     if (!config.json) process.stdout.write(text + '\n');
   };
   const backend = await initTensorFlow();
-  const progress = new Progress();
   const rng = new SeededRandom(config.seed);
   const splits = new ProblemSplits(config.seed, { testSize: config.testProblems });
   await mkdir(config.out, { recursive: true });
+  return { say, backend, progress: new Progress(), rng, splits };
+}
+
+/** Runs the demo with `config`; prints progress, a metrics table and the evaluation. */
+export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
+  const started = performance.now();
+  const { say, backend, progress, rng, splits } = await demoSetup(config);
 
   say(`tirl demo: GRPO on tool-integrated arithmetic (seed ${config.seed}, tfjs ${backend} backend, void-turn filter ${config.voidFilter ? 'on' : 'off'})`);
   const data = buildWarmStartData(() => splits.nextTrain(), config.warmStartTraces, rng);

@@ -8,7 +8,7 @@
  * log-probs, measures the engine/trainer mismatch every step and applies rollout correction
  * (token-level truncated importance sampling from the rolloutCorrection kernel).
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -16,11 +16,11 @@ import * as tf from '@tensorflow/tfjs';
 
 import { renderPng, renderSvg, type Panel } from '../charts/line_chart.js';
 import {
-  EnginePolicy, GRPOTrainer, LlamaCppEngine, SeededRandom, loadNodeLlamaCpp, type GRPOStepMetrics, type ObservationRole,
+  EnginePolicy, GRPOTrainer, LlamaCppEngine, loadNodeLlamaCpp, type GRPOStepMetrics, type ObservationRole,
 } from '../../lib/index.js';
 import { LlamaModel, TfjsPolicy } from '../../lib/training/tfjs.js';
-import { Progress, demoTask, demoVoidTurnFilter, evaluate, initTensorFlow, pct } from './index.js';
-import { ProblemSplits, type Problem } from './problems.js';
+import { demoSetup, demoTask, demoVoidTurnFilter, evaluate, pct } from './index.js';
+import type { Problem } from './problems.js';
 import { buildWarmStartData } from './tirgen.js';
 import { TOKEN, VOCAB, VOCAB_SIZE, decode, encode } from './vocab.js';
 import { warmStart } from './warm_start.js';
@@ -188,14 +188,7 @@ const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + 
 export async function runLlamaDemoWith(config: LlamaDemoConfig): Promise<LlamaDemoSummary> {
   await loadNodeLlamaCpp(); // fail early, naming the package, before any training
   const started = performance.now();
-  const say = (text: string) => {
-    if (!config.json) process.stdout.write(text + '\n');
-  };
-  const backend = await initTensorFlow();
-  const progress = new Progress();
-  const rng = new SeededRandom(config.seed);
-  const splits = new ProblemSplits(config.seed, { testSize: config.testProblems });
-  await mkdir(config.out, { recursive: true });
+  const { say, backend, progress, rng, splits } = await demoSetup(config);
   const weightsDir = await mkdtemp(join(tmpdir(), 'tirl-demo-gguf-'));
 
   const ffnHidden = 2 * config.dModel;
