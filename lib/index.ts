@@ -11,3 +11,4 @@ export * from './chat_client/index.js';
 export * from './sdk.js';
 export * from './agents/index.js';
 export * from './training/index.js';
+export * from './gguf/gguf.js';

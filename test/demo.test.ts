@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
 
@@ -16,6 +17,13 @@ import { decode, encode } from '../app/demo/vocab.js';
 import { Role } from '../lib/index.js';
 
 const run = promisify(execFile);
+
+let llamaCppInstalled = true;
+try {
+  await import('node-llama-cpp' as string);
+} catch {
+  llamaCppInstalled = false;
+}
 
 describe('demo calculator', () => {
   it('computes exactly, with precedence and parentheses', () => {
@@ -126,6 +134,19 @@ describe('tirl demo', () => {
     assert.throws(() => parseDemoArgs(['--bogus']), TypeError);
   });
 
+  it('parses the llama.cpp engine flags, and refuses them without the engine', () => {
+    const llama = parseDemoArgs(['--engine', 'llama.cpp', '--engine-weights', 'f16', '--sync-every', '2', '--max-staleness', '1', '--no-rollout-correction']);
+    assert.ok(llama !== 'help');
+    assert.deepEqual(
+      { engine: llama.engine, engineWeights: llama.engineWeights, syncEvery: llama.syncEvery, maxStaleness: llama.maxStaleness, rolloutCorrection: llama.rolloutCorrection, rlSteps: llama.rlSteps },
+      { engine: 'llama.cpp', engineWeights: 'f16', syncEvery: 2, maxStaleness: 1, rolloutCorrection: false, rlSteps: 60 },
+    );
+    assert.throws(() => parseDemoArgs(['--sync-every', '2']), { name: 'RangeError', message: /--sync-every needs --engine llama\.cpp/ });
+    assert.throws(() => parseDemoArgs(['--engine', 'vllm']), { name: 'RangeError', message: /--engine/ });
+    assert.throws(() => parseDemoArgs(['--engine', 'llama.cpp', '--engine-weights', 'bf16']), { name: 'RangeError', message: /--engine-weights/ });
+    assert.throws(() => parseDemoArgs(['--engine', 'llama.cpp', '--sync-every', '0']), { name: 'RangeError', message: /--sync-every/ });
+  });
+
   it('runs end to end (--quick --json) and writes its log, chart and summary', { timeout: 300_000 }, async () => {
     const out = mkdtempSync(join(tmpdir(), 'tirl-demo-'));
     try {
@@ -146,6 +167,50 @@ describe('tirl demo', () => {
       assert.ok(readFileSync(join(out, 'chart.svg'), 'utf8').startsWith('<svg'));
     } finally {
       rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  it('--engine llama.cpp runs end to end: llama.cpp samples, the mismatch is measured, weights sync every step', { timeout: 300_000, skip: llamaCppInstalled ? false : 'node-llama-cpp is not installed' }, async () => {
+    const out = mkdtempSync(join(tmpdir(), 'tirl-demo-llama-'));
+    try {
+      const cli = fileURLToPath(new URL('../../bin/tirl.js', import.meta.url));
+      const { stdout } = await run(process.execPath, [cli, 'demo', '--engine', 'llama.cpp', '--quick', '--steps', '2', '--json', '--out', out]);
+      const summary = JSON.parse(stdout.trim().split('\n').pop()!);
+      assert.equal(summary.engine, 'llama.cpp');
+      assert.equal(summary.rlSteps, 2);
+      assert.equal(summary.syncs, 2);
+      for (const key of ['engineSampling', 'trainer', 'sync', 'warmStart', 'evaluation']) assert.ok(summary.time[key] >= 0, key);
+      // f32 engine weights and KV cache: llama.cpp and tfjs differ by float rounding only.
+      assert.ok(Math.abs(summary.mismatch.maxKl) < 1e-5, `KL(llama.cpp || tfjs) ${summary.mismatch.maxKl}`);
+      assert.ok(summary.mismatch.maxAbsLogpDiff < 1e-3, `max |dlogp| ${summary.mismatch.maxAbsLogpDiff}`);
+      assert.deepEqual(summary.staleness, { mean: 0, max: 0 });
+      assert.deepEqual(summary, JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')));
+      const lines = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((line) => JSON.parse(line));
+      assert.equal(lines.length, 2);
+      assert.equal(lines[0].rolloutCorrection.applied, true);
+      assert.equal(readFileSync(join(out, 'chart.png')).subarray(1, 4).toString(), 'PNG');
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  it('--engine llama.cpp without node-llama-cpp fails naming the package', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tirl-demo-nollama-'));
+    try {
+      const hooks = join(dir, 'hooks.mjs');
+      writeFileSync(hooks, `export async function resolve(specifier, context, next) {
+  if (specifier === 'node-llama-cpp') throw Object.assign(new Error("Cannot find package 'node-llama-cpp'"), { code: 'ERR_MODULE_NOT_FOUND' });
+  return next(specifier, context);
+}\n`);
+      const register = join(dir, 'register.mjs');
+      writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
+      const cli = fileURLToPath(new URL('../../bin/tirl.js', import.meta.url));
+      const result = spawnSync(process.execPath, ['--import', pathToFileURL(register).href, cli, 'demo', '--engine', 'llama.cpp', '--quick', '--out', join(dir, 'out')], { encoding: 'utf8' });
+      assert.notEqual(result.status, 0);
+      assert.match(result.stderr, /optional package 'node-llama-cpp'/);
+      assert.match(result.stderr, /npm install node-llama-cpp@3\.21\.1/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

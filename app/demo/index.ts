@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 
 import { renderPng, renderSvg, type Panel } from '../charts/line_chart.js';
-import { GRPOTrainer, SeededRandom, rollout, type Episode, type EpisodeFilter, type GRPOStepMetrics } from '../../lib/index.js';
+import { GRPOTrainer, SeededRandom, rollout, type Episode, type EpisodeFilter, type GRPOStepMetrics, type Policy } from '../../lib/index.js';
 import { ArithmeticEnvironment, MAX_TURNS, MAX_TURN_TOKENS, isVoidAction } from './environment.js';
 import { DemoPolicy } from './policy.js';
 import { ProblemSplits, type Problem } from './problems.js';
@@ -38,6 +38,13 @@ export interface DemoConfig {
   voidFilter: boolean;
   out: string;
   json: boolean;
+  /** Who samples the rollouts: the tfjs GRU policy itself, or llama.cpp serving a Llama policy (app/demo/llama_cpp.ts). */
+  engine: 'tfjs' | 'llama.cpp';
+  /** llama.cpp engine only: weight sync period, staleness, engine weight type, rollout correction. */
+  syncEvery: number;
+  maxStaleness: number;
+  engineWeights: 'f32' | 'f16';
+  rolloutCorrection: boolean;
 }
 
 export const DEFAULT_CONFIG: DemoConfig = {
@@ -54,6 +61,11 @@ export const DEFAULT_CONFIG: DemoConfig = {
   voidFilter: true,
   out: 'demo-output',
   json: false,
+  engine: 'tfjs',
+  syncEvery: 1,
+  maxStaleness: 0,
+  engineWeights: 'f32',
+  rolloutCorrection: true,
 };
 
 const QUICK: Partial<DemoConfig> = { rlSteps: 4, warmStartSteps: 20, warmStartTraces: 300, testProblems: 40, promptsPerStep: 4 };
@@ -81,6 +93,8 @@ export interface DemoSummary {
 }
 
 const USAGE = `usage: tirl demo [--seed N] [--steps N] [--out DIR] [--no-void-filter] [--quick] [--json]
+       tirl demo --engine llama.cpp [--engine-weights f32|f16] [--sync-every K] [--max-staleness S]
+                 [--no-rollout-correction] [--seed N] [--steps N] [--out DIR] [--quick] [--json]
 
 Trains a small tool-using policy with GRPO on arithmetic word problems that need a
 calculator tool, from a TIRGen-style warm start, and compares both on held-out problems.
@@ -89,7 +103,15 @@ calculator tool, from a TIRGen-style warm start, and compares both on held-out p
   --out DIR          where the log, chart and summary go (default ${DEFAULT_CONFIG.out}/)
   --no-void-filter   keep trajectories with void turns in the loss (SimpleTIR's ablation)
   --quick            a short run (smoke test)
-  --json             print the summary as one JSON object on the last line`;
+  --json             print the summary as one JSON object on the last line
+  --engine E         who samples rollouts: tfjs (default: the GRU policy itself) or llama.cpp
+                     (a Llama-architecture policy exported as GGUF and served by node-llama-cpp,
+                     weights synced after each step, rollout correction on; 60 steps by default)
+  --engine-weights T llama.cpp: f32 (default) or f16 matrices in the engine
+  --sync-every K     llama.cpp: export and reload the weights every K steps (default 1)
+  --max-staleness S  llama.cpp: the engine serves weights S versions old, as an S-deep
+                     asynchronous pipeline would (default 0)
+  --no-rollout-correction  llama.cpp: measure the engine/trainer mismatch but do not correct it`;
 
 /** Parses `tirl demo` arguments; throws a RangeError with the usage on bad input. */
 export function parseDemoArgs(argv: string[]): DemoConfig | 'help' {
@@ -102,6 +124,11 @@ export function parseDemoArgs(argv: string[]): DemoConfig | 'help' {
       'no-void-filter': { type: 'boolean' },
       quick: { type: 'boolean' },
       json: { type: 'boolean' },
+      engine: { type: 'string' },
+      'engine-weights': { type: 'string' },
+      'sync-every': { type: 'string' },
+      'max-staleness': { type: 'string' },
+      'no-rollout-correction': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -114,6 +141,22 @@ export function parseDemoArgs(argv: string[]): DemoConfig | 'help' {
     if (!Number.isInteger(n) || n < min) throw new RangeError(`tirl demo: expected an integer >= ${min} for --${name} but received '${text}'\n${USAGE}`);
     return n;
   };
+  const engine = values.engine ?? 'tfjs';
+  if (engine !== 'tfjs' && engine !== 'llama.cpp') throw new RangeError(`tirl demo: expected tfjs or llama.cpp for --engine but received '${engine}'\n${USAGE}`);
+  config.engine = engine;
+  if (engine === 'tfjs') {
+    for (const flag of ['engine-weights', 'sync-every', 'max-staleness', 'no-rollout-correction'] as const) {
+      if (values[flag] !== undefined) throw new RangeError(`tirl demo: --${flag} needs --engine llama.cpp\n${USAGE}`);
+    }
+  } else {
+    config.rlSteps = values.quick ? config.rlSteps : 60;
+  }
+  const weights = values['engine-weights'] ?? 'f32';
+  if (weights !== 'f32' && weights !== 'f16') throw new RangeError(`tirl demo: expected f32 or f16 for --engine-weights but received '${weights}'\n${USAGE}`);
+  config.engineWeights = weights;
+  config.syncEvery = integer('sync-every', values['sync-every'], 1) ?? config.syncEvery;
+  config.maxStaleness = integer('max-staleness', values['max-staleness'], 0) ?? config.maxStaleness;
+  config.rolloutCorrection = !values['no-rollout-correction'];
   config.seed = integer('seed', values.seed, 0) ?? config.seed;
   config.rlSteps = integer('steps', values.steps, 0) ?? config.rlSteps;
   config.out = values.out ?? config.out;
@@ -123,7 +166,7 @@ export function parseDemoArgs(argv: string[]): DemoConfig | 'help' {
 }
 
 /** Loads the fastest TensorFlow.js backend that works here (wasm, else cpu). */
-async function initTensorFlow(): Promise<string> {
+export async function initTensorFlow(): Promise<string> {
   await import('@tensorflow/tfjs-backend-wasm');
   for (const backend of ['wasm', 'cpu']) {
     try {
@@ -139,7 +182,7 @@ async function initTensorFlow(): Promise<string> {
 }
 
 /** A one-line progress bar on stderr (redrawn in place on a terminal). */
-class Progress {
+export class Progress {
   private readonly tty = process.stderr.isTTY === true;
   private lastLine = 0;
 
@@ -159,10 +202,10 @@ class Progress {
   }
 }
 
-const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+export const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 
 /** Held-out success rate: one sampled episode per problem. */
-async function evaluate(policy: DemoPolicy, problems: readonly Problem[], seed: number): Promise<number> {
+export async function evaluate(policy: Policy, problems: readonly Problem[], seed: number): Promise<number> {
   const episodes = await rollout(
     policy,
     problems.map(() => new ArithmeticEnvironment()),
@@ -174,8 +217,21 @@ async function evaluate(policy: DemoPolicy, problems: readonly Problem[], seed: 
   return episodes.filter((e) => e.success).length / episodes.length;
 }
 
+/** The demo's task as GRPOTrainer options: the calculator environment, training problems, group and episode limits, seed. */
+export function demoTask(splits: ProblemSplits, config: Pick<DemoConfig, 'promptsPerStep' | 'groupSize' | 'seed'>) {
+  return {
+    createEnvironment: () => new ArithmeticEnvironment(),
+    problems: () => Array.from({ length: config.promptsPerStep }, () => splits.nextTrain()),
+    groupSize: config.groupSize,
+    maxTurns: MAX_TURNS,
+    maxTurnTokens: MAX_TURN_TOKENS,
+    maxTokens: 128,
+    seed: config.seed,
+  };
+}
+
 /** SimpleTIR's filter in the demo's markup: an action with neither a complete `<calc>` call nor an `<ans>`. */
-function demoVoidTurnFilter(): EpisodeFilter {
+export function demoVoidTurnFilter(): EpisodeFilter {
   return { name: 'voidTurn', removes: (episode) => episode.turns.some((turn) => isVoidAction(turn.action)) };
 }
 
@@ -213,17 +269,22 @@ function chartPanels(steps: GRPOStepMetrics[], voidCounts: number[]): Panel[] {
   ];
 }
 
-/** Runs the demo with `config`; prints progress, a metrics table and the evaluation. */
-export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
-  const started = performance.now();
+/** What both demos start with: output (silent with --json), tfjs, a progress bar, the seeded generator, the problem splits, the output folder. */
+export async function demoSetup(config: Pick<DemoConfig, 'seed' | 'testProblems' | 'out' | 'json'>) {
   const say = (text: string) => {
     if (!config.json) process.stdout.write(text + '\n');
   };
   const backend = await initTensorFlow();
-  const progress = new Progress();
   const rng = new SeededRandom(config.seed);
   const splits = new ProblemSplits(config.seed, { testSize: config.testProblems });
   await mkdir(config.out, { recursive: true });
+  return { say, backend, progress: new Progress(), rng, splits };
+}
+
+/** Runs the demo with `config`; prints progress, a metrics table and the evaluation. */
+export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
+  const started = performance.now();
+  const { say, backend, progress, rng, splits } = await demoSetup(config);
 
   say(`tirl demo: GRPO on tool-integrated arithmetic (seed ${config.seed}, tfjs ${backend} backend, void-turn filter ${config.voidFilter ? 'on' : 'off'})`);
   const data = buildWarmStartData(() => splits.nextTrain(), config.warmStartTraces, rng);
@@ -244,14 +305,8 @@ export async function runDemoWith(config: DemoConfig): Promise<DemoSummary> {
   const voidCounts: number[] = [];
   const trainer = new GRPOTrainer<Problem>({
     policy,
-    createEnvironment: () => new ArithmeticEnvironment(),
-    problems: () => Array.from({ length: config.promptsPerStep }, () => splits.nextTrain()),
-    groupSize: config.groupSize,
-    maxTurns: MAX_TURNS,
-    maxTurnTokens: MAX_TURN_TOKENS,
-    maxTokens: 128,
+    ...demoTask(splits, config),
     filters: config.voidFilter ? [demoVoidTurnFilter()] : [],
-    seed: config.seed,
     logFile: join(config.out, 'metrics.jsonl'),
     onEpisodes: (episodes: readonly Episode<Problem>[]) => {
       voidCounts.push(episodes.filter((e) => e.turns.some((t) => isVoidAction(t.action))).length);
@@ -317,6 +372,23 @@ export async function runDemo(argv: string[]): Promise<void> {
   }
   if (config === 'help') {
     process.stdout.write(USAGE + '\n');
+    return;
+  }
+  if (config.engine === 'llama.cpp') {
+    const { runLlamaDemoWith, LLAMA_DEFAULT_CONFIG, LLAMA_QUICK } = await import('./llama_cpp.js');
+    const quick = argv.includes('--quick');
+    await runLlamaDemoWith({
+      ...LLAMA_DEFAULT_CONFIG,
+      ...(quick ? LLAMA_QUICK : {}),
+      seed: config.seed,
+      rlSteps: config.rlSteps,
+      syncEvery: config.syncEvery,
+      maxStaleness: config.maxStaleness,
+      engineWeights: config.engineWeights,
+      rolloutCorrection: config.rolloutCorrection,
+      out: config.out,
+      json: config.json,
+    });
     return;
   }
   await runDemoWith(config);

@@ -3,8 +3,7 @@
  * log-likelihood of the action tokens only (prompt and tool feedback are masked out by the
  * feedbackMask kernel), batches drawn with the demo's generator.
  */
-import { SFTTrainer, type SeededRandom } from '../../lib/index.js';
-import type { DemoPolicy } from './policy.js';
+import { SFTTrainer, type Policy, type SeededRandom } from '../../lib/index.js';
 import type { Trace } from './tirgen.js';
 
 export interface WarmStartOptions {
@@ -15,7 +14,7 @@ export interface WarmStartOptions {
 }
 
 /** Trains `policy` on `traces`; returns the mean action-token loss (nats) of each step. */
-export async function warmStart(policy: DemoPolicy, traces: readonly Trace[], options: WarmStartOptions): Promise<number[]> {
+export async function warmStart(policy: Policy, traces: readonly Trace[], options: WarmStartOptions): Promise<number[]> {
   const trainer = new SFTTrainer({ policy, maxGradNorm: 5, onStep: (m) => options.onStep?.(m.step, m.loss) });
   const losses: number[] = [];
   for (let step = 0; step < options.steps; step++) {

@@ -15,3 +15,4 @@ export {
   parseSglangGeneration, parseVllmCompletion, TokenCompletionClient, type TokenApi, type TokenCompletion,
   type TokenCompletionClientOptions, type TokenPolicy, type TokenSample, type TokenSamplingRequest,
 } from './tokens.js';
+export { LlamaCppEngine, loadNodeLlamaCpp, type LlamaCppEngineOptions } from './llama_cpp.js';

@@ -28,3 +28,4 @@ export type { AdvantageParameters, TrainerAdvantageEstimator } from './losses.js
 export { SeededRandom } from './random.js';
 export { type SFTAggregation, type SFTExample, type SFTStepMetrics, SFTTrainer, type SFTTrainerOptions } from './sft.js';
 export { type Episode, type EpisodeTurn, packSequences, rollout, type RolloutLimits, toTokenBatch } from './rollout.js';
+export { EnginePolicy, type EnginePolicyOptions } from './engine_policy.js';

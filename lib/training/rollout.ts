@@ -46,6 +46,8 @@ export interface Episode<Problem> {
   done: boolean;
   /** Cut short by the turn or token limit before the environment said done. */
   truncated: boolean;
+  /** The oldest weight version that sampled one of its actions; -1 when the policy reports none. */
+  policyVersion: number;
 }
 
 /** Limits of one episode. */
@@ -68,6 +70,7 @@ class EpisodeBuilder<Problem> {
   success = false;
   done = false;
   truncated = false;
+  policyVersion = -1;
 
   prompt = '';
 
@@ -113,6 +116,7 @@ class EpisodeBuilder<Problem> {
       success: this.done && this.success,
       done: this.done,
       truncated: this.truncated,
+      policyVersion: this.policyVersion,
     };
   }
 }
@@ -150,6 +154,8 @@ export async function rollout<Problem>(
       const result = results[k];
       const actionStart = episode.tokens.length;
       episode.append(sampled[k].tokens, Role.action, sampled[k].logprobs);
+      const version = sampled[k].policyVersion;
+      if (version !== undefined && (episode.policyVersion < 0 || version < episode.policyVersion)) episode.policyVersion = version;
       episode.turns.push({
         action: sampled[k].text,
         actionStart,
@@ -244,8 +250,8 @@ export function toTokenBatch(episodes: readonly Episode<unknown>[], idPrefix: st
     rewards: Float32Array.from(episodes, (e) => e.reward),
     groupIds: Int32Array.from(episodes, (e) => groups.indexOf(e.group)),
     groupKeys,
-    // The policy samples with the weights it trains (no version counter) and keeps every token.
-    policyVersions: new Int32Array(size).fill(-1),
+    // The sampler's weight version when the policy reports one (-1: it samples with the weights it trains).
+    policyVersions: Int32Array.from(episodes, (e) => e.policyVersion ?? -1),
     exact: new Uint8Array(size).fill(1),
     trajectories: episodes.map((e, i) => toTrajectory(e, `${idPrefix}/${i}`, `${idPrefix}/g${e.group}`)),
     paddedLength: null,

@@ -19,3 +19,4 @@ export {
   type TfjsTokenLogprobsResult,
 } from './tfjs_ops.js';
 export { TfjsPolicy, type TfjsPolicyOptions, type TfjsTokenizer } from './tfjs_policy.js';
+export { LlamaModel, type LlamaConfig, type LlamaGgufVocabulary } from './llama.js';

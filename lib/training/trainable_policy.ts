@@ -60,6 +60,11 @@ export interface SampledTurn {
   logprobs: Float32Array;
   /** The action as text, what the environment receives. */
   text: string;
+  /**
+   * Version of the weights that sampled it, for a policy whose sampler can lag its trainer
+   * (a rollout engine synced every few steps); absent when the sampler is the trainer.
+   */
+  policyVersion?: number;
 }
 
 /** Where text enters the context: the problem statement, or a tool's or environment's output. */

@@ -22,6 +22,8 @@ export interface RolloutCorrectionMetrics {
   kl: number;
   /** The k3 estimate of the same KL (`k3_kl`). */
   k3Kl: number;
+  /** Largest |logp − rolloutLogp| over those tokens (nats). */
+  maxAbsLogpDiff: number;
   /** Mean over sequences of |mean rolloutLogp − mean logp| (`log_ppl_abs_diff`). */
   logPplAbsDiff: number;
   /** Whether weights and rejection were applied to the loss. */
@@ -72,6 +74,11 @@ export interface GRPOStepMetrics {
    * (with `oldLogprobs` 'recompute'): zero mismatch when the same weights sampled and score.
    */
   rolloutCorrection?: RolloutCorrectionMetrics;
+  /**
+   * How many versions the sampler's weights lagged the trainer's (trainer version = steps
+   * completed before this one), over the episodes whose policy reported a version.
+   */
+  staleness?: { mean: number; max: number };
   /** THOR: failure points resampled, continuations sampled, and the fraction whose tool call ran. */
   stepLevel?: { failures: number; samples: number; successRate: number };
   /**

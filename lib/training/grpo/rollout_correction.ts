@@ -23,10 +23,15 @@ export function correctRollout(update: UpdateBatch, settings: RolloutCorrectionS
     ...(settings ?? { rolloutIs: 'none' }),
   });
   const { stats } = result;
+  let maxAbsLogpDiff = 0;
+  for (let t = 0; t < update.episodeMask.length; t++) {
+    if (update.episodeMask[t] !== 0) maxAbsLogpDiff = Math.max(maxAbsLogpDiff, Math.abs(update.oldLogp[t]! - update.rolloutLogp[t]!));
+  }
   const metrics: RolloutCorrectionMetrics = {
     tokens: result.maskedTokens,
     kl: stats.kl,
     k3Kl: stats.k3_kl,
+    maxAbsLogpDiff,
     logPplAbsDiff: stats.log_ppl_abs_diff,
     applied: settings !== undefined,
     nonFinite: result.nonFinite,

@@ -5,7 +5,7 @@
  * loop; its options, metrics, update batch, loss call, THOR step level, checkpoint and
  * trajectory log live beside it in `grpo/`.
  */
-import { applyFilters } from '../../filters/index.js';
+import { applyFilters, stalenessStats } from '../../filters/index.js';
 import { checkArray, checkObject, rangeError, typeError } from '../../check.js';
 import { packTrajectories, type TokenBatch, type Trajectory } from '../../trajectory/index.js';
 import { chunk, mean, range, split, sum } from '../batching.js';
@@ -103,6 +103,8 @@ export class GRPOTrainer<Problem> {
 
     const collected = options.agent ? await this.agentEpisodes(options.agent) : await this.environmentEpisodes();
     const { batch, episodes } = collected;
+    // The sampler's lag, when it reports versions on the trainer's scale (0, 1, ... steps).
+    const lag = batch.policyVersions.every((v) => v <= this.stepCount) ? stalenessStats(batch, this.stepCount) : undefined;
     const filters = options.filters.map((f) => asTrajectoryFilter(f, episodes ?? [], groupSize));
     const { keep, report } = applyFilters(batch, filters);
     const filtered: Record<string, FilterCount> = {};
@@ -156,6 +158,7 @@ export class GRPOTrainer<Problem> {
       trainedTokens: sum(update.mask),
       ...updateStats,
       ...(stepLevel ? { stepLevel } : {}),
+      ...(lag && lag.versioned > 0 ? { staleness: { mean: lag.mean, max: lag.max } } : {}),
       ...(collected.dynamicSampling ? { dynamicSampling: collected.dynamicSampling } : {}),
       ...(correction ? { rolloutCorrection: correction } : {}),
       rolloutSeconds,

@@ -42,10 +42,12 @@ bool set_num_threads(int n);
 void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread = 1);
 
 // The min_chunks_per_thread for a minimum of `min_items` items per thread in chunks of
-// `items_per_chunk` items (a mean over chunks may be 0: then one item a chunk).
+// `items_per_chunk` items. Chunks of no items (sequences of no tokens) are never worth a
+// thread: the whole call runs on the calling thread.
 constexpr int64_t min_chunks(int64_t min_items, int64_t items_per_chunk) {
-  const int64_t per_chunk = items_per_chunk < 1 ? 1 : items_per_chunk;
-  return min_items <= per_chunk ? 1 : min_items / per_chunk + (min_items % per_chunk != 0);
+  return items_per_chunk <= 0 ? INT64_MAX
+         : min_items <= items_per_chunk ? 1
+                                        : min_items / items_per_chunk + (min_items % items_per_chunk != 0);
 }
 
 // Chunks of `chunk` items covering `n` items: ceil(n / chunk), without overflow for any n
