@@ -9,6 +9,10 @@
 #include "cpu/ops.h"
 #include "math/feedback_mask.h"
 
+#if TIRL_SIMD_X86
+#include <immintrin.h>
+#endif
+
 namespace tirl::cpu {
 namespace {
 
