@@ -53,6 +53,30 @@ describe('feedbackMask', () => {
     assert.deepEqual([...r.actionTokens], [0, 1, 0]);
   });
 
+  it('matches the reference and finds the first bad role around every vector boundary', () => {
+    // Sequence lengths on both sides of 32 and 64 tokens (the avx2 and avx512 vectors).
+    const lengths = [1, 31, 32, 33, 63, 64, 65, 130];
+    const seqOffsets = Int32Array.from([0, ...lengths.map((_, i) => lengths.slice(0, i + 1).reduce((a, b) => a + b))]);
+    const n = seqOffsets[lengths.length];
+    const rng = new Random(11);
+    const roles = new Uint8Array(n).map(() => rng.int(0, 4));
+    const keep = Uint8Array.from(lengths, (_, s) => (s % 2 === 0 ? 1 : 0));
+    const got = feedbackMask({ roles, seqOffsets, keep });
+    const want = reference(roles, seqOffsets, keep);
+    assert.deepEqual(got.mask, want.mask);
+    assert.deepEqual(got.actionTokens, want.actionTokens);
+    for (let at = 0; at < n; at++) {
+      const role = [4, 127, 128, 255][at % 4];
+      const bad = roles.slice();
+      bad[at] = role;
+      if (at + 1 < n) bad[at + 1] = 9;
+      assert.throws(() => feedbackMask({ roles: bad, seqOffsets, keep }), {
+        name: 'RangeError',
+        message: new RegExp(`roles\\[${at}\\] = ${role}$`),
+      });
+    }
+  });
+
   it('writes into out buffers', () => {
     const roles = Uint8Array.from([1, 0, 1]);
     const seqOffsets = Int32Array.from([0, 3]);

@@ -95,7 +95,31 @@ function runOps(): Outputs {
   const feedback = feedbackMask({ roles, seqOffsets });
   out['feedbackMask mask'] = feedback.mask;
   out['feedbackMask actionTokens'] = feedback.actionTokens;
+  // Dropped sequences, and the first out-of-range role as reported from inside a vector,
+  // from a sequence's last partial vector and from a remainder (an integer on every path).
+  const keep = new Uint8Array(seqOffsets.length - 1).map((_, s) => (s % 3 === 1 ? 0 : 1));
+  const kept = feedbackMask({ roles, seqOffsets, keep });
+  out['feedbackMask kept mask'] = kept.mask;
+  out['feedbackMask kept actionTokens'] = kept.actionTokens;
+  for (const [at, role] of [[70, 4], [4163, 255], [n - 3, 128]]) {
+    const bad = roles.slice();
+    bad[at] = role;
+    bad[at + 1] = 9;
+    out[`feedbackMask first bad role near ${at}`] = firstBadRole(() => feedbackMask({ roles: bad, seqOffsets }));
+  }
   return out;
+}
+
+/** The index in `roles[i] = ...` of the RangeError that `call` throws (-1 if none). */
+function firstBadRole(call: () => unknown): number {
+  try {
+    call();
+  } catch (error) {
+    const match = /roles\[(\d+)\]/.exec((error as Error).message);
+    assert.ok(error instanceof RangeError && match !== null, String(error));
+    return Number(match[1]);
+  }
+  return -1;
 }
 
 function encode(outputs: Outputs): Record<string, [string, string | number]> {
