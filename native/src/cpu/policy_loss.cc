@@ -29,7 +29,6 @@ namespace {
 
 constexpr int64_t kTokensPerChunk = kPolicyChunkTokens;  // the picks' means: math/policy_loss.h
 constexpr int64_t kTokensPerBlock = 256;
-constexpr int kLanes = kLossLanes;
 constexpr int64_t kSequencesPerChunk = 32;
 // Below this much work per thread a call stays on fewer threads (common/parallel.h;
 // measured with `tirl bench --scaling-only`): the token passes with exps and clips, and
