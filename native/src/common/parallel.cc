@@ -35,9 +35,11 @@ std::atomic<int> configured_threads{default_thread_count()};
 struct Job {
   ChunkBody body;
   int64_t num_chunks;
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> finished{0};
-  int helpers_wanted;  // pool threads that may join, besides the caller
+  // Every thread of the job claims with `next` and reports with `finished` once a chunk:
+  // each on a cache line of its own, apart from the read-only fields above.
+  alignas(kCacheLineBytes) std::atomic<int64_t> next{0};
+  alignas(kCacheLineBytes) std::atomic<int64_t> finished{0};
+  alignas(kCacheLineBytes) int helpers_wanted;  // pool threads that may join, besides the caller
   int helpers_joined = 0;  // guarded by the pool's mutex
   int helpers_active = 0;  // guarded by done_mutex: helpers still inside work()
   std::mutex done_mutex;
