@@ -253,7 +253,7 @@ TIRL_HD inline GeoMeanToken geo_mean_token(float logp, float old_logp, float adv
   const float m = nan_min(a, b);
   const float ga = select(a == b, 0.5f, select(a > b, 0.0f, 1.0f));
   const float gb = select(a == b, 0.5f, select(a < b, 0.0f, 1.0f));
-  const float gclamp = select(inside(d, -c.clip_low, c.clip_high), 1.0f, 0.0f);
+  const float gclamp = select(clamp_passes(dc, d), 1.0f, 0.0f);
   const bool clipped = !(d == dc);
   return {sgn * m, sgn * (ga * sgn + gb * sgn * gclamp),
           static_cast<int32_t>(clipped & (advantage > 0.0f)),

@@ -34,6 +34,10 @@ TIRL_HD inline float clamp_keep_nan(float x, float lo, float hi) {
   return select(x < lo, lo, select(x > hi, hi, x));
 }
 
+// inside(x, lo, hi) given clamp_keep_nan(x, lo, hi): the clamp leaves x as it is exactly
+// when x is inside (NaN is not: NaN != NaN); one compare where inside() takes two.
+TIRL_HD inline bool clamp_passes(float clamped, float x) { return clamped == x; }
+
 // ---------------------------------------------------------------- importance ratio
 
 // A token's importance ratio r and dr/dlogp.
@@ -51,8 +55,9 @@ TIRL_HD inline float clamped_log_ratio(float logp, float old_logp) {
 // r = exp(d); dr/dlogp = r inside the clamp, 0 where it is active.
 TIRL_HD inline Ratio token_ratio(float logp, float old_logp) {
   const float log_ratio = logp - old_logp;
-  const float ratio = exp_bounded(clamp_keep_nan(log_ratio, -kLogRatioBound, kLogRatioBound));
-  return {ratio, select(inside(log_ratio, -kLogRatioBound, kLogRatioBound), ratio, 0.0f)};
+  const float clamped = clamp_keep_nan(log_ratio, -kLogRatioBound, kLogRatioBound);
+  const float ratio = exp_bounded(clamped);
+  return {ratio, select(clamp_passes(clamped, log_ratio), ratio, 0.0f)};
 }
 
 // GSPO: every token of sequence i has the value s_i = exp(min(log s_i, 10)), with
@@ -83,12 +88,13 @@ struct PpoTerm {
 TIRL_HD inline PpoTerm ppo_term(float advantage, float ratio, float ratio_low, float ratio_high,
                                 float dual_clip) {
   const float loss_unclipped = -advantage * ratio;
-  const float loss_clipped = -advantage * clamp_keep_nan(ratio, ratio_low, ratio_high);
+  const float clamped = clamp_keep_nan(ratio, ratio_low, ratio_high);
+  const float loss_clipped = -advantage * clamped;
   // max(L1, L2) as torch.maximum: NaN wins. L2 is NaN only when L1 is, and "not less"
   // picks L1 then (GSPO's ratio 0 times an infinite advantage is such a NaN).
   const bool take_unclipped = !(loss_unclipped < loss_clipped);
   const float loss_max = select(take_unclipped, loss_unclipped, loss_clipped);
-  const bool ratio_passes = take_unclipped | inside(ratio, ratio_low, ratio_high);
+  const bool ratio_passes = take_unclipped | clamp_passes(clamped, ratio);
   const float dual_bound = -advantage * dual_clip;
   const bool dual_clipped = (dual_clip > 0.0f) & (advantage < 0.0f) & (loss_max > dual_bound);
   return {select(dual_clipped, dual_bound, loss_max),
@@ -130,10 +136,11 @@ TIRL_HD inline KlTerm kl_term(float logp, float ref_logp) {
   } else {
     static_assert(Estimator == TIRL_KL_K3, "unknown KL estimator");
     // With y = -x': k3 = e^y - 1 - y, dk3/dlogp = -(e^y - 1).
-    const ExpMinusOne e = exp_minus_one(-clamp_keep_nan(x, -kLogRatioBound, kLogRatioBound));
-    const bool passes = inside(x, -kLogRatioBound, kLogRatioBound) &
-                        inside(e.em1_minus_y, -kK3Bound, kK3Bound);
-    return {clamp_keep_nan(e.em1_minus_y, -kK3Bound, kK3Bound), select(passes, -e.em1, 0.0f)};
+    const float clamped = clamp_keep_nan(x, -kLogRatioBound, kLogRatioBound);
+    const ExpMinusOne e = exp_minus_one(-clamped);
+    const float k3 = clamp_keep_nan(e.em1_minus_y, -kK3Bound, kK3Bound);
+    const bool passes = clamp_passes(clamped, x) & clamp_passes(k3, e.em1_minus_y);
+    return {k3, select(passes, -e.em1, 0.0f)};
   }
 }
 
@@ -209,8 +216,10 @@ TIRL_HD inline double aggregation_scale(const tirl_ppo_options& o, const PpoNorm
   return 0.0;
 }
 
-// x - x is 0 for a finite x and NaN for Inf or NaN; one comparison tests them all.
-TIRL_HD inline float finite_probe(float x) { return x - x; }
+// x * 0 is +-0 for a finite x and NaN for Inf or NaN; one comparison tests a sum of them
+// all. A product, not x - x: the sum of products contracts to fused multiply-adds (one
+// instruction a term) on the FMA paths. Added to a value (GSPO's ratio) it changes no bit.
+TIRL_HD inline float finite_probe(float x) { return x * 0.0f; }
 
 // One token. `mask` is the loss mask widened to a float (nonzero = in), so that the
 // token loop is all 32-bit lanes. `scale` is the aggregation's factor for this token's
