@@ -73,6 +73,17 @@ struct TokenKernelConstants {
 using ChunkKernel = Totals (*)(const Inputs&, int64_t, float, const std::vector<float>&,
                                const TokenKernelConstants&);
 
+// GMPO's masked sums over one sequence (geo_mean_cpu).
+struct GeoMeanSequence {
+  double log_ratio = 0;    // masked sum of the clipped log-ratio
+  double advantage = 0;    // masked sum of A
+  double log_weight = 0;   // masked sum of log(w + 1e-10)
+  double kl_stat = 0;      // masked sum of -(logp - old_logp)
+  int64_t masked = 0;
+  int64_t clipped_upper = 0;
+  int64_t clipped_lower = 0;
+};
+
 #define TIRL_SIMD_KERNELS "cpu/policy_loss_kernels.inc"
 #include "common/simd_kernels.h"
 
@@ -374,15 +385,6 @@ tirl_status token_loss_cpu(const Inputs& in, const tirl_policy_loss_options& o,
 
 // ---------------------------------------------------------------- geo_mean (GMPO)
 
-struct GeoMeanSequence {
-  double log_ratio = 0;    // masked sum of the clipped log-ratio
-  double advantage = 0;    // masked sum of A
-  double log_weight = 0;   // masked sum of log(w + 1e-10)
-  double kl_stat = 0;      // masked sum of -(logp - old_logp)
-  int64_t masked = 0;
-  int64_t clipped_upper = 0;
-  int64_t clipped_lower = 0;
-};
 
 // pg = Σ_i -Ā_i exp(Σ_t m l_t / n_i) w_i / seqNormalizer · D, with verl's default
 // seqNormalizer the number of sequences (torch.mean over the batch).
@@ -391,23 +393,12 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   const tirl_ppo_options& p = o.ppo;
   const PolicyConstants c = policy_constants(o);
   std::vector<GeoMeanSequence> seqs(static_cast<size_t>(in.num_seqs));
+  const auto sequence_sums = TIRL_SIMD_SELECT(geo_mean_sums);
   auto sums = [&](int64_t chunk) {
     const int64_t first = chunk * kSequencesPerChunk;
     const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
     for (int64_t s = first; s < last; ++s) {
-      GeoMeanSequence q;
-      for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
-        if (in.mask[t] == 0) continue;
-        const GeoMeanToken g = geo_mean_token(in.logp[t], in.old_logp[t], in.advantages[t], c);
-        q.log_ratio += g.log_ratio;
-        q.advantage += in.advantages[t];
-        if (in.weights != nullptr) q.log_weight += ::logf(in.weights[t] + 1e-10f);
-        q.kl_stat += -(in.logp[t] - in.old_logp[t]);
-        q.masked += 1;
-        q.clipped_upper += g.clipped_upper;
-        q.clipped_lower += g.clipped_lower;
-      }
-      seqs[static_cast<size_t>(s)] = q;
+      seqs[static_cast<size_t>(s)] = sequence_sums(in, in.seq_offsets[s], in.seq_offsets[s + 1], c);
     }
   };
   parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), sums, per_sequence_chunks(in, kMinTokensPerThread));
