@@ -287,14 +287,12 @@ std::vector<float> bypass_weights(const Inputs& in, const tirl_policy_loss_optio
   const float upper = static_cast<float>(o.rollout_is_threshold);
   const bool sequence = o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE;
   if (sequence) {
+    const auto log_ratio_sum = TIRL_SIMD_SELECT(masked_log_ratio_sum);
     auto body = [&](int64_t chunk) {
       const int64_t first = chunk * kSequencesPerChunk;
       const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
       for (int64_t s = first; s < last; ++s) {
-        double sum = 0;
-        for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
-          if (in.mask[t] != 0) sum += static_cast<double>(in.logp[t] - in.old_logp[t]);
-        }
+        const double sum = log_ratio_sum(in.logp, in.old_logp, in.mask, in.seq_offsets[s], in.seq_offsets[s + 1]);
         const float weight = rollout_is_weight(static_cast<float>(sum), lower, upper);
         for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
           w[static_cast<size_t>(t)] = in.mask[t] != 0 ? weight : 0.0f;

@@ -6,7 +6,7 @@
 // (2) one fused pass that reads each input once and writes each gradient once.
 //
 // Determinism: tokens are cut into fixed chunks of kTokensPerChunk; inside a chunk the
-// sums go to kLanes accumulators in a fixed token-to-lane order; chunks combine in chunk
+// sums go to kLossLanes accumulators in a fixed token-to-lane order; chunks combine in chunk
 // order. No result depends on the thread count.
 #include <algorithm>
 #include <cfloat>
@@ -27,7 +27,6 @@ constexpr int64_t kTokensPerChunk = 16384;
 // Per-token results go through a block of this many tokens on the stack (in L1) so that the
 // token loop has no reduction in it and vectorises; the block is then summed into lanes.
 constexpr int64_t kTokensPerBlock = 256;
-constexpr int kLanes = kLossLanes;
 constexpr int64_t kSequencesPerChunk = 32;
 // Below this much work per thread a call stays on fewer threads (common/parallel.h;
 // measured with `tirl bench --scaling-only`).
@@ -77,6 +76,7 @@ void sequence_sums(const Inputs& in, bool log_ratio, std::vector<int64_t>& maske
   masked.assign(static_cast<size_t>(in.num_seqs), 0);
   if (log_ratio) log_ratio_sum.assign(static_cast<size_t>(in.num_seqs), 0.0);
   const auto count = TIRL_SIMD_SELECT(count_nonzero);
+  const auto sum = TIRL_SIMD_SELECT(masked_log_ratio_sum);
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kSequencesPerChunk;
     const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
@@ -84,19 +84,7 @@ void sequence_sums(const Inputs& in, bool log_ratio, std::vector<int64_t>& maske
       const int64_t begin = in.seq_offsets[s];
       const int64_t end = in.seq_offsets[s + 1];
       masked[static_cast<size_t>(s)] = count(in.mask + begin, end - begin);
-      if (!log_ratio) continue;
-      double lanes[kLanes] = {};
-      float block[kTokensPerBlock];
-      const auto add = TIRL_SIMD_SELECT(add_to_lanes);
-      for (int64_t b = begin; b < end; b += kTokensPerBlock) {
-        const int64_t n = std::min(kTokensPerBlock, end - b);
-        for (int64_t j = 0; j < n; ++j) {
-          // A select, so that a NaN under the mask cannot leak in.
-          block[j] = in.mask[b + j] != 0 ? in.logp[b + j] - in.old_logp[b + j] : 0.0f;
-        }
-        add(block, n, lanes);
-      }
-      log_ratio_sum[static_cast<size_t>(s)] = lane_total(lanes);
+      if (log_ratio) log_ratio_sum[static_cast<size_t>(s)] = sum(in.logp, in.old_logp, in.mask, begin, end);
     }
   };
   const int64_t chunks = chunk_count(in.num_seqs, kSequencesPerChunk);
