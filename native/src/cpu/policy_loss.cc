@@ -208,17 +208,25 @@ Means masked_means(const Inputs& in) {
   return {static_cast<float>(a / n), static_cast<float>(l / n), masked};
 }
 
-// The masked-in tokens for which keep(t) holds, in token order.
-template <class Keep>
-std::vector<int64_t> tokens_where(const Inputs& in, Keep keep) {
+// The tokens t for which keep[t] comes out nonzero, in token order: flags(begin, count,
+// keep) fills keep[0, count) for a block of count <= kTokensPerBlock tokens, so that its
+// test runs as a loop over a block (which vectorises), not as a branch per token. This is
+// baseline code, unfused: the picks must have the bits of the CUDA pick (built --fmad=false).
+template <class Flags>
+std::vector<int64_t> tokens_where(const Inputs& in, Flags flags) {
   const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
   std::vector<std::vector<int64_t>> parts(static_cast<size_t>(num_chunks));
   auto body = [&](int64_t chunk) {
     const int64_t begin = chunk * kTokensPerChunk;
     const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
     auto& part = parts[static_cast<size_t>(chunk)];
-    for (int64_t t = begin; t < end; ++t) {
-      if (in.mask[t] != 0 && keep(t)) part.push_back(t);
+    int32_t keep[kTokensPerBlock];
+    for (int64_t b = begin; b < end; b += kTokensPerBlock) {
+      const int64_t count = std::min(kTokensPerBlock, end - b);
+      flags(b, count, keep);
+      for (int64_t j = 0; j < count; ++j) {
+        if (keep[j] != 0) part.push_back(b + j);
+      }
     }
   };
   parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
@@ -235,9 +243,17 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
   const Means m = masked_means(in);
   const float lb = static_cast<float>(o.clip_cov_lb);
   const float ub = static_cast<float>(o.clip_cov_ub);
-  std::vector<int64_t> candidates = tokens_where(in, [&](int64_t t) {
-    const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
-    return clip_cov_candidate(in.logp[t], in.old_logp[t], in.advantages[t], cov, c, lb, ub);
+  std::vector<int64_t> candidates = tokens_where(in, [&](int64_t b, int64_t count, int32_t* keep) {
+    const float* __restrict logp = in.logp + b;
+    const float* __restrict old_logp = in.old_logp + b;
+    const float* __restrict advantages = in.advantages + b;
+    float mask[kTokensPerBlock];  // widened first: the test is then all 32-bit lanes
+    for (int64_t j = 0; j < count; ++j) mask[j] = in.mask[b + j];
+    for (int64_t j = 0; j < count; ++j) {
+      const float cov = covariance_term(logp[j], advantages[j], m.logp, m.advantage);
+      keep[j] = static_cast<int32_t>(
+          (mask[j] != 0.0f) & clip_cov_candidate(logp[j], old_logp[j], advantages[j], cov, c, lb, ub));
+    }
   });
   const int64_t wanted = pick_count(m.masked, o.clip_cov_ratio, false);
   if (static_cast<int64_t>(candidates.size()) > wanted) {
@@ -259,7 +275,9 @@ int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
                     std::vector<uint8_t>& selected) {
   const Means m = masked_means(in);
   if (m.masked == 0) return 0;
-  std::vector<int64_t> valid = tokens_where(in, [](int64_t) { return true; });
+  std::vector<int64_t> valid = tokens_where(in, [&](int64_t b, int64_t count, int32_t* keep) {
+    for (int64_t j = 0; j < count; ++j) keep[j] = in.mask[b + j] != 0;
+  });
   const int64_t wanted = pick_count(m.masked, o.kl_cov_ratio, true);
   std::vector<uint64_t> keys(valid.size());
   for (size_t i = 0; i < valid.size(); ++i) {
