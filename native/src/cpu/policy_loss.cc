@@ -208,14 +208,19 @@ Means masked_means(const Inputs& in) {
   return {static_cast<float>(a / n), static_cast<float>(l / n), masked};
 }
 
-// The tokens t for which keep[t] comes out nonzero, in token order: flags(begin, count,
-// keep) fills keep[0, count) for a block of count <= kTokensPerBlock tokens, so that its
-// test runs as a loop over a block (which vectorises), not as a branch per token. This is
-// baseline code, unfused: the picks must have the bits of the CUDA pick (built --fmad=false).
-template <class Flags>
-std::vector<int64_t> tokens_where(const Inputs& in, Flags flags) {
+// value(t) for the tokens t for which keep[t] comes out nonzero, in token order, at most
+// `limit` of them a chunk: the first under `less`, a strict total order of the values (so
+// that the picks' final nth_element over these finds the same set as over all of them, at
+// a cost of chunks * limit, not of every candidate).
+// flags(begin, count, keep) fills keep[0, count) for a block of count <= kTokensPerBlock
+// tokens, so that its test runs as a loop over a block (which vectorises), not as a branch
+// per token. This is baseline code, unfused: the picks must have the bits of the CUDA pick
+// (built --fmad=false).
+template <class Flags, class Value, class Less>
+auto tokens_where(const Inputs& in, Flags flags, Value value, int64_t limit, Less less) {
+  using T = decltype(value(int64_t{0}));
   const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
-  std::vector<std::vector<int64_t>> parts(static_cast<size_t>(num_chunks));
+  std::vector<std::vector<T>> parts(static_cast<size_t>(num_chunks));
   auto body = [&](int64_t chunk) {
     const int64_t begin = chunk * kTokensPerChunk;
     const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
@@ -225,12 +230,16 @@ std::vector<int64_t> tokens_where(const Inputs& in, Flags flags) {
       const int64_t count = std::min(kTokensPerBlock, end - b);
       flags(b, count, keep);
       for (int64_t j = 0; j < count; ++j) {
-        if (keep[j] != 0) part.push_back(b + j);
+        if (keep[j] != 0) part.push_back(value(b + j));
       }
+    }
+    if (static_cast<int64_t>(part.size()) > limit) {
+      std::nth_element(part.begin(), part.begin() + limit, part.end(), less);
+      part.resize(static_cast<size_t>(limit));
     }
   };
   parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
-  std::vector<int64_t> all;
+  std::vector<T> all;
   for (auto& p : parts) all.insert(all.end(), p.begin(), p.end());
   return all;
 }
@@ -243,6 +252,11 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
   const Means m = masked_means(in);
   const float lb = static_cast<float>(o.clip_cov_lb);
   const float ub = static_cast<float>(o.clip_cov_ub);
+  const int64_t wanted = pick_count(m.masked, o.clip_cov_ratio, false);
+  const uint64_t seed_key = pick_key_seed(o.seed);
+  auto by_key = [&](int64_t a, int64_t b) {
+    return pick_key(seed_key, static_cast<uint64_t>(a)) < pick_key(seed_key, static_cast<uint64_t>(b));
+  };
   std::vector<int64_t> candidates = tokens_where(in, [&](int64_t b, int64_t count, int32_t* keep) {
     const float* __restrict logp = in.logp + b;
     const float* __restrict old_logp = in.old_logp + b;
@@ -254,13 +268,8 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
       keep[j] = static_cast<int32_t>(
           (mask[j] != 0.0f) & clip_cov_candidate(logp[j], old_logp[j], advantages[j], cov, c, lb, ub));
     }
-  });
-  const int64_t wanted = pick_count(m.masked, o.clip_cov_ratio, false);
+  }, [](int64_t t) { return t; }, wanted, by_key);
   if (static_cast<int64_t>(candidates.size()) > wanted) {
-    const uint64_t seed_key = pick_key_seed(o.seed);
-    auto by_key = [&](int64_t a, int64_t b) {
-      return pick_key(seed_key, static_cast<uint64_t>(a)) < pick_key(seed_key, static_cast<uint64_t>(b));
-    };
     std::nth_element(candidates.begin(), candidates.begin() + wanted, candidates.end(), by_key);
     candidates.resize(static_cast<size_t>(wanted));
   }
@@ -275,16 +284,13 @@ int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
                     std::vector<uint8_t>& selected) {
   const Means m = masked_means(in);
   if (m.masked == 0) return 0;
-  std::vector<int64_t> valid = tokens_where(in, [&](int64_t b, int64_t count, int32_t* keep) {
-    for (int64_t j = 0; j < count; ++j) keep[j] = in.mask[b + j] != 0;
-  });
   const int64_t wanted = pick_count(m.masked, o.kl_cov_ratio, true);
-  std::vector<uint64_t> keys(valid.size());
-  for (size_t i = 0; i < valid.size(); ++i) {
-    const int64_t t = valid[i];
-    keys[i] = kl_cov_rank_key(covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage),
-                              static_cast<uint64_t>(t));
-  }
+  std::vector<uint64_t> keys = tokens_where(in, [&](int64_t b, int64_t count, int32_t* keep) {
+    for (int64_t j = 0; j < count; ++j) keep[j] = in.mask[b + j] != 0;
+  }, [&](int64_t t) {
+    return kl_cov_rank_key(covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage),
+                           static_cast<uint64_t>(t));
+  }, wanted, [](uint64_t a, uint64_t b) { return a < b; });
   if (static_cast<int64_t>(keys.size()) > wanted) {
     std::nth_element(keys.begin(), keys.begin() + wanted, keys.end());
     keys.resize(static_cast<size_t>(wanted));
