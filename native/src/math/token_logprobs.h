@@ -46,9 +46,10 @@ constexpr float kExp2MinArg = -127.0f;
 template <class F, class U>
 TIRL_HD inline void exp2_of_nonpositive_as(const F& argument, F& out) {
   static_assert(sizeof(F) == sizeof(U), "F and U must have the same shape");
-  // One clamp (false for NaN, which passes through to the polynomial).
+  // One clamp (false for NaN, which passes through to the polynomial), in the operand
+  // order of x86's maxps, so that it is one instruction on vectors.
   const F lowest = F{} + kExp2MinArg;
-  const F y = argument < lowest ? lowest : argument;
+  const F y = lowest > argument ? lowest : argument;
   // n = round(y) by the 1.5 * 2^23 trick, with 127 added to the magic number: the low
   // mantissa bits of `shifted` hold n + 127 (in [0, 254] after the clamp), so shifting
   // them up by 23 makes the bits of 2^n (the magic's own bits shift out of the word).
