@@ -40,6 +40,9 @@ namespace {
 
 // Entries of a row summarised at once: 8 KiB of f32, well inside L1.
 constexpr int64_t kBlock = 2048;
+// A block whose logits exceed the row's summary so far by at most this many powers of two
+// (scaled by 1/T) is summed relative to it in one pass (block_stats).
+constexpr float kMaxExponent = 64.0f;
 // Independent accumulators: a whole number of SIMD registers at any width up to 512 bits,
 // and enough of them to hide the latency of the additions.
 constexpr int kLanes = 16;
