@@ -41,6 +41,23 @@ napi_value property_key(Napi::Env env, const char* name);
 // object[name] = value with the cached key: results are built on every call.
 void set_property(Napi::Object object, const char* name, Napi::Value value);
 
+// A result object built in one Node-API call (napi_define_properties) from cached keys:
+// setting its properties one by one cost three calls each, on every op call.
+//   ResultObject r(env); r.add("loss", 0.5); r.add("grad", array); return r.done();
+class ResultObject {
+ public:
+  explicit ResultObject(Napi::Env env) : env_(env) {}
+  void add(const char* name, Napi::Value value);
+  void add(const char* name, double number);
+  Napi::Object done();
+
+ private:
+  static constexpr size_t kMost = 16;
+  Napi::Env env_;
+  napi_property_descriptor properties_[kMost];
+  size_t count_ = 0;
+};
+
 // C argument names and the JavaScript names that stand for them in messages.
 using NameMap = std::vector<std::pair<std::string, std::string>>;
 
@@ -245,6 +262,8 @@ class Options {
 
  private:
   Napi::Value field(const char* name);
+  // Whether the option is present and not undefined; `value` is set when it is.
+  bool present(const char* name, Napi::Value* value);
   double number_of(const char* name, Napi::Value value, double fallback);
   bool known(std::string_view key) const;
   std::vector<std::string> unique_keys() const;
@@ -266,22 +285,44 @@ class Options {
   void check_typed_array(Napi::Value value, const std::string& label, napi_typedarray_type kind,
                          const std::string& expected, void** data, size_t* length);
   Napi::Object out_object();
+  // object[name] with the cached key (the members of `out`).
+  Napi::Value member_of(Napi::Object object, const char* name);
+
+  // The own keys of a plain options object (its prototype Object.prototype or null), read
+  // once when the call is made: an option it lacks is then known to be absent without
+  // asking V8, which for the ~40 options of ppoLoss cost more than the kernel on 1,024
+  // tokens. Other objects (class instances, whose prototype may have getters) are read key
+  // by key. Keys that a getter adds while the options are read, and values that a Proxy
+  // invents for keys it does not list, are not seen.
+  struct OwnKey {
+    char text[40];  // longer keys are no option's name: they stay unread, hence unknown
+    napi_value key;
+    bool read;
+  };
+  void snapshot_own_keys();
+  OwnKey* own_key(const char* name);
 
   Napi::Env env_;
   const char* op_;
   Napi::Object object_;
+  bool plain_ = false;  // own_keys_ lists every key of object_ that can hold an option
+  std::vector<OwnKey> own_keys_;
   // The keys read, allowed or refused (string literals or static tables, which outlive the
   // call), with repeats.
   std::vector<const char*> known_keys_;
   NameMap aliases_;                      // name_as
   std::vector<Napi::Value> inputs_;
-  // Each array as it was read (same order as inputs_), for verify_not_detached.
+  // Each array as it was read (same order as inputs_), for verify_not_detached; the
+  // message texts are made only for an error.
   struct ReadArray {
     std::string label;
-    std::string expected;
+    const char* type_name;       // TypedArrayTraits<T>::name
+    const char* device_dtypes;   // TypedArrayTraits<T>::device_dtypes
+    bool on_device;
     const void* data;
     int64_t length;
   };
+  std::string expected_text(const ReadArray& read) const;
   std::vector<ReadArray> read_arrays_;
   bool device_arrays_allowed_ = false;
   tirl_device device_{TIRL_DEVICE_CPU, 0, nullptr};
@@ -292,19 +333,18 @@ class Options {
 
 template <class T>
 std::string Options::expected_array(bool device_array_received) const {
-  const char* name = TypedArrayTraits<T>::name;
-  std::string text = std::string(name[0] == 'I' ? "an " : "a ") + name;
-  if (device_arrays_allowed_ && device_array_received) {
-    text += std::string(" or a DeviceArray of ") + TypedArrayTraits<T>::device_dtypes;
-  }
-  return text;
+  return expected_text({{}, TypedArrayTraits<T>::name, TypedArrayTraits<T>::device_dtypes,
+                        device_array_received, nullptr, 0});
 }
 
 template <class T>
 void Options::read_array(Napi::Value value, const std::string& label, ArrayView<T>* view,
                          Access access, int64_t output_length) {
   DeviceArrayInfo device_array;
-  const bool on_device = device_arrays_allowed_ && read_device_array(env_, value, &device_array);
+  bool typed_array = false;
+  if (napi_is_typedarray(env_, value, &typed_array) != napi_ok) typed_array = false;
+  const bool on_device =
+      !typed_array && device_arrays_allowed_ && read_device_array(env_, value, &device_array);
   // Where the array's memory was when read (not its async copy): verify_not_detached compares.
   const void* seen = nullptr;
   if (on_device) {
@@ -336,15 +376,16 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
   }
   view->present = true;
   inputs_.push_back(value);
-  read_arrays_.push_back({label, expected_array<T>(on_device), seen, view->length});
+  read_arrays_.push_back({label, TypedArrayTraits<T>::name, TypedArrayTraits<T>::device_dtypes,
+                          on_device, seen, view->length});
 }
 
 template <class T>
 ArrayView<T> Options::array(const char* name, bool required) {
   ArrayView<T> view;
-  Napi::Value value = field(name);
-  if (value.IsUndefined()) {
-    if (required) type_error(expected_array<T>(), name, value);
+  Napi::Value value;
+  if (!present(name, &value)) {
+    if (required) type_error(expected_array<T>(), name, env_.Undefined());
     return view;
   }
   read_array(value, name, &view, Access::input);
@@ -359,7 +400,7 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
   if (member == nullptr) {
     value = field("out");
   } else if (Napi::Object out = out_object(); !out.IsEmpty()) {
-    value = out.Get(member);
+    value = member_of(out, member);
     label += std::string(".") + member;
   }
   Access access = Access::caller_output;

@@ -1,3 +1,4 @@
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,7 @@ struct PpoLossCall {
     const std::vector<const char*> own = own_options(loss, bypass_reinforce);
     const auto reads = [&](const char* name) {
       for (const char* n : own) {
-        if (std::string(n) == name) return true;
+        if (std::strcmp(n, name) == 0) return true;
       }
       return false;
     };
@@ -83,7 +84,7 @@ struct PpoLossCall {
 
     c.logp = o.array<float>("logp", true);
     const int64_t n = c.logp.length;
-    const std::string per_token = "one per token: logp.length";
+    static const std::string per_token = "one per token: logp.length";
     c.old_logp = o.array<float>("oldLogp", true);
     o.require_length(c.old_logp, "oldLogp", n, per_token);
     c.advantages = o.array<float>("advantages", true);
@@ -171,23 +172,23 @@ struct PpoLossCall {
 
   Napi::Value result(Napi::Env env) {
     const tirl_ppo_result& s = stats.ppo;
-    Napi::Object r = Napi::Object::New(env);
-    set_property(r, "loss", Napi::Number::New(env, s.loss));
-    set_property(r, "pgLoss", Napi::Number::New(env, s.pg_loss));
-    if (ref_logp.present) set_property(r, "klLoss", Napi::Number::New(env, s.kl_loss));
-    set_property(r, "grad", grad_ref.Value());
-    set_property(r, "clipFraction", Napi::Number::New(env, s.clip_fraction));
-    set_property(r, "clipFractionLower", Napi::Number::New(env, s.clip_fraction_lower));
-    set_property(r, "approxKl", Napi::Number::New(env, s.approx_kl));
-    set_property(r, "nonFinite", Napi::Number::New(env, static_cast<double>(s.non_finite)));
-    set_property(r, "maskedTokens", Napi::Number::New(env, static_cast<double>(s.masked_tokens)));
+    ResultObject r(env);
+    r.add("loss", s.loss);
+    r.add("pgLoss", s.pg_loss);
+    if (ref_logp.present) r.add("klLoss", s.kl_loss);
+    r.add("grad", grad_ref.Value());
+    r.add("clipFraction", s.clip_fraction);
+    r.add("clipFractionLower", s.clip_fraction_lower);
+    r.add("approxKl", s.approx_kl);
+    r.add("nonFinite", static_cast<double>(s.non_finite));
+    r.add("maskedTokens", static_cast<double>(s.masked_tokens));
     if (options.policy_loss == TIRL_POLICY_CLIP_COV || options.policy_loss == TIRL_POLICY_KL_COV) {
-      set_property(r, "selectedTokens", Napi::Number::New(env, static_cast<double>(stats.selected_tokens)));
+      r.add("selectedTokens", static_cast<double>(stats.selected_tokens));
     }
     if (options.rollout_is_batch_normalize != 0) {
-      set_property(r, "rolloutIsBatchNormFactor", Napi::Number::New(env, stats.rollout_is_batch_norm_factor));
+      r.add("rolloutIsBatchNormFactor", stats.rollout_is_batch_norm_factor);
     }
-    return r;
+    return r.done();
   }
 };
 
