@@ -635,12 +635,7 @@ void Options::check_unknown_keys() {
       napi_value value;
       if (napi_get_property(env_, object_, own.key, &value) != napi_ok) throw Napi::Error::New(env_);
       if (Napi::Value(env_, value).IsUndefined()) continue;  // as good as absent
-      const std::string key = Napi::Value(env_, own.key).As<Napi::String>().Utf8Value();
-      std::string known;
-      for (const std::string& k : unique_keys()) known += (known.empty() ? "" : ", ") + k;
-      throw Napi::TypeError::New(env_, std::string(op_) + ": Expected no option named '" + key +
-                                           "' (" + op_ + " reads " + known + ") but received " +
-                                           describe(Napi::Value(env_, value)));
+      unknown_key(Napi::Value(env_, own.key).As<Napi::String>().Utf8Value(), Napi::Value(env_, value));
     }
     return;
   }
@@ -665,12 +660,18 @@ void Options::check_unknown_keys() {
     if (known(key)) continue;
     Napi::Value value = object_.Get(key);
     if (value.IsUndefined()) continue;  // as good as absent
-    std::string known;
-    for (const std::string& k : unique_keys()) known += (known.empty() ? "" : ", ") + k;
-    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected no option named '" + key +
-                                         "' (" + op_ + " reads " + known + ") but received " +
-                                         describe(value));
+    unknown_key(key, value);
   }
+}
+
+void Options::unknown_key(const std::string& key, Napi::Value value) {
+  std::string known;
+  for (const std::string& k : unique_keys()) known += (known.empty() ? "" : ", ") + k;
+  const std::string reads = inherited_ != nullptr
+                                ? std::string("a prepared ") + op_ + " takes only its arrays: " + known
+                                : std::string(op_) + " reads " + known;
+  throw Napi::TypeError::New(env_, std::string(op_) + ": Expected no option named '" + key +
+                                       "' (" + reads + ") but received " + describe(value));
 }
 
 void Options::name_as(const char* c_name, const std::string& js_name) {
@@ -698,6 +699,15 @@ NameMap NameSource::names() const {
     if (c_name != key) names.emplace_back(c_name, key);
   }
   return names;
+}
+
+NameSource Options::name_source() const {
+  NameSource source{aliases_, known_keys_};
+  if (inherited_ != nullptr) {
+    source.aliases.insert(source.aliases.end(), inherited_->aliases.begin(), inherited_->aliases.end());
+    source.keys.insert(source.keys.end(), inherited_->keys.begin(), inherited_->keys.end());
+  }
+  return source;
 }
 
 NameMap Options::names() const { return name_source().names(); }

@@ -10,6 +10,7 @@
 
 #include <napi.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -194,7 +195,10 @@ class Options {
   void name_as(const char* c_name, const std::string& js_name);
   // C names and the JavaScript names for them: the keys read and name_as.
   NameMap names() const;
-  NameSource name_source() const { return {aliases_, known_keys_}; }
+  NameSource name_source() const;
+  // For a prepared call: the names of the options read when it was prepared, which its
+  // C call's messages may name. `names` outlives this Options.
+  void inherit_names(const NameSource* names) { inherited_ = names; }
 
   // For an op with a CUDA kernel (called by define_op before parse): every array may then
   // be a DeviceArray instead of a typed array, all of the call's arrays on one device (all in
@@ -266,6 +270,7 @@ class Options {
   bool present(const char* name, Napi::Value* value);
   double number_of(const char* name, Napi::Value value, double fallback);
   bool known(std::string_view key) const;
+  [[noreturn]] void unknown_key(const std::string& key, Napi::Value value);
   std::vector<std::string> unique_keys() const;
   // "a Float32Array"; "a Float32Array or a DeviceArray of f32" when a DeviceArray came
   // where device arrays are allowed (messages about typed arrays stay as they always were).
@@ -329,6 +334,7 @@ class Options {
   std::string placed_by_;  // label of the first array read, which fixed device_
   bool staging_ = false;
   HostSnapshot snapshot_;
+  const NameSource* inherited_ = nullptr;
 };
 
 template <class T>
@@ -543,40 +549,154 @@ Napi::Value guard(Napi::Env env, Body&& body) {
   }
 }
 
+// One sync call: `read` parses the call from `options` (define_op's parse_call, or a
+// prepared call's arrays), then the C call runs on this thread.
+template <class Call, class Read>
+Napi::Value call_sync(const Napi::CallbackInfo& info, const char* name, Read&& read) {
+  return guard(info.Env(), [&]() -> Napi::Value {
+    Options options(info, name);
+    Call call = read(options);
+    tirl_status status = call.run();
+    if (status != TIRL_OK) {
+      throw status_error(info.Env(), status, tirl_last_error(), options.names());
+    }
+    return call.result(info.Env());
+  });
+}
+
+// One async call: as call_sync, with the host arrays staged and the C call queued on
+// libuv's thread pool; returns its Promise.
+template <class Call, class Read>
+Napi::Value call_async(const Napi::CallbackInfo& info, const char* name, Read&& read) {
+  return guard(info.Env(), [&]() -> Napi::Value {
+    Options options(info, name);
+    options.stage_host_arrays();
+    Call call = read(options);
+    auto* worker = new KernelWorker<Call>(info.Env(), name, std::move(call), options.inputs(),
+                                          std::move(options.snapshot()), options.name_source());
+    Napi::Promise promise = worker->promise();
+    worker->Queue();
+    return promise;
+  });
+}
+
+// ------------------------------------------------------------------ prepared calls
+//
+// An op whose Call splits its parse in three can also be prepared: prepare<Op>(options) reads
+// and checks every option that is not an array once, and returns a function that takes only
+// the arrays (with `.async` for the Promise form):
+//   struct Settings;                                  what the options decide (copied per call)
+//   static constexpr const char* kArrays[];           the keys that go to the prepared call
+//   static void options_before(Options&, Settings&);  options read before the arrays
+//   static Call arrays(Options&, const Settings&);    reads the arrays, allocates outputs
+//   static void options_after(Options&, Settings&);   options read after the arrays
+// and its parse is options_before, arrays, options_after (the order matters: a getter on an
+// option may change an array read before it, which verify_not_detached catches). Ranges
+// are still the C call's to check, on every call (a few nanoseconds).
+template <class Call, class = void>
+struct Preparable : std::false_type {};
+template <class Call>
+struct Preparable<Call, std::void_t<typename Call::Settings>> : std::true_type {};
+
+template <class Call>
+struct PreparedCall {
+  typename Call::Settings settings;
+  NameSource names;  // of the options read when prepared, for the C call's messages
+};
+
+// The arrays of a prepared call, read as parse_call reads a whole call.
+template <class Call>
+Call parse_prepared(Options& options, const PreparedCall<Call>& prepared) {
+  options.inherit_names(&prepared.names);
+  if constexpr (HasDevice<Call>::value) options.allow_device_arrays();
+  Call call = Call::arrays(options, prepared.settings);
+  if constexpr (HasDevice<Call>::value) call.device = options.device();
+  options.check_unknown_keys();
+  options.verify_not_detached();
+  return call;
+}
+
+template <class Call>
+using PreparedData = std::pair<const char*, std::shared_ptr<const PreparedCall<Call>>>;
+
+// The callback of a prepared op's function: its data is the op's name and the call.
+template <class Call, bool Async>
+napi_value prepared_entry(napi_env raw_env, napi_callback_info raw_info) {
+  Napi::CallbackInfo info(raw_env, raw_info);
+  const PreparedData<Call>& data = *static_cast<const PreparedData<Call>*>(info.Data());
+  const auto read = [&](Options& o) { return parse_prepared<Call>(o, *data.second); };
+  try {
+    return Async ? call_async<Call>(info, data.first, read) : call_sync<Call>(info, data.first, read);
+  } catch (const Napi::Error& e) {
+    e.ThrowAsJavaScriptException();
+    return nullptr;
+  }
+}
+
+// A function calling a prepared op, sync or async; its data lives until it is collected.
+template <class Call, bool Async>
+Napi::Function prepared_function(Napi::Env env, const char* name,
+                                 const std::shared_ptr<const PreparedCall<Call>>& prepared) {
+  auto* data = new PreparedData<Call>(name, prepared);
+  napi_value function;
+  if (napi_create_function(env, Async ? "async" : name, NAPI_AUTO_LENGTH,
+                           &prepared_entry<Call, Async>, data, &function) != napi_ok ||
+      napi_add_finalizer(
+          env, function, data,
+          [](napi_env, void* finalize_data, void*) {
+            delete static_cast<PreparedData<Call>*>(finalize_data);
+          },
+          nullptr, nullptr) != napi_ok) {
+    delete data;
+    throw Napi::Error::New(env);
+  }
+  return Napi::Function(env, function);
+}
+
+template <class Call>
+Napi::Value prepare_call(const Napi::CallbackInfo& info, const char* name) {
+  return guard(info.Env(), [&]() -> Napi::Value {
+    Options options(info, name);
+    for (const char* key : Call::kArrays) {
+      options.refuse(key, "an array: pass it to the prepared call");
+    }
+    auto prepared = std::make_shared<PreparedCall<Call>>();
+    Call::options_before(options, prepared->settings);
+    Call::options_after(options, prepared->settings);
+    options.check_unknown_keys();
+    prepared->names = options.name_source();
+    Napi::Function sync = prepared_function<Call, false>(info.Env(), name, prepared);
+    sync.Set("async", prepared_function<Call, true>(info.Env(), name, prepared));
+    return sync;
+  });
+}
+
 template <class Call>
 void define_op(Napi::Env env, Napi::Object exports, const char* name) {
   exports.Set(name, Napi::Function::New(
                         env,
                         [name](const Napi::CallbackInfo& info) -> Napi::Value {
-                          return guard(info.Env(), [&]() -> Napi::Value {
-                            Options options(info, name);
-                            Call call = parse_call<Call>(options);
-                            tirl_status status = call.run();
-                            if (status != TIRL_OK) {
-                              throw status_error(info.Env(), status, tirl_last_error(),
-                                                 options.names());
-                            }
-                            return call.result(info.Env());
-                          });
+                          return call_sync<Call>(info, name, parse_call<Call>);
                         },
                         name));
   std::string async_name = std::string(name) + "Async";
   exports.Set(async_name, Napi::Function::New(
                               env,
                               [name](const Napi::CallbackInfo& info) -> Napi::Value {
-                                return guard(info.Env(), [&]() -> Napi::Value {
-                                  Options options(info, name);
-                                  options.stage_host_arrays();
-                                  Call call = parse_call<Call>(options);
-                                  auto* worker = new KernelWorker<Call>(
-                                      info.Env(), name, std::move(call), options.inputs(),
-                                      std::move(options.snapshot()), options.name_source());
-                                  Napi::Promise promise = worker->promise();
-                                  worker->Queue();
-                                  return promise;
-                                });
+                                return call_async<Call>(info, name, parse_call<Call>);
                               },
                               async_name));
+  if constexpr (Preparable<Call>::value) {
+    // "ppoLoss" -> "preparePpoLoss"
+    std::string prepare_name = std::string("prepare") + name;
+    prepare_name[7] = static_cast<char>(std::toupper(static_cast<unsigned char>(prepare_name[7])));
+    exports.Set(prepare_name, Napi::Function::New(
+                                  env,
+                                  [name](const Napi::CallbackInfo& info) -> Napi::Value {
+                                    return prepare_call<Call>(info, name);
+                                  },
+                                  prepare_name));
+  }
 }
 
 // The register function of ops.def's op `c_name` (bindings/ops.h), with `Call` as its parse,
