@@ -727,11 +727,13 @@ void Options::range_error(const std::string& message) {
 }
 
 void Options::check_typed_array(Napi::Value value, const std::string& label,
-                                napi_typedarray_type kind, const std::string& expected, void** data,
+                                napi_typedarray_type kind, const char* type_name, void** data,
                                 size_t* length) {
+  // The message's "a Float32Array" is made only for an error.
+  const auto expected = [&] { return expected_text({{}, type_name, "", false, nullptr, 0}); };
   bool typed_array = false;
   if (napi_is_typedarray(env_, value, &typed_array) != napi_ok || !typed_array) {
-    type_error(expected, label, value);
+    type_error(expected(), label, value);
   }
   napi_typedarray_type type;
   napi_value buffer;
@@ -739,10 +741,10 @@ void Options::check_typed_array(Napi::Value value, const std::string& label,
   if (napi_get_typedarray_info(env_, value, &type, length, data, &buffer, &offset) != napi_ok) {
     throw Napi::TypeError::New(env_, std::string(op_) + ": could not read " + label);
   }
-  if (type != kind) type_error(expected, label, value);
+  if (type != kind) type_error(expected(), label, value);
   bool detached = false;
   if (napi_is_detached_arraybuffer(env_, buffer, &detached) != napi_ok || detached) {
-    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected + " for " +
+    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected() + " for " +
                                          label + " but received one whose buffer is detached");
   }
 }

@@ -288,7 +288,7 @@ class Options {
   void place(tirl_device device, const std::string& label, Napi::Value value);
   // TypeError unless `value` is a non-detached typed array of `kind`.
   void check_typed_array(Napi::Value value, const std::string& label, napi_typedarray_type kind,
-                         const std::string& expected, void** data, size_t* length);
+                         const char* type_name, void** data, size_t* length);
   Napi::Object out_object();
   // object[name] with the cached key (the members of `out`).
   Napi::Value member_of(Napi::Object object, const char* name);
@@ -366,7 +366,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
   } else {
     void* data = nullptr;
     size_t length = 0;
-    check_typed_array(value, label, TypedArrayTraits<T>::kind, expected_array<T>(), &data, &length);
+    check_typed_array(value, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name, &data, &length);
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
     seen = data;
     if (staging_ && access != Access::fresh_output) {
