@@ -8,9 +8,9 @@
  *
  * Run: npx tsc -p tsconfig.json && node dist/examples/simpletir.js [steps]
  */
-import { calculatorSession, DEMO_CODE_MARKUP, DEMO_VOID_TURN, demoAnswer, demoChatTemplate, demoReward, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
+import { calculatorSession, DEMO_CODE_MARKUP, DEMO_VOID_TURN, demoAnswer, demoChatTemplate, demoGroupCollector, demoReward, demoSolveRate, demoTokenizer } from '../app/demo/agent_format.js';
 import { startTrainedServer } from '../app/serve/trained_server.js';
-import { GRPOTrainer, MultiTurnReasoner, voidTurnFilter, type Trajectory } from '../lib/index.js';
+import { GRPOTrainer, MultiTurnReasoner, voidTurnFilter } from '../lib/index.js';
 
 const steps = Number(process.argv[2] ?? 6);
 const started = performance.now();
@@ -23,11 +23,7 @@ try {
     endAtVoidTurn: true, maxTurns: 3,
   });
   const heldOut = Array.from({ length: 48 }, server.problems(1000));
-  const evaluate = async () => {
-    let solved = 0;
-    for (const problem of heldOut) solved += (await agent.run(demoTask(problem))).reward!;
-    return solved / heldOut.length;
-  };
+  const evaluate = () => demoSolveRate(agent, heldOut);
   const before = await evaluate();
   const next = server.problems(1);
   const trainer = new GRPOTrainer({
@@ -35,14 +31,7 @@ try {
     agent: {
       tokenizer: demoTokenizer,
       template: demoChatTemplate,
-      collect: async ({ step, attempt, groups, groupSize }) => {
-        const out: Trajectory[] = [];
-        for (let g = 0; g < groups; g++) {
-          const problem = next();
-          for (let k = 0; k < groupSize; k++) out.push(await agent.run(demoTask(problem, `${step}.${attempt}.${g}`)));
-        }
-        return out;
-      },
+      collect: demoGroupCollector(next, agent),
     },
     promptsPerStep: 4,
     groupSize: 4,

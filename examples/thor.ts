@@ -8,9 +8,9 @@
  *
  * Run: npx tsc -p tsconfig.json && node dist/examples/thor.js [steps]
  */
-import { calculatorSession, DEMO_CODE_MARKUP, demoAnswer, demoChatTemplate, demoReward, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
+import { calculatorSession, DEMO_CODE_MARKUP, demoAnswer, demoChatTemplate, demoGroupCollector, demoReward, demoSolveRate, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
 import { startTrainedServer } from '../app/serve/trained_server.js';
-import { failedExecutionFilter, GRPOTrainer, SelfCorrectingAgent, type StepAttempt, type Trajectory } from '../lib/index.js';
+import { failedExecutionFilter, GRPOTrainer, SelfCorrectingAgent, type StepAttempt } from '../lib/index.js';
 
 const steps = Number(process.argv[2] ?? 6);
 const started = performance.now();
@@ -24,11 +24,7 @@ try {
   });
   const next = server.problems(2);
   const heldOut = Array.from({ length: 48 }, server.problems(1000));
-  const evaluate = async () => {
-    let solved = 0;
-    for (const problem of heldOut) solved += (await agent.run(demoTask(problem))).reward!;
-    return solved / heldOut.length;
-  };
+  const evaluate = () => demoSolveRate(agent, heldOut);
   const before = await evaluate();
   const example = await agent.run(demoTask(server.problems(3, ['conversion'])()));
   console.log(`one episode: "${example.prompt}"`);
@@ -41,14 +37,7 @@ try {
     agent: {
       tokenizer: demoTokenizer,
       template: demoChatTemplate,
-      collect: async ({ step, groups, groupSize }) => {
-        const out: Trajectory[] = [];
-        for (let g = 0; g < groups; g++) {
-          const problem = next();
-          for (let k = 0; k < groupSize; k++) out.push(await agent.run(demoTask(problem, `${step}.${g}`)));
-        }
-        return out;
-      },
+      collect: demoGroupCollector(next, agent),
     },
     promptsPerStep: 4,
     groupSize: 4,

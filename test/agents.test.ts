@@ -55,11 +55,6 @@ function registry(...tools: Tool<never>[]): ToolRegistry {
   return result;
 }
 
-/** The user/tool message contents of a conversation, joined: what the model was told. */
-function told(messages: readonly ChatMessage[]): string {
-  return messages.filter((message) => message.role !== 'assistant').map((message) => message.content ?? '').join('\n---\n');
-}
-
 function assistantTexts(messages: readonly ChatMessage[]): string[] {
   return messages.filter((message) => message.role === 'assistant').map((message) => message.content ?? '');
 }

@@ -8,12 +8,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { calculatorSession, DEMO_CODE_MARKUP, DEMO_VOID_TURN, demoAnswer, demoChatTemplate, demoReward, demoTask, demoTokenizer } from '../app/demo/agent_format.js';
+import {
+  calculatorSession, DEMO_CODE_MARKUP, DEMO_VOID_TURN, demoAnswer, demoChatTemplate, demoGroupCollector, demoReward, demoTask, demoTokenizer,
+} from '../app/demo/agent_format.js';
 import type { Problem } from '../app/demo/problems.js';
 import { TOKEN, encode } from '../app/demo/vocab.js';
 import {
   DPOTrainer, failedExecutionFilter, GRPOTrainer, MultiTurnReasoner, packTrajectories, Role, SelfCorrectingAgent, TokenCompletionClient, voidTurnFilter,
-  type AgentRolloutRequest, type AgentTask, type StepAttempt, type TokenBatch, type TokenPreferencePair, type Trajectory,
+  type StepAttempt, type TokenBatch, type TokenPreferencePair, type Trajectory,
 } from '../lib/index.js';
 import { closeServedModel, resetServedModel, servedModel, servedWeights, weightChange } from './served_model.js';
 
@@ -77,7 +79,6 @@ describe('the served-model harness', () => {
   test('GRPOTrainer trains on the agent\'s trajectories as they are and changes the policy the server serves', TIMEOUT, async () => {
     const server = await resetServedModel();
     const agent = await reasoner('vllm', 21);
-    const next = server.problems(8);
     const before = servedWeights(server);
     const collected: Trajectory[] = [];
     const trainer = new GRPOTrainer({
@@ -85,15 +86,7 @@ describe('the served-model harness', () => {
       agent: {
         tokenizer: demoTokenizer,
         template: demoChatTemplate,
-        collect: async ({ step, groups, groupSize }) => {
-          const out: Trajectory[] = [];
-          for (let g = 0; g < groups; g++) {
-            const problem = next();
-            for (let k = 0; k < groupSize; k++) out.push(await agent.run(demoTask(problem, `s${step}g${g}`)));
-          }
-          collected.push(...out);
-          return out;
-        },
+        collect: demoGroupCollector(server.problems(8), agent, collected),
       },
       promptsPerStep: 2,
       groupSize: 4,
@@ -142,19 +135,6 @@ describe('the served-model harness', () => {
   });
 });
 
-/** Runs `groups` fresh groups of `groupSize` episodes of `agent` on the served problems. */
-function collectWith(nextProblem: () => Problem, agent: { run(task: AgentTask): Promise<Trajectory> }, seen: Trajectory[] = []) {
-  return async ({ step, attempt, groups, groupSize }: AgentRolloutRequest): Promise<Trajectory[]> => {
-    const out: Trajectory[] = [];
-    for (let g = 0; g < groups; g++) {
-      const problem = nextProblem();
-      for (let k = 0; k < groupSize; k++) out.push(await agent.run(demoTask(problem, `s${step}a${attempt}g${g}`)));
-    }
-    seen.push(...out);
-    return out;
-  };
-}
-
 /** Problems from `a` and `b` in turn. */
 function alternating(a: () => Problem, b: () => Problem): () => Problem {
   let turn = 0;
@@ -170,7 +150,7 @@ describe('SimpleTIR against the served model', () => {
     const before = servedWeights(server);
     const trainer = new GRPOTrainer({
       policy: server.policy,
-      agent: { tokenizer: demoTokenizer, template: demoChatTemplate, collect: collectWith(server.problems(1), agent, seen) },
+      agent: { tokenizer: demoTokenizer, template: demoChatTemplate, collect: demoGroupCollector(server.problems(1), agent, seen) },
       promptsPerStep: 2,
       groupSize: 4,
       filters: [voidTurnFilter(DEMO_VOID_TURN)],
@@ -258,7 +238,7 @@ describe('THOR against the served model', () => {
     const before = servedWeights(server);
     const trainer = new GRPOTrainer({
       policy: server.policy,
-      agent: { tokenizer: demoTokenizer, template: demoChatTemplate, collect: collectWith(alternating(server.problems(3, ['word']), server.problems(4, ['conversion'])), agent, seen) },
+      agent: { tokenizer: demoTokenizer, template: demoChatTemplate, collect: demoGroupCollector(alternating(server.problems(3, ['word']), server.problems(4, ['conversion'])), agent, seen) },
       promptsPerStep: 2,
       groupSize: 4,
       filters: [failedExecutionFilter()],

@@ -292,11 +292,41 @@ describe('tokenLogprobs', () => {
       const inPlace = logits.slice();
       const result = tokenLogprobsBackward({ logits: inPlace, vocabSize: v, labels, temperature: 0.7, gradLogp, gradEntropy: ge, out: inPlace });
       assert.equal(result, inPlace);
-      // In place with gradEntropy cannot keep exps over the logits it still needs, so it
-      // takes the two-exp path: equal to rounding, not bitwise.
-      if (ge === undefined) assertBitwiseEqual(inPlace, separate, 'in place');
-      else assertClose(inPlace, separate, { rtol: 1e-6, atol: 1e-9, label: 'in place with entropy' });
+      // The exps are kept in scratch, not over the logits, so in place is the same path.
+      assertBitwiseEqual(inPlace, separate, ge === undefined ? 'in place' : 'in place with entropy');
     }
+  });
+
+  it('streams a large gradient out with the same bits, at any alignment of out', () => {
+    // 2^24 gradients: the size from which the backward uses non-temporal stores
+    // (kMinStreamedFloats, cpu/token_logprobs.cc); rows computed alone are not streamed.
+    const v = 16_384;
+    const n = 1024;
+    const bits = new Uint16Array(n * v);
+    let state = 12345;
+    for (let i = 0; i < bits.length; i++) {
+      state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+      bits[i] = 0x3f80 + ((state >>> 16) % 0x180) - 0xc0; // bf16 in about ±[0.5, 4)
+    }
+    bits.fill(0xff80, 5 * v, 6 * v); // a row of -inf: NaN gradients, as in PyTorch
+    bits[9 * v + 7] = 0x7fc0; // a NaN logit
+    const labels = new Int32Array(n).map((_, t) => (t * 7919) % v);
+    const gradLogp = new Float32Array(n).map((_, t) => ((t % 13) - 6) / 4);
+    const base = { logits: bits, dtype: 'bf16', vocabSize: v, labels, gradLogp } as const;
+    const aligned = tokenLogprobsBackward(base);
+    const shifted = new Float32Array(n * v + 1);
+    tokenLogprobsBackward({ ...base, out: shifted.subarray(1) });
+    assertBitwiseEqual(shifted.subarray(1), aligned, 'misaligned out');
+    for (const t of [0, 5, 9, n - 1]) {
+      const row = tokenLogprobsBackward({
+        ...base,
+        logits: bits.subarray(t * v, (t + 1) * v),
+        labels: labels.subarray(t, t + 1),
+        gradLogp: gradLogp.subarray(t, t + 1),
+      });
+      assertBitwiseEqual(aligned.subarray(t * v, (t + 1) * v), row, `row ${t}`);
+    }
+    assert.ok(aligned.subarray(5 * v, 6 * v).every(Number.isNaN));
   });
 
   it('is bitwise identical for any thread count, and async agrees with sync', async () => {

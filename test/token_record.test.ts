@@ -9,7 +9,7 @@ import { MultiTurnReasoner, TokenAgentPolicy } from '../lib/agents/index.js';
 import { ToolRegistry } from '../lib/tools/registry.js';
 import {
   checkTokenDrift, encodeParts, JinjaChatTemplate, loadQwen3Tokenizer, packTrajectories, parseTrajectory, readTrajectories,
-  renderTrajectory, writeTrajectories, type HuggingFaceTokenizer, type TemplatePart, type Tokenizer, type Trajectory,
+  renderTrajectory, writeTrajectories, type HuggingFaceTokenizer, type TemplatePart, type Trajectory,
 } from '../lib/sdk.js';
 import { charTokenizer } from './tokenizers.js';
 

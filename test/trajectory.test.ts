@@ -9,7 +9,7 @@ import { after, describe, test } from 'node:test';
 import { feedbackMask } from '../lib/kernels/index.js';
 import {
   fromChatMessages, loadTiktokenTokenizer, packTrajectories, parseTrajectory, readTrajectories, renderTrajectory,
-  toChatMessages, writeTrajectories, type TrajectoryChatMessage, type Tokenizer, type Trajectory,
+  toChatMessages, writeTrajectories, type TrajectoryChatMessage, type Trajectory,
 } from '../lib/sdk.js';
 import { charTokenizer } from './tokenizers.js';
 

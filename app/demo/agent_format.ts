@@ -5,7 +5,7 @@
  * their reward. With these the SDK's agents run against the served demo policy as they would
  * against a Qwen model with a Python sandbox.
  */
-import type { AgentTask, CodeMarkup, CodeSession, Tokenizer, ToolResponse, Trajectory, ChatTemplate, VoidTurnOptions } from '../../lib/index.js';
+import type { AgentRolloutRequest, AgentTask, CodeMarkup, CodeSession, Tokenizer, ToolResponse, Trajectory, ChatTemplate, VoidTurnOptions } from '../../lib/index.js';
 import { calculate, resolveReferences } from './calculator.js';
 import type { Problem } from './problems.js';
 import { VOCAB, decode, encode } from './vocab.js';
@@ -85,6 +85,35 @@ export class CalculatorSession implements CodeSession {
 /** A demo problem as an agent's task (its numbers in `metadata.quantities`). */
 export function demoTask(problem: Problem, groupId?: string): AgentTask {
   return { prompt: problem.text, gold: problem.answer, metadata: { quantities: problem.quantities }, ...(groupId === undefined ? {} : { groupId }) };
+}
+
+/** What the demo's helpers need of an agent: episodes of a task. */
+export interface DemoAgent {
+  run(task: AgentTask): Promise<Trajectory>;
+}
+
+/**
+ * A `GRPOTrainer` `agent.collect`: each group is a fresh problem from `nextProblem` (its
+ * `groupId` names the step, attempt and group), with `groupSize` episodes of `agent` on it.
+ * Every episode collected is also pushed to `seen`.
+ */
+export function demoGroupCollector(nextProblem: () => Problem, agent: DemoAgent, seen: Trajectory[] = []) {
+  return async ({ step, attempt, groups, groupSize }: AgentRolloutRequest): Promise<Trajectory[]> => {
+    const out: Trajectory[] = [];
+    for (let g = 0; g < groups; g++) {
+      const problem = nextProblem();
+      for (let k = 0; k < groupSize; k++) out.push(await agent.run(demoTask(problem, `s${step}a${attempt}g${g}`)));
+    }
+    seen.push(...out);
+    return out;
+  };
+}
+
+/** The fraction of `problems` that `agent` solves (reward 1), one episode each. */
+export async function demoSolveRate(agent: DemoAgent, problems: readonly Problem[]): Promise<number> {
+  let solved = 0;
+  for (const problem of problems) solved += (await agent.run(demoTask(problem))).reward ?? 0;
+  return solved / problems.length;
 }
 
 /** The episode's calculator session. */

@@ -24,28 +24,50 @@ import { buildWarmStartData } from './tirgen.js';
 import { warmStart } from './warm_start.js';
 
 /** The demo's settings; `--quick` shrinks them for smoke tests. */
-export interface DemoConfig {
+/** What a demo run takes whichever engine samples its rollouts. */
+export interface DemoRunConfig {
   seed: number;
+  /** GRPO steps. */
   rlSteps: number;
+  /** Supervised warm-start steps on the TIRGen-style traces, and how many traces to propose. */
   warmStartSteps: number;
   warmStartTraces: number;
   batchSize: number;
   promptsPerStep: number;
   groupSize: number;
-  hidden: number;
   learningRate: number;
+  /** Held-out problems each evaluation samples one episode of. */
   testProblems: number;
-  voidFilter: boolean;
+  /** Where the log, chart and summary go. */
   out: string;
+  /** Print the summary as one JSON object on the last line. */
   json: boolean;
-  /** Who samples the rollouts: the tfjs GRU policy itself, or llama.cpp serving a Llama policy (app/demo/llama_cpp.ts). */
-  engine: 'tfjs' | 'llama.cpp';
-  /** llama.cpp engine only: weight sync period, staleness, engine weight type, rollout correction. */
+}
+
+/** The llama.cpp loop's engine settings (app/demo/llama_cpp.ts). */
+export interface EngineLoopConfig {
+  /** Export and reload the engine's weights every this many steps. */
   syncEvery: number;
+  /** The engine serves the weights of this many versions ago (0: on-policy up to sync lag). */
   maxStaleness: number;
+  /** Element type of the engine's matrices. */
   engineWeights: 'f32' | 'f16';
+  /** Apply token-level TIS (threshold 2) to the loss; off: the mismatch is only measured. */
   rolloutCorrection: boolean;
 }
+
+/** `tirl demo`'s settings: the GRU run's, and the llama.cpp loop's (used with `engine: 'llama.cpp'`). */
+export interface DemoConfig extends DemoRunConfig, EngineLoopConfig {
+  /** The GRU's hidden size. */
+  hidden: number;
+  /** Drop trajectories with a void turn from the loss (SimpleTIR's filter). */
+  voidFilter: boolean;
+  /** Who samples the rollouts: the tfjs GRU policy itself, or llama.cpp serving a Llama policy (app/demo/llama_cpp.ts). */
+  engine: 'tfjs' | 'llama.cpp';
+}
+
+/** GRPO steps of the llama.cpp loop by default (each step also exports and reloads the engine's weights). */
+export const LLAMA_RL_STEPS = 60;
 
 export const DEFAULT_CONFIG: DemoConfig = {
   seed: 1,
@@ -68,7 +90,8 @@ export const DEFAULT_CONFIG: DemoConfig = {
   rolloutCorrection: true,
 };
 
-const QUICK: Partial<DemoConfig> = { rlSteps: 4, warmStartSteps: 20, warmStartTraces: 300, testProblems: 40, promptsPerStep: 4 };
+/** `--quick`: a short run of either engine (a smoke test). */
+export const DEMO_QUICK: Partial<DemoRunConfig> = { rlSteps: 4, warmStartSteps: 20, warmStartTraces: 300, testProblems: 40, promptsPerStep: 4 };
 
 /** The summary a run ends with (the last line of `--json`). */
 export interface DemoSummary {
@@ -106,7 +129,7 @@ calculator tool, from a TIRGen-style warm start, and compares both on held-out p
   --json             print the summary as one JSON object on the last line
   --engine E         who samples rollouts: tfjs (default: the GRU policy itself) or llama.cpp
                      (a Llama-architecture policy exported as GGUF and served by node-llama-cpp,
-                     weights synced after each step, rollout correction on; 60 steps by default)
+                     weights synced after each step, rollout correction on; ${LLAMA_RL_STEPS} steps by default)
   --engine-weights T llama.cpp: f32 (default) or f16 matrices in the engine
   --sync-every K     llama.cpp: export and reload the weights every K steps (default 1)
   --max-staleness S  llama.cpp: the engine serves weights S versions old, as an S-deep
@@ -134,7 +157,7 @@ export function parseDemoArgs(argv: string[]): DemoConfig | 'help' {
     strict: true,
   });
   if (values.help) return 'help';
-  const config: DemoConfig = { ...DEFAULT_CONFIG, ...(values.quick ? QUICK : {}) };
+  const config: DemoConfig = { ...DEFAULT_CONFIG, ...(values.quick ? DEMO_QUICK : {}) };
   const integer = (name: string, text: string | undefined, min: number): number | undefined => {
     if (text === undefined) return undefined;
     const n = Number(text);
@@ -149,7 +172,7 @@ export function parseDemoArgs(argv: string[]): DemoConfig | 'help' {
       if (values[flag] !== undefined) throw new RangeError(`tirl demo: --${flag} needs --engine llama.cpp\n${USAGE}`);
     }
   } else {
-    config.rlSteps = values.quick ? config.rlSteps : 60;
+    config.rlSteps = values.quick ? config.rlSteps : LLAMA_RL_STEPS;
   }
   const weights = values['engine-weights'] ?? 'f32';
   if (weights !== 'f32' && weights !== 'f16') throw new RangeError(`tirl demo: expected f32 or f16 for --engine-weights but received '${weights}'\n${USAGE}`);
@@ -375,11 +398,11 @@ export async function runDemo(argv: string[]): Promise<void> {
     return;
   }
   if (config.engine === 'llama.cpp') {
-    const { runLlamaDemoWith, LLAMA_DEFAULT_CONFIG, LLAMA_QUICK } = await import('./llama_cpp.js');
+    const { runLlamaDemoWith, LLAMA_DEFAULT_CONFIG } = await import('./llama_cpp.js');
     const quick = argv.includes('--quick');
     await runLlamaDemoWith({
       ...LLAMA_DEFAULT_CONFIG,
-      ...(quick ? LLAMA_QUICK : {}),
+      ...(quick ? DEMO_QUICK : {}),
       seed: config.seed,
       rlSteps: config.rlSteps,
       syncEvery: config.syncEvery,

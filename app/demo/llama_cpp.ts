@@ -19,41 +19,23 @@ import {
   EnginePolicy, GRPOTrainer, LlamaCppEngine, loadNodeLlamaCpp, type GRPOStepMetrics, type ObservationRole,
 } from '../../lib/index.js';
 import { LlamaModel, TfjsPolicy } from '../../lib/training/tfjs.js';
-import { demoSetup, demoTask, demoVoidTurnFilter, evaluate, pct } from './index.js';
+import { demoSetup, demoTask, demoVoidTurnFilter, evaluate, LLAMA_RL_STEPS, pct, type DemoRunConfig, type EngineLoopConfig } from './index.js';
 import type { Problem } from './problems.js';
 import { buildWarmStartData } from './tirgen.js';
 import { TOKEN, VOCAB, VOCAB_SIZE, decode, encode } from './vocab.js';
 import { warmStart } from './warm_start.js';
 
 /** Settings of the llama.cpp demo. */
-export interface LlamaDemoConfig {
-  seed: number;
-  rlSteps: number;
-  warmStartSteps: number;
-  warmStartTraces: number;
-  batchSize: number;
-  promptsPerStep: number;
-  groupSize: number;
+/** The llama.cpp loop's settings: the Llama policy's shape on top of every run's and the engine's. */
+export interface LlamaDemoConfig extends DemoRunConfig, EngineLoopConfig {
   dModel: number;
   layers: number;
   heads: number;
-  learningRate: number;
-  testProblems: number;
-  /** Export and reload the engine's weights every this many steps. */
-  syncEvery: number;
-  /** The engine serves the weights of this many versions ago (0: on-policy up to sync lag). */
-  maxStaleness: number;
-  /** Element type of the engine's matrices. */
-  engineWeights: 'f32' | 'f16';
-  /** Apply token-level TIS (threshold 2) to the loss; off: the mismatch is only measured. */
-  rolloutCorrection: boolean;
-  out: string;
-  json: boolean;
 }
 
 export const LLAMA_DEFAULT_CONFIG: LlamaDemoConfig = {
   seed: 1,
-  rlSteps: 60,
+  rlSteps: LLAMA_RL_STEPS,
   warmStartSteps: 30,
   warmStartTraces: 3000,
   batchSize: 32,
@@ -71,8 +53,6 @@ export const LLAMA_DEFAULT_CONFIG: LlamaDemoConfig = {
   out: 'demo-output',
   json: false,
 };
-
-export const LLAMA_QUICK: Partial<LlamaDemoConfig> = { rlSteps: 4, warmStartSteps: 20, warmStartTraces: 300, testProblems: 40, promptsPerStep: 4 };
 
 /** The summary of a llama.cpp demo run. */
 export interface LlamaDemoSummary {

@@ -50,6 +50,20 @@ constexpr int64_t min_chunks(int64_t min_items, int64_t items_per_chunk) {
                                         : min_items / items_per_chunk + (min_items % items_per_chunk != 0);
 }
 
+// The cache line of every CPU the library targets. Per-chunk accumulators that a chunk
+// updates while it runs start on a line of their own (align_to_cache_line, strides in
+// whole lines), so that threads on neighbouring chunks never write one line.
+constexpr int64_t kCacheLineBytes = 64;
+
+// The first address at or after `p` on a cache-line boundary; storage for it needs
+// kCacheLineBytes - 1 bytes beyond what it holds.
+template <class T>
+T* align_to_cache_line(T* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t aligned = (address + (kCacheLineBytes - 1)) & ~uintptr_t{kCacheLineBytes - 1};
+  return reinterpret_cast<T*>(reinterpret_cast<char*>(p) + (aligned - address));
+}
+
 // Chunks of `chunk` items covering `n` items: ceil(n / chunk), without overflow for any n
 // (an empty batch may come with a vocabulary size near 2^63).
 inline int64_t chunk_count(int64_t n, int64_t chunk) { return n / chunk + (n % chunk != 0); }

@@ -37,15 +37,23 @@ tirl_status rollout_correction(const float* logp, const float* rollout_logp, con
   const RolloutSetup setup = rollout_setup(options);
   const int slots = setup.num_slots;
   const int64_t num_chunks = chunk_count(num_tokens, kTokensPerChunk);
-  std::vector<double> partial(static_cast<size_t>(std::max<int64_t>(num_chunks, 1) * slots));
-  for (int64_t chunk = 0; chunk < std::max<int64_t>(num_chunks, 1); ++chunk) {
-    rollout_init(partial.data() + chunk * slots, slots);
+  // rollout_sequence adds to its chunk's slots at every token. Each chunk's slots start on
+  // a cache line of their own (stride rounded up to whole lines, base aligned), so two
+  // threads on neighbouring chunks never write one line (false sharing cost 2 threads
+  // 0.76x of 1 at 512 x 2048 before).
+  constexpr int64_t kLine = kCacheLineBytes / sizeof(double);
+  const int64_t stride = (slots + kLine - 1) / kLine * kLine;
+  const int64_t stored_chunks = std::max<int64_t>(num_chunks, 1);
+  std::vector<double> storage(static_cast<size_t>(stored_chunks * stride + kLine));
+  double* const partial = align_to_cache_line(storage.data());
+  for (int64_t chunk = 0; chunk < stored_chunks; ++chunk) {
+    rollout_init(partial + chunk * stride, slots);
   }
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kTokensPerChunk;
     const int64_t last = std::min(num_tokens, first + kTokensPerChunk);
     const bool last_chunk = chunk == num_chunks - 1;
-    double* acc = partial.data() + chunk * slots;
+    double* acc = partial + chunk * stride;
     int64_t s = std::lower_bound(seq_offsets, seq_offsets + num_seqs, first) - seq_offsets;
     for (; s < num_seqs && (seq_offsets[s] < last || (last_chunk && seq_offsets[s] == last)); ++s) {
       rollout_sequence(logp, rollout_logp, mask, seq_offsets[s], seq_offsets[s + 1], setup,
@@ -54,10 +62,10 @@ tirl_status rollout_correction(const float* logp, const float* rollout_logp, con
   };
   parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
   for (int64_t chunk = 1; chunk < num_chunks; ++chunk) {
-    rollout_merge(partial.data(), partial.data() + chunk * slots, slots);
+    rollout_merge(partial, partial + chunk * stride, slots);
   }
   const bool normalize = options.rollout_is_batch_normalize != 0;
-  const double norm_mean = rollout_batch_norm_mean(setup, normalize, partial.data());
+  const double norm_mean = rollout_batch_norm_mean(setup, normalize, partial);
   if (norm_mean > 0) {
     auto divide = [&](int64_t chunk) {
       const int64_t first = chunk * kTokensPerChunk;
@@ -66,7 +74,7 @@ tirl_status rollout_correction(const float* logp, const float* rollout_logp, con
     };
     parallel_for(num_chunks, divide, min_chunks(kMinDividedPerThread, kTokensPerChunk));
   }
-  rollout_finalize(setup, normalize, partial.data(), norm_mean, result);
+  rollout_finalize(setup, normalize, partial, norm_mean, result);
   return ok();
 }
 

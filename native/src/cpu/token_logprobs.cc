@@ -4,15 +4,17 @@
 // so results are bitwise identical for any thread count. A row is walked in L1-sized
 // blocks: the block's max, then the block's exp-sums relative to it (the block is still in
 // L1), merged into the row's summary; the forward thus reads the logits from memory once.
-// The backward makes the same pass, keeping each block's exps in the output, then a
-// second pass turning them into gradients, so each logit costs one exp (rows over 256
-// blocks, and an in-place backward with gradEntropy, recompute the exps instead). The
-// second pass hits L2 for rows up to ~512 KiB and L3 beyond; per logit it costs the same
-// at V = 32,000 and 151,936. These loops are bound by arithmetic, not memory, even with
-// AVX2 + FMA (~0.55-0.65 ns per logit forward, f32 and bf16 alike, on a shared 2.45 GHz
-// Zen 3 core): ~3.1 instructions per logit with AVX2, of which the block max is 0.3 (one
-// load and one maxps per 8) and the exp ~2.75 (round, degree-5 polynomial, scale, sum,
-// with two constants reloaded per 16 for want of registers); bf16 adds its widening to both.
+// While a block's exps are computed the next block is prefetched, so the memory reads
+// overlap the arithmetic (without it they alternated, and the f32 forward took the sum of
+// the two). bf16 logits are widened in the registers of both loops (no f32 copy), so they
+// cost half the bytes. The backward makes the same pass, keeping each block's exps in a
+// per-thread scratch row (in L2), then a second pass turning them into gradients, so each
+// logit costs one exp (rows over 256 blocks recompute the exps instead). A large gradient
+// goes out with non-temporal stores, which spare the read for ownership of every line:
+// the backward then moves the bytes of its model (logits read, gradient written) and no
+// more. The exp loops are still arithmetic-heavy: ~14 vector instructions per vector of
+// logits (widen, shift, scale, clamp, round, a degree-5 polynomial, scale by 2^n, sum),
+// plus two for the block max.
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
@@ -20,6 +22,11 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 #include "common/error.h"
 #include "common/parallel.h"
@@ -46,8 +53,14 @@ constexpr int64_t kMinLogitsPerThread = 1 << 17;
 TIRL_HD inline float to_f32(float x) { return x; }
 TIRL_HD inline float to_f32(uint16_t bits) { return bf16_to_f32(bits); }
 
-// Rows of up to this many blocks take the one-exp backward below (kept on the stack).
+// Rows of up to this many blocks take the one-exp backward (their exps kept in a per-thread
+// scratch row).
 constexpr int64_t kMaxKeptBlocks = 256;
+// A backward gradient of at least this many floats (64 MiB) is written with non-temporal
+// stores: far larger than the caches of most CPUs, so a later reader misses anyway, and
+// the stores save the read for ownership of each line (a third of the f32 backward's
+// traffic). Results are the same either way.
+constexpr int64_t kMinStreamedFloats = int64_t{1} << 24;
 
 // The per-row loops, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/token_logprobs_kernels.inc"
@@ -71,6 +84,14 @@ void forward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
   parallel_for(chunk_count(num_tokens, rows), body, min_chunks(kMinLogitsPerThread, rows * vocab_size));
 }
 
+// The calling thread's scratch row for the one-exp backward: the exps of one row, kept in
+// L2 between its two passes (at most kMaxKeptBlocks * kBlock floats, 2 MiB, per thread).
+float* kept_exps_scratch(int64_t vocab_size) {
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < vocab_size) scratch.resize(vocab_size);
+  return scratch.data();
+}
+
 template <bool WithEntropy, class Logit>
 void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
                   const int32_t* labels, double temperature, const float* grad_logp,
@@ -78,13 +99,16 @@ void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
   const double inv_t = 1.0 / temperature;
   const float log2e_over_t = static_cast<float>(kLog2E * inv_t);
   const int64_t rows = rows_per_chunk(vocab_size);
-  const bool in_place = static_cast<const void*>(logits) == grad_logits;
-  const bool keep_exps =
-      chunk_count(vocab_size, kBlock) <= kMaxKeptBlocks && !(WithEntropy && in_place);
+  const bool keep_exps = chunk_count(vocab_size, kBlock) <= kMaxKeptBlocks;
+  // A gradient this large is not read back from the cache by anyone: stream it out.
+  const bool stream = keep_exps && !WithEntropy &&
+                      num_tokens >= kMinStreamedFloats / std::max<int64_t>(1, vocab_size);
   const auto backward_rows = TIRL_SIMD_SELECT(backward_rows<WithEntropy, Logit>);
   auto body = [&](int64_t chunk) {
+    float* kept = keep_exps ? kept_exps_scratch(vocab_size) : nullptr;
     backward_rows(logits, chunk * rows, std::min(num_tokens, (chunk + 1) * rows), vocab_size,
-                  labels, inv_t, log2e_over_t, grad_logp, grad_entropy, keep_exps, grad_logits);
+                  labels, inv_t, log2e_over_t, grad_logp, grad_entropy, kept, stream,
+                  grad_logits);
   };
   parallel_for(chunk_count(num_tokens, rows), body, min_chunks(kMinLogitsPerThread, rows * vocab_size));
 }

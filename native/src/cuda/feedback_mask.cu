@@ -38,7 +38,7 @@ __global__ void feedback_mask_kernel(const uint8_t* __restrict__ roles, int64_t 
   int32_t count = 0;
   if (first < num_tokens && num_seqs > 0) {
     const int64_t last = min(first + kTokensPerThread, num_tokens);
-    uint8_t run[kTokensPerThread];
+    alignas(16) uint8_t run[kTokensPerThread];  // read and written as one uint4
     const bool vector = last - first == kTokensPerThread &&
                         reinterpret_cast<uintptr_t>(roles + first) % 16 == 0 &&
                         reinterpret_cast<uintptr_t>(mask + first) % 16 == 0;

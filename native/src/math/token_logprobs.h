@@ -37,22 +37,43 @@ constexpr float kExp2MinArg = -127.0f;
 // costs nothing the f32 results can show), n into the exponent bits. Down to results of
 // 1.2e-38, the smallest normal float; below, results are subnormal or flushed to 0
 // (absolute error < 1e-38); 2^-inf = 0 exactly; NaN stays NaN.
-TIRL_HD inline float exp2_of_nonpositive(float y) {
+//
+// Written once for a float and for a vector of floats (the CPU kernels' GCC vector types):
+// F is the float type and U the unsigned 32-bit integer type of the same shape. The result
+// goes to an out-parameter: a vector passed or returned by value draws GCC's ABI warning
+// outside the AVX copies. (Everything it calls is inlined into those copies, so it calls
+// nothing but builtins.)
+template <class F, class U>
+TIRL_HD inline void exp2_of_nonpositive_as(const F& argument, F& out) {
+  static_assert(sizeof(F) == sizeof(U), "F and U must have the same shape");
   // One clamp (false for NaN, which passes through to the polynomial).
-  y = y < kExp2MinArg ? kExp2MinArg : y;
-  // n = round(y) by the 1.5 * 2^23 trick: its low mantissa bits hold n.
-  constexpr float kRoundMagic = 12582912.0f;
-  const float shifted = y + kRoundMagic;
-  const float n = shifted - kRoundMagic;
-  const uint32_t biased_exponent = float_bits(shifted) - float_bits(kRoundMagic) + 127u;
-  const float r = y - n;  // exact
-  float p = 1.323952107e-3f;
+  const F lowest = F{} + kExp2MinArg;
+  const F y = argument < lowest ? lowest : argument;
+  // n = round(y) by the 1.5 * 2^23 trick, with 127 added to the magic number: the low
+  // mantissa bits of `shifted` hold n + 127 (in [0, 254] after the clamp), so shifting
+  // them up by 23 makes the bits of 2^n (the magic's own bits shift out of the word).
+  constexpr float kRoundMagic = 12582912.0f + 127.0f;
+  const F shifted = y + kRoundMagic;
+  const F n = shifted - kRoundMagic;
+  const F r = y - n;  // exact
+  F p = F{} + 1.323952107e-3f;
   p = p * r + 9.671656415e-3f;
   p = p * r + 5.550820380e-2f;
   p = p * r + 2.402223945e-1f;
   p = p * r + 6.931468844e-1f;
   p = p * r + 1.0f;
-  return p * bits_float(biased_exponent << 23);
+  U bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  bits = bits << 23;
+  F two_to_n;
+  std::memcpy(&two_to_n, &bits, sizeof two_to_n);
+  out = p * two_to_n;
+}
+
+TIRL_HD inline float exp2_of_nonpositive(float y) {
+  float out;
+  exp2_of_nonpositive_as<float, uint32_t>(y, out);
+  return out;
 }
 
 // Summary of a row, or of a block of it, for the online softmax (see the top of the file).
