@@ -78,6 +78,30 @@ describe('groupAdvantages', () => {
     assertBitwiseEqual(reversed, Float32Array.from(reversedGroups, (p) => contiguous[p]), 'reordered groups');
   });
 
+  it('gives groups of 8 (the blocked SIMD paths) the bits of one group at a time, edge values included', () => {
+    // 4,096 + 64 + 8 rewards: 256-reward blocks, one 64-reward block, one lone group. The
+    // ids path (a group id per reward, shuffled groups) normalizes one group at a time.
+    const rng = new Random(8);
+    const b = 4096 + 64 + 8;
+    const rewards = rng.normals(b, 40);
+    for (let i = 0; i < b; i += 97) rewards[i] = Math.round(rewards[i]);
+    rewards.fill(3, 512, 520); // zero variance
+    rewards.fill(0, 1024, 1032); // zero variance at 0: denominator 0 with epsilon 0
+    rewards[1500] = NaN;
+    rewards[1600] = Infinity;
+    rewards[1700] = -Infinity;
+    rewards[1800] = -0;
+    const order = Array.from({ length: b / 8 }, (_, g) => g).reverse();
+    const perm = Int32Array.from(order.flatMap((g) => Array.from({ length: 8 }, (_, k) => 8 * g + k)));
+    const moved = Float32Array.from(perm, (p) => rewards[p]);
+    const ids = Int32Array.from(perm, (p) => p >> 3);
+    for (const opts of [{}, { epsilon: 0 }, { scaleByStd: false }, { epsilon: 0.5 }]) {
+      const contiguous = groupAdvantages({ rewards, groupSize: 8, ...opts });
+      const byIds = groupAdvantages({ rewards: moved, groupIds: ids, ...opts });
+      assertBitwiseEqual(byIds, Float32Array.from(perm, (p) => contiguous[p]), `groups of 8 ${JSON.stringify(opts)}`);
+    }
+  });
+
   it('handles empty input', () => {
     assert.equal(groupAdvantages({ rewards: new Float32Array(0), groupSize: 4 }).length, 0);
     assert.equal(groupAdvantages({ rewards: new Float32Array(0), groupIds: new Int32Array(0) }).length, 0);

@@ -26,6 +26,16 @@ constexpr int64_t kGroupsPerChunk = 2;
 // 0.80-0.95x at 65,536 tokens per thread), and the whitening passes that only add or scale.
 constexpr int64_t kMinTokensPerThread = 262144;
 constexpr int64_t kMinWhitenedPerThread = 262144;
+// grpo, grpo_passk, rloo and gpg do a few operations a sequence and then only write each
+// token's advantage (5 B a token moved): bound by memory bandwidth, they ran 0.99x on 2
+// threads at 1M tokens (best of 15 interleaved rounds) and 0.60-0.74x with the machine
+// loaded (tirl bench of 2026-12-02), so they take a second thread only from 2M tokens, as
+// feedbackMask does.
+constexpr int64_t kMinBroadcastTokensPerThread = int64_t{1} << 20;
+
+bool broadcast_only(tirl_advantage_estimator e) {
+  return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_RLOO || e == TIRL_ADV_GPG;
+}
 
 // min_chunks_per_thread for `chunks` chunks over `tokens` tokens.
 int64_t min_chunks_over(int64_t tokens, int64_t chunks, int64_t min_tokens) {
@@ -56,6 +66,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
                     int64_t group_size) {
   const int64_t num_seqs = p.num_seqs;
   const tirl_advantage_estimator e = p.estimator;
+  const int64_t min_tokens = broadcast_only(e) ? kMinBroadcastTokensPerThread : kMinTokensPerThread;
   std::vector<SequenceSummary> summary(static_cast<size_t>(num_seqs));
   auto over_sequences = [&](auto&& per_sequence) {
     auto body = [&](int64_t chunk) {
@@ -63,7 +74,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       for (int64_t s = chunk * kSeqsPerChunk; s < last; ++s) per_sequence(s);
     };
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
-    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, kMinTokensPerThread));
+    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
   };
   over_sequences([&](int64_t s) {
     summary[s] = advantages::summarize(p, s, seq_offsets[s], seq_offsets[s + 1]);
@@ -82,7 +93,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       }
     };
     const int64_t chunks = chunk_count(num_groups, kGroupsPerChunk);
-    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, kMinTokensPerThread));
+    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
   };
   if (advantages::is_grouped(e)) order_groups(group_ids, group_size, num_seqs, members, group_start);
 

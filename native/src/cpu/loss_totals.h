@@ -30,6 +30,10 @@ struct LossTotals {
   }
 };
 
+// The masked-in tokens of a batch (cpu/ppo_loss.cc): an integer count, in chunks on the
+// threads, vectorised.
+int64_t count_masked(const uint8_t* mask, int64_t num_tokens);
+
 inline double lane_total(const double* lanes) {
   double total = 0;
   for (int l = 0; l < kLossLanes; ++l) total += lanes[l];

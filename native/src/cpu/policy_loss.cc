@@ -29,7 +29,6 @@ namespace {
 
 constexpr int64_t kTokensPerChunk = kPolicyChunkTokens;  // the picks' means: math/policy_loss.h
 constexpr int64_t kTokensPerBlock = 256;
-constexpr int kLanes = kLossLanes;
 constexpr int64_t kSequencesPerChunk = 32;
 // Below this much work per thread a call stays on fewer threads (common/parallel.h;
 // measured with `tirl bench --scaling-only`): the token passes with exps and clips, and
@@ -63,7 +62,7 @@ using Totals = LossTotals;
 using Lanes = LossLanes;
 
 using KlBlock = void (*)(const float*, const float*, const float*, int64_t, float, float, float*,
-                         float*, int32_t*);
+                         float*);
 
 struct TokenKernelConstants {
   PolicyConstants policy;
@@ -91,13 +90,13 @@ struct SequenceCounts {
 SequenceCounts count_sequences(const Inputs& in) {
   SequenceCounts c;
   c.masked.assign(static_cast<size_t>(in.num_seqs), 0);
+  const auto count = TIRL_SIMD_SELECT(count_nonzero);
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kSequencesPerChunk;
     const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
     for (int64_t s = first; s < last; ++s) {
-      int64_t count = 0;
-      for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) count += in.mask[t] != 0;
-      c.masked[static_cast<size_t>(s)] = count;
+      c.masked[static_cast<size_t>(s)] =
+          count(in.mask + in.seq_offsets[s], in.seq_offsets[s + 1] - in.seq_offsets[s]);
     }
   };
   parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body, per_sequence_chunks(in, kMinCountedPerThread));
@@ -125,11 +124,6 @@ double ordered_token_sum(int64_t num_tokens, F f) {
   double total = 0;
   for (double p : partial) total += p;
   return total;
-}
-
-int64_t count_masked(const uint8_t* mask, int64_t num_tokens) {
-  return static_cast<int64_t>(
-      ordered_token_sum(num_tokens, [&](int64_t t) { return mask[t] != 0 ? 1.0 : 0.0; }));
 }
 
 // The aggregation's factor for the tokens of every sequence (MATH.md's table), or one

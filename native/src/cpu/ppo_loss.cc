@@ -71,37 +71,19 @@ ChunkKernel pick_kernel(bool kl, tirl_kl_estimator estimator, bool weights, bool
 
 // ---------------------------------------------------------------- pre-passes
 
-// Masked tokens of the whole batch.
-int64_t count_masked(const uint8_t* mask, int64_t num_tokens) {
-  const int64_t num_chunks = chunk_count(num_tokens, kTokensPerChunk);
-  std::vector<int64_t> counts(static_cast<size_t>(num_chunks), 0);
-  auto body = [&](int64_t chunk) {
-    const int64_t begin = chunk * kTokensPerChunk;
-    const int64_t end = std::min(num_tokens, begin + kTokensPerChunk);
-    int32_t count = 0;
-    for (int64_t t = begin; t < end; ++t) count += mask[t] != 0;
-    counts[static_cast<size_t>(chunk)] = count;
-  };
-  parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
-  int64_t total = 0;
-  for (int64_t c : counts) total += c;
-  return total;
-}
-
 // Per sequence: masked tokens and, for GSPO, the masked sum of logp - old_logp.
 void sequence_sums(const Inputs& in, bool log_ratio, std::vector<int64_t>& masked,
                    std::vector<double>& log_ratio_sum) {
   masked.assign(static_cast<size_t>(in.num_seqs), 0);
   if (log_ratio) log_ratio_sum.assign(static_cast<size_t>(in.num_seqs), 0.0);
+  const auto count = TIRL_SIMD_SELECT(count_nonzero);
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kSequencesPerChunk;
     const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
     for (int64_t s = first; s < last; ++s) {
       const int64_t begin = in.seq_offsets[s];
       const int64_t end = in.seq_offsets[s + 1];
-      int32_t count = 0;
-      for (int64_t t = begin; t < end; ++t) count += in.mask[t] != 0;
-      masked[static_cast<size_t>(s)] = count;
+      masked[static_cast<size_t>(s)] = count(in.mask + begin, end - begin);
       if (!log_ratio) continue;
       double lanes[kLanes] = {};
       float block[kTokensPerBlock];
@@ -179,6 +161,20 @@ tirl_status ppo_loss_cpu(const Inputs& in, const tirl_ppo_options& o, tirl_ppo_r
 }
 
 }  // namespace
+
+int64_t count_masked(const uint8_t* mask, int64_t num_tokens) {
+  const int64_t num_chunks = chunk_count(num_tokens, kTokensPerChunk);
+  std::vector<int64_t> counts(static_cast<size_t>(num_chunks), 0);
+  const auto count = TIRL_SIMD_SELECT(count_nonzero);
+  auto body = [&](int64_t chunk) {
+    const int64_t begin = chunk * kTokensPerChunk;
+    counts[static_cast<size_t>(chunk)] = count(mask + begin, std::min(num_tokens, begin + kTokensPerChunk) - begin);
+  };
+  parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  return total;
+}
 
 tirl_status clipped_surrogate(const float* logp, const float* old_logp, const float* advantages,
                      const uint8_t* mask, int64_t num_tokens, const int32_t* seq_offsets,
