@@ -14,6 +14,7 @@ export type PeerKind =
   | 'tirl-alloc' // our kernel, allocating its outputs on every call
   | 'tirl-1thread' // our kernel on one thread (the scaling row)
   | 'tirl-async' // the …Async form (binding-overhead case)
+  | 'tirl-prepared' // a prepared call (preparePpoLoss), options read once (binding-overhead case)
   | 'typescript' // the plain TypeScript peer from test/reference/<op>.ts
   | 'torch' // PyTorch eager, in the Python co-process
   | 'copy'; // Float32Array.prototype.set of the same number of bytes (memcpy)
@@ -275,13 +276,21 @@ export async function measureCase(
 
   // Warm-up (JIT, page faults of reused buffers, caches), then calls per sample so that a
   // sample lasts at least minSampleSeconds: timer resolution and call jitter stay small.
+  // A fast peer warms up for at least minSampleSeconds, not only `warmup` calls: the first
+  // calls of the async form start libuv's thread pool and took milliseconds each, and a
+  // calls-per-sample estimate from two of them gave that peer one call per sample, whose
+  // median (12 ms on a loaded machine, against 0.1 ms a call in steady state) measured the
+  // start-up and single wake-ups, not the call.
   const inner: number[] = [];
   const warmTimes: number[] = [];
   for (let p = 0; p < peers.length; p++) {
     progress(`${benchCase.id}: warming up ${peers[p].name}`);
     let fastest = Infinity;
-    for (let w = 0; w < Math.max(1, options.warmup); w++) {
-      fastest = Math.min(fastest, (await peers[p].sample(1)).wall);
+    let spent = 0;
+    for (let w = 0; w < Math.max(1, options.warmup) || (spent < options.minSampleSeconds && w < 10_000); w++) {
+      const wall = (await peers[p].sample(1)).wall;
+      fastest = Math.min(fastest, wall);
+      spent += wall;
       if (fastest > 0.25) break; // a call this long is warm after one: save the run's time
     }
     warmTimes.push(fastest);

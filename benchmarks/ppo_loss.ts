@@ -3,9 +3,10 @@
  * masked in), with and without the k3 KL term; every other policy loss on the same batch
  * (the TypeScript peer is the float64 reference of the loss and its statistics, without a
  * gradient; the PyTorch peer is verl's code for the loss, with autograd's backward); and
- * the fixed cost of one call on 1,024 tokens, sync and async, for the binding-overhead line.
+ * the fixed cost of one call on 1,024 tokens, sync, prepared and async, for the
+ * binding-overhead line.
  */
-import { POLICY_LOSSES, ppoLoss, ppoLossAsync, type PolicyLoss, type PpoLossOptions } from '../lib/index.js';
+import { POLICY_LOSSES, ppoLoss, ppoLossAsync, preparePpoLoss, type PolicyLoss, type PpoLossOptions } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
 import { asyncPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { ppoLossTs } from '../test/reference/ppo_loss.js';
@@ -175,10 +176,12 @@ function callOverheadCase(): BenchCase {
       const { mask, logp, oldLogp, advantages } = ppoInputs(1, tokens);
       const options: PpoLossOptions = { logp, oldLogp, advantages, mask };
       const reused = { ...options, out: { grad: new Float32Array(tokens) } };
+      const prepared = preparePpoLoss({});
       const tsGrad = new Float32Array(tokens);
       return {
         peers: [
           syncPeer('tirl sync, out reused', 'tirl', () => ppoLoss(reused)),
+          syncPeer('tirl prepared (preparePpoLoss), out reused', 'tirl-prepared', () => prepared(reused)),
           asyncPeer('tirl async, out reused', 'tirl-async', () => ppoLossAsync(reused)),
           syncPeer('tirl sync, allocating', 'tirl-alloc', () => ppoLoss(options)),
           syncPeer('TypeScript, 1 thread', 'typescript', () =>

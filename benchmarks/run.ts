@@ -269,9 +269,11 @@ export async function runBench(argv: string[]): Promise<number> {
   const overhead = results.find((r) => r.callOverhead);
   if (overhead) {
     const async = overhead.peers.find((p) => p.kind === 'tirl-async');
+    const prepared = overhead.peers.find((p) => p.kind === 'tirl-prepared');
     report.bindingOverhead = {
       syncUs: overhead.peers[0].medianMs * 1e3,
       ...(async ? { asyncUs: async.medianMs * 1e3 } : {}),
+      ...(prepared ? { preparedUs: prepared.medianMs * 1e3 } : {}),
       ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
     };
   }

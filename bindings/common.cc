@@ -125,6 +125,8 @@ void copy_bytes(uint8_t* to, const uint8_t* from, size_t bytes) {
   parallel_for(chunk_count(static_cast<int64_t>(bytes), static_cast<int64_t>(kChunk)), body);
 }
 
+bool word_char(char c);
+
 // The V8 strings of option names, made once per environment: making (and internalising)
 // a string from UTF-8 for each of the ~30 keys that ppoLoss reads cost more than its kernel
 // on 1,024 tokens. Node-API 8 cannot reference a string, so they are the elements of one
@@ -134,6 +136,93 @@ class KeyCache {
  public:
   // `name` as a property key of `env` (nullptr if Node-API fails: the caller then makes one).
   static napi_value key(napi_env env, const char* name) {
+    KeyCache* cache = of(env);
+    if (cache == nullptr) return nullptr;
+    napi_value array;
+    if (napi_get_reference_value(env, cache->array_, &array) != napi_ok || array == nullptr) {
+      return nullptr;
+    }
+    return cache->get(array, name);
+  }
+
+  // The keys of `count` names into `keys` (nullptr for one Node-API failed to make).
+  static void keys(napi_env env, const char* const* names, size_t count, napi_value* keys) {
+    KeyCache* cache = of(env);
+    napi_value array = nullptr;
+    if (cache == nullptr || napi_get_reference_value(env, cache->array_, &array) != napi_ok ||
+        array == nullptr) {
+      for (size_t i = 0; i < count; ++i) keys[i] = nullptr;
+      return;
+    }
+    for (size_t i = 0; i < count; ++i) keys[i] = cache->get(array, names[i]);
+  }
+
+  // A function (v0, v1, ...) => ({ [names[0]]: v0, ... }), compiled once per environment
+  // for each list of names (nullptr if Node-API fails). An object literal in JavaScript takes
+  // V8's fast path (a boilerplate of the final shape), where defining the same properties
+  // through Node-API walks the shape transitions one property at a time: about 1,800 x86
+  // instructions a property, against about 150 for the call and the literal.
+  static napi_value object_maker(napi_env env, const char* const* names, size_t count) {
+    KeyCache* cache = of(env);
+    if (cache == nullptr) return nullptr;
+    for (const Maker& maker : cache->makers_) {
+      if (maker.names.size() == count && std::equal(maker.names.begin(), maker.names.end(), names)) {
+        napi_value function;
+        return napi_get_reference_value(env, maker.function, &function) == napi_ok ? function : nullptr;
+      }
+    }
+    std::string source = "(function (";
+    for (size_t i = 0; i < count; ++i) source += (i ? ", v" : "v") + std::to_string(i);
+    source += ") { return {";
+    for (size_t i = 0; i < count; ++i) {
+      for (const char* c = names[i]; *c != '\0'; ++c) {
+        if (!word_char(*c)) return nullptr;  // names are identifiers; anything else is set one by one
+      }
+      source += std::string(i ? ", " : " ") + names[i] + ": v" + std::to_string(i);
+    }
+    source += " }; })";
+    napi_value script, function;
+    napi_ref reference;
+    if (napi_create_string_utf8(env, source.c_str(), source.size(), &script) != napi_ok ||
+        napi_run_script(env, script, &function) != napi_ok ||
+        napi_create_reference(env, function, 1, &reference) != napi_ok) {
+      bool pending = false;
+      if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
+        napi_value ignored;
+        napi_get_and_clear_last_exception(env, &ignored);
+      }
+      return nullptr;
+    }
+    cache->makers_.push_back({std::vector<const char*>(names, names + count), reference});
+    return function;
+  }
+
+  // This environment's Object.prototype (nullptr if Node-API fails).
+  static napi_value object_prototype(napi_env env) {
+    KeyCache* cache = of(env);
+    napi_value prototype;
+    if (cache == nullptr || cache->object_prototype_ == nullptr ||
+        napi_get_reference_value(env, cache->object_prototype_, &prototype) != napi_ok) {
+      return nullptr;
+    }
+    return prototype;
+  }
+
+ private:
+  explicit KeyCache(napi_env env) : env_(env) {
+    napi_value array, object, prototype;
+    ok_ = napi_create_array(env, &array) == napi_ok &&
+          napi_create_reference(env, array, 1, &array_) == napi_ok;
+    // The prototype of `{}`: options objects with it (or none) are read by their own keys.
+    if (ok_ && (napi_create_object(env, &object) != napi_ok ||
+                napi_get_prototype(env, object, &prototype) != napi_ok ||
+                napi_create_reference(env, prototype, 1, &object_prototype_) != napi_ok)) {
+      object_prototype_ = nullptr;
+    }
+  }
+  ~KeyCache() = default;  // the references go with their environment
+
+  static KeyCache* of(napi_env env) {
     KeyCache*& cache = current();
     if (cache == nullptr || cache->env_ != env) {
       auto* fresh = new KeyCache(env);
@@ -147,16 +236,8 @@ class KeyCache {
       }
       cache = fresh;  // a previous cache belonged to an environment already gone
     }
-    return cache->get(name);
+    return cache;
   }
-
- private:
-  explicit KeyCache(napi_env env) : env_(env) {
-    napi_value array;
-    ok_ = napi_create_array(env, &array) == napi_ok &&
-          napi_create_reference(env, array, 1, &array_) == napi_ok;
-  }
-  ~KeyCache() = default;  // the reference goes with its environment
 
   static KeyCache*& current() {
     thread_local KeyCache* cache = nullptr;
@@ -166,13 +247,14 @@ class KeyCache {
   static void drop(void* data) {
     auto* cache = static_cast<KeyCache*>(data);
     napi_delete_reference(cache->env_, cache->array_);
+    if (cache->object_prototype_ != nullptr) napi_delete_reference(cache->env_, cache->object_prototype_);
+    for (const Maker& maker : cache->makers_) napi_delete_reference(cache->env_, maker.function);
     if (current() == cache) current() = nullptr;
     delete cache;
   }
 
-  napi_value get(const char* name) {
-    napi_value array, key;
-    if (napi_get_reference_value(env_, array_, &array) != napi_ok || array == nullptr) return nullptr;
+  napi_value get(napi_value array, const char* name) {
+    napi_value key;
     // Names are string literals or static tables (property_key's contract), so the pointer
     // finds them without hashing or comparing the text; a new pointer to a known text is
     // looked up by its text.
@@ -197,6 +279,12 @@ class KeyCache {
 
   napi_env env_;
   napi_ref array_ = nullptr;
+  napi_ref object_prototype_ = nullptr;
+  struct Maker {
+    std::vector<const char*> names;
+    napi_ref function;
+  };
+  std::vector<Maker> makers_;
   bool ok_ = false;
   std::deque<std::string> names_;  // by slot; stable storage for the views in by_text_
   std::unordered_map<std::string_view, uint32_t> by_text_;
@@ -221,6 +309,40 @@ void set_property(Napi::Object object, const char* name, Napi::Value value) {
     return;
   }
   object.Set(name, value);
+}
+
+void ResultObject::add(const char* name, Napi::Value value) {
+  if (count_ == kMost) throw Napi::Error::New(env_, "tirl: internal error: a result of too many properties");
+  properties_[count_++] = {name, nullptr, nullptr, nullptr, nullptr, value, napi_default_jsproperty, nullptr};
+}
+
+void ResultObject::add(const char* name, double number) { add(name, Napi::Number::New(env_, number)); }
+
+Napi::Object ResultObject::done() {
+  const char* names[kMost];
+  napi_value keys[kMost];
+  for (size_t i = 0; i < count_; ++i) names[i] = properties_[i].utf8name;
+  if (napi_value maker = KeyCache::object_maker(env_, names, count_)) {
+    napi_value values[kMost], undefined, object;
+    for (size_t i = 0; i < count_; ++i) values[i] = properties_[i].value;
+    if (napi_get_undefined(env_, &undefined) == napi_ok &&
+        napi_call_function(env_, undefined, maker, count_, values, &object) == napi_ok) {
+      return Napi::Object(env_, object);
+    }
+    throw Napi::Error::New(env_);
+  }
+  KeyCache::keys(env_, names, count_, keys);
+  for (size_t i = 0; i < count_; ++i) {
+    if (keys[i] != nullptr) {  // else the descriptor makes the key from utf8name
+      properties_[i].name = keys[i];
+      properties_[i].utf8name = nullptr;
+    }
+  }
+  Napi::Object object = Napi::Object::New(env_);
+  if (napi_define_properties(env_, object, count_, properties_) != napi_ok) {
+    throw Napi::Error::New(env_);
+  }
+  return object;
 }
 
 namespace {
@@ -425,18 +547,69 @@ Options::Options(const Napi::CallbackInfo& info, const char* op) : env_(info.Env
     type_error("an options object", "the first argument", first);
   }
   object_ = first.As<Napi::Object>();
+  snapshot_own_keys();
+}
+
+void Options::snapshot_own_keys() {
+  napi_value prototype, keys, null_value;
+  bool plain = false, is_null = false;
+  const napi_value object_prototype = KeyCache::object_prototype(env_);
+  if (object_prototype == nullptr || napi_get_prototype(env_, object_, &prototype) != napi_ok ||
+      (napi_strict_equals(env_, prototype, object_prototype, &plain) != napi_ok) ||
+      (!plain && (napi_get_null(env_, &null_value) != napi_ok ||
+                  napi_strict_equals(env_, prototype, null_value, &is_null) != napi_ok || !is_null))) {
+    return;  // read key by key
+  }
+  uint32_t count = 0;
+  if (napi_get_all_property_names(env_, object_, napi_key_own_only, napi_key_skip_symbols,
+                                  napi_key_numbers_to_strings, &keys) != napi_ok ||
+      napi_get_array_length(env_, keys, &count) != napi_ok) {
+    return;
+  }
+  own_keys_.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    OwnKey& own = own_keys_[i];
+    size_t length = 0;
+    own.read = false;
+    if (napi_get_element(env_, keys, i, &own.key) != napi_ok ||
+        napi_get_value_string_utf8(env_, own.key, own.text, sizeof own.text, &length) != napi_ok) {
+      own_keys_.clear();
+      return;
+    }
+    if (length + 1 >= sizeof own.text) own.text[0] = '\0';  // too long for any option's name
+  }
+  plain_ = true;
+}
+
+Options::OwnKey* Options::own_key(const char* name) {
+  for (OwnKey& own : own_keys_) {
+    if (std::strcmp(own.text, name) == 0) return &own;
+  }
+  return nullptr;
+}
+
+bool Options::present(const char* name, Napi::Value* value) {
+  known_keys_.push_back(name);  // repeats are harmless; names() and messages drop them
+  napi_value raw;
+  if (plain_) {
+    OwnKey* own = own_key(name);
+    if (own == nullptr) return false;  // no Node-API call for an absent option
+    own->read = true;
+    if (napi_get_property(env_, object_, own->key, &raw) != napi_ok) {
+      throw Napi::Error::New(env_);  // a getter threw: its exception is pending
+    }
+  } else if (napi_value key = property_key(env_, name)) {
+    if (napi_get_property(env_, object_, key, &raw) != napi_ok) throw Napi::Error::New(env_);
+  } else {
+    raw = object_.Get(name);
+  }
+  *value = Napi::Value(env_, raw);
+  return !value->IsUndefined();
 }
 
 Napi::Value Options::field(const char* name) {
-  known_keys_.push_back(name);  // repeats are harmless; names() and messages drop them
-  if (napi_value key = property_key(env_, name)) {
-    napi_value value;
-    if (napi_get_property(env_, object_, key, &value) != napi_ok) {
-      throw Napi::Error::New(env_);  // a getter threw: its exception is pending
-    }
-    return Napi::Value(env_, value);
-  }
-  return object_.Get(name);
+  Napi::Value value;
+  return present(name, &value) ? value : env_.Undefined();
 }
 
 bool Options::known(std::string_view key) const {
@@ -449,13 +622,23 @@ bool Options::known(std::string_view key) const {
 void Options::allow(const char* name) { known_keys_.push_back(name); }
 
 void Options::refuse(const char* name, const std::string& because) {
-  Napi::Value value = field(name);
-  if (value.IsUndefined()) return;
+  Napi::Value value;
+  if (!present(name, &value)) return;
   throw Napi::TypeError::New(env_, std::string(op_) + ": Expected no " + name + " (" + because +
                                        ") but received " + describe(value));
 }
 
 void Options::check_unknown_keys() {
+  if (plain_) {
+    for (const OwnKey& own : own_keys_) {
+      if (own.read || (own.text[0] != '\0' && known(own.text))) continue;
+      napi_value value;
+      if (napi_get_property(env_, object_, own.key, &value) != napi_ok) throw Napi::Error::New(env_);
+      if (Napi::Value(env_, value).IsUndefined()) continue;  // as good as absent
+      unknown_key(Napi::Value(env_, own.key).As<Napi::String>().Utf8Value(), Napi::Value(env_, value));
+    }
+    return;
+  }
   napi_value keys;
   if (napi_get_all_property_names(env_, object_, napi_key_own_only,
                                   static_cast<napi_key_filter>(napi_key_enumerable |
@@ -477,12 +660,18 @@ void Options::check_unknown_keys() {
     if (known(key)) continue;
     Napi::Value value = object_.Get(key);
     if (value.IsUndefined()) continue;  // as good as absent
-    std::string known;
-    for (const std::string& k : unique_keys()) known += (known.empty() ? "" : ", ") + k;
-    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected no option named '" + key +
-                                         "' (" + op_ + " reads " + known + ") but received " +
-                                         describe(value));
+    unknown_key(key, value);
   }
+}
+
+void Options::unknown_key(const std::string& key, Napi::Value value) {
+  std::string known;
+  for (const std::string& k : unique_keys()) known += (known.empty() ? "" : ", ") + k;
+  const std::string reads = inherited_ != nullptr
+                                ? std::string("a prepared ") + op_ + " takes only its arrays: " + known
+                                : std::string(op_) + " reads " + known;
+  throw Napi::TypeError::New(env_, std::string(op_) + ": Expected no option named '" + key +
+                                       "' (" + reads + ") but received " + describe(value));
 }
 
 void Options::name_as(const char* c_name, const std::string& js_name) {
@@ -512,9 +701,21 @@ NameMap NameSource::names() const {
   return names;
 }
 
+NameSource Options::name_source() const {
+  NameSource source{aliases_, known_keys_};
+  if (inherited_ != nullptr) {
+    source.aliases.insert(source.aliases.end(), inherited_->aliases.begin(), inherited_->aliases.end());
+    source.keys.insert(source.keys.end(), inherited_->keys.begin(), inherited_->keys.end());
+  }
+  return source;
+}
+
 NameMap Options::names() const { return name_source().names(); }
 
-bool Options::has(const char* name) { return !field(name).IsUndefined(); }
+bool Options::has(const char* name) {
+  Napi::Value value;
+  return present(name, &value);
+}
 
 void Options::type_error(const std::string& expected, const std::string& name, Napi::Value value) {
   throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected + " for " + name +
@@ -526,24 +727,34 @@ void Options::range_error(const std::string& message) {
 }
 
 void Options::check_typed_array(Napi::Value value, const std::string& label,
-                                napi_typedarray_type kind, const std::string& expected, void** data,
+                                napi_typedarray_type kind, const char* type_name, void** data,
                                 size_t* length) {
-  if (!value.IsTypedArray() || value.As<Napi::TypedArray>().TypedArrayType() != kind) {
-    type_error(expected, label, value);
-  }
-  Napi::TypedArray array = value.As<Napi::TypedArray>();
-  bool detached = false;
-  napi_status status = napi_is_detached_arraybuffer(env_, array.ArrayBuffer(), &detached);
-  if (status != napi_ok || detached) {
-    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected + " for " +
-                                         label + " but received one whose buffer is detached");
+  // The message's "a Float32Array" is made only for an error.
+  const auto expected = [&] { return expected_text({{}, type_name, "", false, nullptr, 0}); };
+  bool typed_array = false;
+  if (napi_is_typedarray(env_, value, &typed_array) != napi_ok || !typed_array) {
+    type_error(expected(), label, value);
   }
   napi_typedarray_type type;
   napi_value buffer;
   size_t offset = 0;
-  if (napi_get_typedarray_info(env_, array, &type, length, data, &buffer, &offset) != napi_ok) {
+  if (napi_get_typedarray_info(env_, value, &type, length, data, &buffer, &offset) != napi_ok) {
     throw Napi::TypeError::New(env_, std::string(op_) + ": could not read " + label);
   }
+  if (type != kind) type_error(expected(), label, value);
+  bool detached = false;
+  if (napi_is_detached_arraybuffer(env_, buffer, &detached) != napi_ok || detached) {
+    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected() + " for " +
+                                         label + " but received one whose buffer is detached");
+  }
+}
+
+std::string Options::expected_text(const ReadArray& read) const {
+  std::string text = std::string(read.type_name[0] == 'I' ? "an " : "a ") + read.type_name;
+  if (device_arrays_allowed_ && read.on_device) {
+    text += std::string(" or a DeviceArray of ") + read.device_dtypes;
+  }
+  return text;
 }
 
 void Options::place(tirl_device device, const std::string& label, Napi::Value value) {
@@ -566,26 +777,27 @@ void Options::verify_not_detached() {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const Napi::Value& value = inputs_[i];
     const ReadArray& read = read_arrays_[i];
-    DeviceArrayInfo device_array;
-    const bool is_device_array = read_device_array(env_, value, &device_array);
-    bool changed = is_device_array && device_array.freed;
-    if (!is_device_array) {
-      Napi::TypedArray array = value.As<Napi::TypedArray>();
+    // The same object: a DeviceArray stays one, a typed array stays one.
+    const bool is_device_array = read.on_device;
+    bool changed;
+    if (is_device_array) {
+      DeviceArrayInfo device_array;
+      changed = !read_device_array(env_, value, &device_array) || device_array.freed;
+    } else {
       bool detached = false;
       napi_typedarray_type type;
       size_t length = 0;
       void* data = nullptr;
       napi_value buffer;
       size_t offset = 0;
-      changed = napi_is_detached_arraybuffer(env_, array.ArrayBuffer(), &detached) != napi_ok ||
-                detached ||
-                napi_get_typedarray_info(env_, array, &type, &length, &data, &buffer, &offset) !=
+      changed = napi_get_typedarray_info(env_, value, &type, &length, &data, &buffer, &offset) !=
                     napi_ok ||
+                napi_is_detached_arraybuffer(env_, buffer, &detached) != napi_ok || detached ||
                 data != read.data || static_cast<int64_t>(length) != read.length;
     }
     if (changed) {
       throw Napi::TypeError::New(
-          env_, std::string(op_) + ": Expected " + read.expected + " for " + read.label +
+          env_, std::string(op_) + ": Expected " + expected_text(read) + " for " + read.label +
                     " but received one whose " +
                     (is_device_array ? "memory was freed" : "buffer was detached or resized") +
                     " while the options were being read");
@@ -593,9 +805,18 @@ void Options::verify_not_detached() {
   }
 }
 
+Napi::Value Options::member_of(Napi::Object object, const char* name) {
+  if (napi_value key = property_key(env_, name)) {
+    napi_value value;
+    if (napi_get_property(env_, object, key, &value) != napi_ok) throw Napi::Error::New(env_);
+    return Napi::Value(env_, value);
+  }
+  return object.Get(name);
+}
+
 Napi::Object Options::out_object() {
-  Napi::Value out = field("out");
-  if (out.IsUndefined()) return Napi::Object();
+  Napi::Value out;
+  if (!present("out", &out)) return Napi::Object();
   if (!out.IsObject() || out.IsArray() || out.IsTypedArray()) {
     type_error("an object of output arrays", "out", out);
   }
@@ -603,7 +824,9 @@ Napi::Object Options::out_object() {
 }
 
 double Options::number(const char* name, double fallback) {
-  return number_of(name, field(name), fallback);
+  Napi::Value value;
+  if (!present(name, &value)) return fallback;
+  return number_of(name, value, fallback);
 }
 
 double Options::number_of(const char* name, Napi::Value value, double fallback) {
@@ -613,8 +836,8 @@ double Options::number_of(const char* name, Napi::Value value, double fallback) 
 }
 
 double Options::unless_zero(const char* name, double fallback) {
-  Napi::Value value = field(name);
-  if (value.IsUndefined()) return fallback;
+  Napi::Value value;
+  if (!present(name, &value)) return fallback;
   const double number = number_of(name, value, fallback);
   if (number == 0) {
     range_error(std::string(op_) + ": Expected a number other than 0 for " + name +
@@ -630,8 +853,8 @@ double Options::required_number(const char* name) {
 }
 
 int64_t Options::integer(const char* name, int64_t fallback, int64_t min, int64_t max) {
-  Napi::Value value = field(name);
-  if (value.IsUndefined()) return fallback;
+  Napi::Value value;
+  if (!present(name, &value)) return fallback;
   double number = number_of(name, value, 0);
   if (number != std::floor(number) || number < static_cast<double>(min) ||
       number > static_cast<double>(max)) {
@@ -642,15 +865,15 @@ int64_t Options::integer(const char* name, int64_t fallback, int64_t min, int64_
 }
 
 bool Options::boolean(const char* name, bool fallback) {
-  Napi::Value value = field(name);
-  if (value.IsUndefined()) return fallback;
+  Napi::Value value;
+  if (!present(name, &value)) return fallback;
   if (!value.IsBoolean()) type_error("a boolean", name, value);
   return value.As<Napi::Boolean>().Value();
 }
 
 int Options::choice(const char* name, std::initializer_list<const char*> choices, int fallback) {
-  Napi::Value value = field(name);
-  if (value.IsUndefined()) return fallback;
+  Napi::Value value;
+  if (!present(name, &value)) return fallback;
   const auto list = [&] {
     std::string text;
     for (const char* c : choices) text += (text.empty() ? "'" : ", '") + std::string(c) + "'";
@@ -677,9 +900,9 @@ int Options::choice(const char* name, std::initializer_list<const char*> choices
 }
 
 std::vector<std::string> Options::string_list(const char* name) {
-  Napi::Value value = field(name);
+  Napi::Value value;
   std::vector<std::string> items;
-  if (value.IsUndefined()) return items;
+  if (!present(name, &value)) return items;
   // verl: [item.strip() for item in text.split(",") if item.strip()]
   const auto add_items = [&](const std::string& text) {
     size_t start = 0;
@@ -711,9 +934,9 @@ std::vector<std::string> Options::string_list(const char* name) {
 }
 
 std::vector<double> Options::number_list(const char* name) {
-  Napi::Value value = field(name);
+  Napi::Value value;
   std::vector<double> numbers;
-  if (value.IsUndefined()) return numbers;
+  if (!present(name, &value)) return numbers;
   const auto read = [&](Napi::Value item, const std::string& label) {
     if (!item.IsNumber()) type_error("a number", label, item);
     const double number = item.As<Napi::Number>().DoubleValue();

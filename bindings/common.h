@@ -10,6 +10,7 @@
 
 #include <napi.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -40,6 +41,23 @@ Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length,
 napi_value property_key(Napi::Env env, const char* name);
 // object[name] = value with the cached key: results are built on every call.
 void set_property(Napi::Object object, const char* name, Napi::Value value);
+
+// A result object built in one Node-API call (napi_define_properties) from cached keys:
+// setting its properties one by one cost three calls each, on every op call.
+//   ResultObject r(env); r.add("loss", 0.5); r.add("grad", array); return r.done();
+class ResultObject {
+ public:
+  explicit ResultObject(Napi::Env env) : env_(env) {}
+  void add(const char* name, Napi::Value value);
+  void add(const char* name, double number);
+  Napi::Object done();
+
+ private:
+  static constexpr size_t kMost = 16;
+  Napi::Env env_;
+  napi_property_descriptor properties_[kMost];
+  size_t count_ = 0;
+};
 
 // C argument names and the JavaScript names that stand for them in messages.
 using NameMap = std::vector<std::pair<std::string, std::string>>;
@@ -177,7 +195,10 @@ class Options {
   void name_as(const char* c_name, const std::string& js_name);
   // C names and the JavaScript names for them: the keys read and name_as.
   NameMap names() const;
-  NameSource name_source() const { return {aliases_, known_keys_}; }
+  NameSource name_source() const;
+  // For a prepared call: the names of the options read when it was prepared, which its
+  // C call's messages may name. `names` outlives this Options.
+  void inherit_names(const NameSource* names) { inherited_ = names; }
 
   // For an op with a CUDA kernel (called by define_op before parse): every array may then
   // be a DeviceArray instead of a typed array, all of the call's arrays on one device (all in
@@ -245,8 +266,11 @@ class Options {
 
  private:
   Napi::Value field(const char* name);
+  // Whether the option is present and not undefined; `value` is set when it is.
+  bool present(const char* name, Napi::Value* value);
   double number_of(const char* name, Napi::Value value, double fallback);
   bool known(std::string_view key) const;
+  [[noreturn]] void unknown_key(const std::string& key, Napi::Value value);
   std::vector<std::string> unique_keys() const;
   // "a Float32Array"; "a Float32Array or a DeviceArray of f32" when a DeviceArray came
   // where device arrays are allowed (messages about typed arrays stay as they always were).
@@ -264,47 +288,69 @@ class Options {
   void place(tirl_device device, const std::string& label, Napi::Value value);
   // TypeError unless `value` is a non-detached typed array of `kind`.
   void check_typed_array(Napi::Value value, const std::string& label, napi_typedarray_type kind,
-                         const std::string& expected, void** data, size_t* length);
+                         const char* type_name, void** data, size_t* length);
   Napi::Object out_object();
+  // object[name] with the cached key (the members of `out`).
+  Napi::Value member_of(Napi::Object object, const char* name);
+
+  // The own keys of a plain options object (its prototype Object.prototype or null), read
+  // once when the call is made: an option it lacks is then known to be absent without
+  // asking V8, which for the ~40 options of ppoLoss cost more than the kernel on 1,024
+  // tokens. Other objects (class instances, whose prototype may have getters) are read key
+  // by key. Keys that a getter adds while the options are read, and values that a Proxy
+  // invents for keys it does not list, are not seen.
+  struct OwnKey {
+    char text[40];  // longer keys are no option's name: they stay unread, hence unknown
+    napi_value key;
+    bool read;
+  };
+  void snapshot_own_keys();
+  OwnKey* own_key(const char* name);
 
   Napi::Env env_;
   const char* op_;
   Napi::Object object_;
+  bool plain_ = false;  // own_keys_ lists every key of object_ that can hold an option
+  std::vector<OwnKey> own_keys_;
   // The keys read, allowed or refused (string literals or static tables, which outlive the
   // call), with repeats.
   std::vector<const char*> known_keys_;
   NameMap aliases_;                      // name_as
   std::vector<Napi::Value> inputs_;
-  // Each array as it was read (same order as inputs_), for verify_not_detached.
+  // Each array as it was read (same order as inputs_), for verify_not_detached; the
+  // message texts are made only for an error.
   struct ReadArray {
     std::string label;
-    std::string expected;
+    const char* type_name;       // TypedArrayTraits<T>::name
+    const char* device_dtypes;   // TypedArrayTraits<T>::device_dtypes
+    bool on_device;
     const void* data;
     int64_t length;
   };
+  std::string expected_text(const ReadArray& read) const;
   std::vector<ReadArray> read_arrays_;
   bool device_arrays_allowed_ = false;
   tirl_device device_{TIRL_DEVICE_CPU, 0, nullptr};
   std::string placed_by_;  // label of the first array read, which fixed device_
   bool staging_ = false;
   HostSnapshot snapshot_;
+  const NameSource* inherited_ = nullptr;
 };
 
 template <class T>
 std::string Options::expected_array(bool device_array_received) const {
-  const char* name = TypedArrayTraits<T>::name;
-  std::string text = std::string(name[0] == 'I' ? "an " : "a ") + name;
-  if (device_arrays_allowed_ && device_array_received) {
-    text += std::string(" or a DeviceArray of ") + TypedArrayTraits<T>::device_dtypes;
-  }
-  return text;
+  return expected_text({{}, TypedArrayTraits<T>::name, TypedArrayTraits<T>::device_dtypes,
+                        device_array_received, nullptr, 0});
 }
 
 template <class T>
 void Options::read_array(Napi::Value value, const std::string& label, ArrayView<T>* view,
                          Access access, int64_t output_length) {
   DeviceArrayInfo device_array;
-  const bool on_device = device_arrays_allowed_ && read_device_array(env_, value, &device_array);
+  bool typed_array = false;
+  if (napi_is_typedarray(env_, value, &typed_array) != napi_ok) typed_array = false;
+  const bool on_device =
+      !typed_array && device_arrays_allowed_ && read_device_array(env_, value, &device_array);
   // Where the array's memory was when read (not its async copy): verify_not_detached compares.
   const void* seen = nullptr;
   if (on_device) {
@@ -320,7 +366,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
   } else {
     void* data = nullptr;
     size_t length = 0;
-    check_typed_array(value, label, TypedArrayTraits<T>::kind, expected_array<T>(), &data, &length);
+    check_typed_array(value, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name, &data, &length);
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
     seen = data;
     if (staging_ && access != Access::fresh_output) {
@@ -336,15 +382,16 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
   }
   view->present = true;
   inputs_.push_back(value);
-  read_arrays_.push_back({label, expected_array<T>(on_device), seen, view->length});
+  read_arrays_.push_back({label, TypedArrayTraits<T>::name, TypedArrayTraits<T>::device_dtypes,
+                          on_device, seen, view->length});
 }
 
 template <class T>
 ArrayView<T> Options::array(const char* name, bool required) {
   ArrayView<T> view;
-  Napi::Value value = field(name);
-  if (value.IsUndefined()) {
-    if (required) type_error(expected_array<T>(), name, value);
+  Napi::Value value;
+  if (!present(name, &value)) {
+    if (required) type_error(expected_array<T>(), name, env_.Undefined());
     return view;
   }
   read_array(value, name, &view, Access::input);
@@ -359,7 +406,7 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
   if (member == nullptr) {
     value = field("out");
   } else if (Napi::Object out = out_object(); !out.IsEmpty()) {
-    value = out.Get(member);
+    value = member_of(out, member);
     label += std::string(".") + member;
   }
   Access access = Access::caller_output;
@@ -502,40 +549,154 @@ Napi::Value guard(Napi::Env env, Body&& body) {
   }
 }
 
+// One sync call: `read` parses the call from `options` (define_op's parse_call, or a
+// prepared call's arrays), then the C call runs on this thread.
+template <class Call, class Read>
+Napi::Value call_sync(const Napi::CallbackInfo& info, const char* name, Read&& read) {
+  return guard(info.Env(), [&]() -> Napi::Value {
+    Options options(info, name);
+    Call call = read(options);
+    tirl_status status = call.run();
+    if (status != TIRL_OK) {
+      throw status_error(info.Env(), status, tirl_last_error(), options.names());
+    }
+    return call.result(info.Env());
+  });
+}
+
+// One async call: as call_sync, with the host arrays staged and the C call queued on
+// libuv's thread pool; returns its Promise.
+template <class Call, class Read>
+Napi::Value call_async(const Napi::CallbackInfo& info, const char* name, Read&& read) {
+  return guard(info.Env(), [&]() -> Napi::Value {
+    Options options(info, name);
+    options.stage_host_arrays();
+    Call call = read(options);
+    auto* worker = new KernelWorker<Call>(info.Env(), name, std::move(call), options.inputs(),
+                                          std::move(options.snapshot()), options.name_source());
+    Napi::Promise promise = worker->promise();
+    worker->Queue();
+    return promise;
+  });
+}
+
+// ------------------------------------------------------------------ prepared calls
+//
+// An op whose Call splits its parse in three can also be prepared: prepare<Op>(options) reads
+// and checks every option that is not an array once, and returns a function that takes only
+// the arrays (with `.async` for the Promise form):
+//   struct Settings;                                  what the options decide (copied per call)
+//   static constexpr const char* kArrays[];           the keys that go to the prepared call
+//   static void options_before(Options&, Settings&);  options read before the arrays
+//   static Call arrays(Options&, const Settings&);    reads the arrays, allocates outputs
+//   static void options_after(Options&, Settings&);   options read after the arrays
+// and its parse is options_before, arrays, options_after (the order matters: a getter on an
+// option may change an array read before it, which verify_not_detached catches). Ranges
+// are still the C call's to check, on every call (a few nanoseconds).
+template <class Call, class = void>
+struct Preparable : std::false_type {};
+template <class Call>
+struct Preparable<Call, std::void_t<typename Call::Settings>> : std::true_type {};
+
+template <class Call>
+struct PreparedCall {
+  typename Call::Settings settings;
+  NameSource names;  // of the options read when prepared, for the C call's messages
+};
+
+// The arrays of a prepared call, read as parse_call reads a whole call.
+template <class Call>
+Call parse_prepared(Options& options, const PreparedCall<Call>& prepared) {
+  options.inherit_names(&prepared.names);
+  if constexpr (HasDevice<Call>::value) options.allow_device_arrays();
+  Call call = Call::arrays(options, prepared.settings);
+  if constexpr (HasDevice<Call>::value) call.device = options.device();
+  options.check_unknown_keys();
+  options.verify_not_detached();
+  return call;
+}
+
+template <class Call>
+using PreparedData = std::pair<const char*, std::shared_ptr<const PreparedCall<Call>>>;
+
+// The callback of a prepared op's function: its data is the op's name and the call.
+template <class Call, bool Async>
+napi_value prepared_entry(napi_env raw_env, napi_callback_info raw_info) {
+  Napi::CallbackInfo info(raw_env, raw_info);
+  const PreparedData<Call>& data = *static_cast<const PreparedData<Call>*>(info.Data());
+  const auto read = [&](Options& o) { return parse_prepared<Call>(o, *data.second); };
+  try {
+    return Async ? call_async<Call>(info, data.first, read) : call_sync<Call>(info, data.first, read);
+  } catch (const Napi::Error& e) {
+    e.ThrowAsJavaScriptException();
+    return nullptr;
+  }
+}
+
+// A function calling a prepared op, sync or async; its data lives until it is collected.
+template <class Call, bool Async>
+Napi::Function prepared_function(Napi::Env env, const char* name,
+                                 const std::shared_ptr<const PreparedCall<Call>>& prepared) {
+  auto* data = new PreparedData<Call>(name, prepared);
+  napi_value function;
+  if (napi_create_function(env, Async ? "async" : name, NAPI_AUTO_LENGTH,
+                           &prepared_entry<Call, Async>, data, &function) != napi_ok ||
+      napi_add_finalizer(
+          env, function, data,
+          [](napi_env, void* finalize_data, void*) {
+            delete static_cast<PreparedData<Call>*>(finalize_data);
+          },
+          nullptr, nullptr) != napi_ok) {
+    delete data;
+    throw Napi::Error::New(env);
+  }
+  return Napi::Function(env, function);
+}
+
+template <class Call>
+Napi::Value prepare_call(const Napi::CallbackInfo& info, const char* name) {
+  return guard(info.Env(), [&]() -> Napi::Value {
+    Options options(info, name);
+    for (const char* key : Call::kArrays) {
+      options.refuse(key, "an array: pass it to the prepared call");
+    }
+    auto prepared = std::make_shared<PreparedCall<Call>>();
+    Call::options_before(options, prepared->settings);
+    Call::options_after(options, prepared->settings);
+    options.check_unknown_keys();
+    prepared->names = options.name_source();
+    Napi::Function sync = prepared_function<Call, false>(info.Env(), name, prepared);
+    sync.Set("async", prepared_function<Call, true>(info.Env(), name, prepared));
+    return sync;
+  });
+}
+
 template <class Call>
 void define_op(Napi::Env env, Napi::Object exports, const char* name) {
   exports.Set(name, Napi::Function::New(
                         env,
                         [name](const Napi::CallbackInfo& info) -> Napi::Value {
-                          return guard(info.Env(), [&]() -> Napi::Value {
-                            Options options(info, name);
-                            Call call = parse_call<Call>(options);
-                            tirl_status status = call.run();
-                            if (status != TIRL_OK) {
-                              throw status_error(info.Env(), status, tirl_last_error(),
-                                                 options.names());
-                            }
-                            return call.result(info.Env());
-                          });
+                          return call_sync<Call>(info, name, parse_call<Call>);
                         },
                         name));
   std::string async_name = std::string(name) + "Async";
   exports.Set(async_name, Napi::Function::New(
                               env,
                               [name](const Napi::CallbackInfo& info) -> Napi::Value {
-                                return guard(info.Env(), [&]() -> Napi::Value {
-                                  Options options(info, name);
-                                  options.stage_host_arrays();
-                                  Call call = parse_call<Call>(options);
-                                  auto* worker = new KernelWorker<Call>(
-                                      info.Env(), name, std::move(call), options.inputs(),
-                                      std::move(options.snapshot()), options.name_source());
-                                  Napi::Promise promise = worker->promise();
-                                  worker->Queue();
-                                  return promise;
-                                });
+                                return call_async<Call>(info, name, parse_call<Call>);
                               },
                               async_name));
+  if constexpr (Preparable<Call>::value) {
+    // "ppoLoss" -> "preparePpoLoss"
+    std::string prepare_name = std::string("prepare") + name;
+    prepare_name[7] = static_cast<char>(std::toupper(static_cast<unsigned char>(prepare_name[7])));
+    exports.Set(prepare_name, Napi::Function::New(
+                                  env,
+                                  [name](const Napi::CallbackInfo& info) -> Napi::Value {
+                                    return prepare_call<Call>(info, name);
+                                  },
+                                  prepare_name));
+  }
 }
 
 // The register function of ops.def's op `c_name` (bindings/ops.h), with `Call` as its parse,

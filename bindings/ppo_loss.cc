@@ -1,3 +1,4 @@
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -43,19 +44,38 @@ constexpr const char* kLossOptions[] = {
     "klCovRatio",   "ppoKlCoef", "droBeta",   "lossType",   "rolloutIs",  "rolloutIsThreshold",
     "rolloutIsThresholdLower", "rolloutIsBatchNormalize"};
 
+// What a call's options decide, read once by preparePpoLoss.
+struct PpoLossSettings {
+  tirl_policy_loss_options options = tirl_policy_loss_options_default();
+  bool reads_weights = false;
+};
+
+// Why an option of another loss is refused: "not read by policyLoss 'x'".
+std::string not_read_by(const tirl_policy_loss_options& q) {
+  std::string label = std::string("not read by policyLoss '") + kPolicyLosses.begin()[q.policy_loss] + "'";
+  if (q.policy_loss == TIRL_POLICY_BYPASS_MODE) {
+    label += q.loss_type == TIRL_BYPASS_REINFORCE ? " with lossType 'reinforce'" : " with lossType 'ppo_clip'";
+  }
+  return label;
+}
+
 struct PpoLossCall {
+  using Settings = PpoLossSettings;
+  // The keys that go to a prepared call, not to preparePpoLoss.
+  static constexpr const char* kArrays[] = {"logp",    "oldLogp",    "advantages", "mask",
+                                            "refLogp", "weights",    "seqOffsets", "out"};
+
   tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   ArrayView<float> logp, old_logp, advantages, ref_logp, weights, grad;
   ArrayView<uint8_t> mask;
   ArrayView<int32_t> seq_offsets;
-  tirl_policy_loss_options options = tirl_policy_loss_options_default();
+  Settings settings;
   tirl_policy_loss_result stats{};
   Napi::ObjectReference grad_ref;
 
-  static PpoLossCall parse(Options& o) {
-    PpoLossCall c;
-    c.stats.struct_size = sizeof c.stats;
-    tirl_policy_loss_options& q = c.options;
+  // The options read before the arrays: the loss, and the refusal of other losses' options.
+  static void options_before(Options& o, Settings& s) {
+    tirl_policy_loss_options& q = s.options;
     q.policy_loss =
         static_cast<tirl_policy_loss_kind>(o.choice("policyLoss", kPolicyLosses, q.policy_loss));
     const tirl_policy_loss_kind loss = q.policy_loss;
@@ -63,27 +83,32 @@ struct PpoLossCall {
       q.loss_type = static_cast<tirl_bypass_loss_type>(
           o.choice("lossType", {"ppo_clip", "reinforce"}, q.loss_type));
     }
-    const bool bypass_reinforce =
-        loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE;
     // An option this loss does not read is a TypeError naming it and the loss.
-    const std::vector<const char*> own = own_options(loss, bypass_reinforce);
+    const std::vector<const char*> own =
+        own_options(loss, loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE);
     const auto reads = [&](const char* name) {
       for (const char* n : own) {
-        if (std::string(n) == name) return true;
+        if (std::strcmp(n, name) == 0) return true;
       }
       return false;
     };
-    std::string label = std::string("not read by policyLoss '") + kPolicyLosses.begin()[loss] + "'";
-    if (loss == TIRL_POLICY_BYPASS_MODE) {
-      label += bypass_reinforce ? " with lossType 'reinforce'" : " with lossType 'ppo_clip'";
-    }
+    std::string label;
     for (const char* name : kLossOptions) {
-      if (!reads(name)) o.refuse(name, label);
+      if (reads(name)) continue;
+      if (label.empty()) label = not_read_by(q);
+      o.refuse(name, label);
     }
+    s.reads_weights = reads("weights");
+  }
 
+  // The arrays and the output, for options already read.
+  static PpoLossCall arrays(Options& o, const Settings& s) {
+    PpoLossCall c;
+    c.settings = s;
+    c.stats.struct_size = sizeof c.stats;
     c.logp = o.array<float>("logp", true);
     const int64_t n = c.logp.length;
-    const std::string per_token = "one per token: logp.length";
+    static const std::string per_token = "one per token: logp.length";
     c.old_logp = o.array<float>("oldLogp", true);
     o.require_length(c.old_logp, "oldLogp", n, per_token);
     c.advantages = o.array<float>("advantages", true);
@@ -92,11 +117,33 @@ struct PpoLossCall {
     o.require_length(c.mask, "mask", n, per_token);
     c.ref_logp = o.array<float>("refLogp", false);
     o.require_length(c.ref_logp, "refLogp", n, per_token);
-    if (reads("weights")) {
+    if (s.reads_weights) {
       c.weights = o.array<float>("weights", false);
       o.require_length(c.weights, "weights", n, per_token);
+    } else {
+      o.refuse("weights", not_read_by(s.options));
     }
+    c.seq_offsets = o.array<int32_t>("seqOffsets", false);
+    if (c.seq_offsets.present && c.seq_offsets.length < 1) {
+      o.range_error(std::string(o.op()) +
+                    ": Expected seqOffsets to have at least 1 element (B + 1) but received length 0");
+    }
+    c.grad = o.output<float>("grad", n, c.grad_ref);
+    return c;
+  }
 
+  // The options read after the arrays: every number and choice, passed through.
+  static void options_after(Options& o, Settings& s) {
+    tirl_policy_loss_options& q = s.options;
+    const tirl_policy_loss_kind loss = q.policy_loss;
+    const std::vector<const char*> own =
+        own_options(loss, loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE);
+    const auto reads = [&](const char* name) {
+      for (const char* n : own) {
+        if (std::strcmp(n, name) == 0) return true;
+      }
+      return false;
+    };
     // Values pass through: the C call checks their ranges (and which arrays they need).
     tirl_ppo_options& p = q.ppo;
     if (reads("clipLow")) {
@@ -148,15 +195,15 @@ struct PpoLossCall {
     q.rollout_is_threshold_lower =
         o.unless_zero("rolloutIsThresholdLower", q.rollout_is_threshold_lower);
     q.rollout_is_batch_normalize = o.boolean("rolloutIsBatchNormalize", false) ? 1 : 0;
-
-    c.seq_offsets = o.array<int32_t>("seqOffsets", false);
-    if (c.seq_offsets.present && c.seq_offsets.length < 1) {
-      o.range_error(std::string(o.op()) +
-                    ": Expected seqOffsets to have at least 1 element (B + 1) but received length 0");
-    }
-    c.grad = o.output<float>("grad", n, c.grad_ref);
     // The core's messages name the C fields.
     o.name_as("policy_loss", "policyLoss");
+  }
+
+  static PpoLossCall parse(Options& o) {
+    Settings s;
+    options_before(o, s);
+    PpoLossCall c = arrays(o, s);
+    options_after(o, c.settings);
     return c;
   }
 
@@ -165,29 +212,30 @@ struct PpoLossCall {
                             seq_offsets.present ? seq_offsets.data : nullptr,
                             seq_offsets.present ? seq_offsets.length - 1 : 0,
                             ref_logp.present ? ref_logp.data : nullptr,
-                            weights.present ? weights.data : nullptr, &options, grad.data, &stats,
+                            weights.present ? weights.data : nullptr, &settings.options, grad.data, &stats,
                             device);
   }
 
   Napi::Value result(Napi::Env env) {
     const tirl_ppo_result& s = stats.ppo;
-    Napi::Object r = Napi::Object::New(env);
-    set_property(r, "loss", Napi::Number::New(env, s.loss));
-    set_property(r, "pgLoss", Napi::Number::New(env, s.pg_loss));
-    if (ref_logp.present) set_property(r, "klLoss", Napi::Number::New(env, s.kl_loss));
-    set_property(r, "grad", grad_ref.Value());
-    set_property(r, "clipFraction", Napi::Number::New(env, s.clip_fraction));
-    set_property(r, "clipFractionLower", Napi::Number::New(env, s.clip_fraction_lower));
-    set_property(r, "approxKl", Napi::Number::New(env, s.approx_kl));
-    set_property(r, "nonFinite", Napi::Number::New(env, static_cast<double>(s.non_finite)));
-    set_property(r, "maskedTokens", Napi::Number::New(env, static_cast<double>(s.masked_tokens)));
+    ResultObject r(env);
+    r.add("loss", s.loss);
+    r.add("pgLoss", s.pg_loss);
+    if (ref_logp.present) r.add("klLoss", s.kl_loss);
+    r.add("grad", grad_ref.Value());
+    r.add("clipFraction", s.clip_fraction);
+    r.add("clipFractionLower", s.clip_fraction_lower);
+    r.add("approxKl", s.approx_kl);
+    r.add("nonFinite", static_cast<double>(s.non_finite));
+    r.add("maskedTokens", static_cast<double>(s.masked_tokens));
+    const tirl_policy_loss_options& options = settings.options;
     if (options.policy_loss == TIRL_POLICY_CLIP_COV || options.policy_loss == TIRL_POLICY_KL_COV) {
-      set_property(r, "selectedTokens", Napi::Number::New(env, static_cast<double>(stats.selected_tokens)));
+      r.add("selectedTokens", static_cast<double>(stats.selected_tokens));
     }
     if (options.rollout_is_batch_normalize != 0) {
-      set_property(r, "rolloutIsBatchNormFactor", Napi::Number::New(env, stats.rollout_is_batch_norm_factor));
+      r.add("rolloutIsBatchNormFactor", stats.rollout_is_batch_norm_factor);
     }
-    return r;
+    return r.done();
   }
 };
 

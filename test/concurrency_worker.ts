@@ -136,6 +136,9 @@ async function runJob(job: Job): Promise<void> {
       pending.push(big.async({ ...options, gradLogp, gradEntropy: gradLogp }).catch(() => undefined));
       port.postMessage('started');
       if (job.exit) process.exit(0);
+      // Only terminate() may end this worker: on a loaded machine its kernels could all finish
+      // before the parent's terminate() came, and the worker then exited by itself with code 0.
+      setInterval(() => {}, 1 << 30);
       return;
     }
     case 'scribble': {

@@ -33,6 +33,7 @@ import {
   groupAdvantagesAsync,
   ppoLoss,
   ppoLossAsync,
+  preparePpoLoss,
   sequenceLogprobs,
   sequenceLogprobsAsync,
   sequenceLogprobsBackward,
@@ -92,6 +93,8 @@ function calls(): [string, () => unknown][] {
   const mask = rng.mask(n, 0.7);
   const logp = rng.floats(n, -3, 0);
   const ppo = { logp, oldLogp: rng.floats(n, -3, 0), advantages: rng.normals(n), mask, seqOffsets, refLogp: rng.floats(n, -3, 0), klCoef: 0.1, aggregation: 'seq-mean-token-mean' as const };
+  const { klCoef, aggregation, ...ppoArrays } = ppo;
+  const prepared = preparePpoLoss({ klCoef, aggregation });
   const group = { rewards: rng.floats(16, 0, 1), groupSize: 4 };
   const pairs = { policyChosen: rng.floats(8, -9, -1), policyRejected: rng.floats(8, -9, -1), refChosen: rng.floats(8, -9, -1), refRejected: rng.floats(8, -9, -1) };
   const roles = Uint8Array.from({ length: n }, () => rng.int(0, 4));
@@ -113,6 +116,8 @@ function calls(): [string, () => unknown][] {
   return [
     ['ppoLoss', () => ppoLoss(ppo)],
     ['ppoLossAsync', () => ppoLossAsync(ppo)],
+    ['preparePpoLoss (a new prepared call each time)', () => preparePpoLoss({ klCoef: ppo.klCoef, aggregation: ppo.aggregation })(ppoArrays)],
+    ['prepared ppoLoss async', () => prepared.async(ppoArrays)],
     ['groupAdvantages', () => groupAdvantages(group)],
     ['groupAdvantagesAsync', () => groupAdvantagesAsync(group)],
     ['advantages', () => advantages(advantageInputs)],

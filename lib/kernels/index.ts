@@ -6,3 +6,4 @@ export * from './ppo_loss.js';
 export * from './token_logprobs.js';
 export * from './rollout_correction.js';
 export * from './advantages.js';
+export type { PreparedCall } from './prepared.js';
