@@ -42,6 +42,19 @@ napi_value property_key(Napi::Env env, const char* name);
 // object[name] = value with the cached key: results are built on every call.
 void set_property(Napi::Object object, const char* name, Napi::Value value);
 
+// A call done at once whose Promise settles later (see call_async).
+class InlineSettle {
+ public:
+  virtual ~InlineSettle() = default;
+  // The Promise's value; a thrown Napi::Error rejects it.
+  virtual Napi::Value settle(Napi::Env env) = 0;
+};
+
+// A Promise settled by call->settle(env) in a microtask, once the calling JavaScript is done.
+// The call is kept by its environment meanwhile (one settle function per environment, no
+// function or finalizer per call); an environment that ends first frees it.
+Napi::Value settle_in_microtask(Napi::Env env, std::unique_ptr<InlineSettle> call);
+
 // A result object built in one Node-API call (napi_define_properties) from cached keys:
 // setting its properties one by one cost three calls each, on every op call.
 //   ResultObject r(env); r.add("loss", 0.5); r.add("grad", array); return r.done();
@@ -571,7 +584,20 @@ Napi::Value call_sync(const Napi::CallbackInfo& info, const char* name, Read&& r
 // An async call small enough to run at once on the calling thread (see call_async): its
 // result, kept until the Promise settles.
 template <class Call>
-struct InlineCall {
+struct InlineCall final : InlineSettle {
+  InlineCall(const char* o, Call&& c, HostSnapshot&& s, NameSource&& n)
+      : op(o), call(std::move(c)), snapshot(std::move(s)), names(std::move(n)) {}
+  // As OnOK settles a queued call: the C call's error, or the outputs copied into the
+  // caller's `out` (a TypeError if it was detached meanwhile) and the result.
+  Napi::Value settle(Napi::Env env) override {
+    return guard(env, [&]() -> Napi::Value {
+      if (status != TIRL_OK) throw status_error(env, status, message, names.names());
+      if (std::string detached = snapshot.copy_back(env, op); !detached.empty()) {
+        throw Napi::TypeError::New(env, detached);
+      }
+      return call.result(env);
+    });
+  }
   const char* op;
   Call call;
   HostSnapshot snapshot;
@@ -579,34 +605,6 @@ struct InlineCall {
   tirl_status status = TIRL_OK;
   std::string message;
 };
-
-template <class Call>
-using InlineHolder = std::unique_ptr<InlineCall<Call>>;
-
-// The reaction that settles an inline async call, as OnOK settles a queued one: the C call's
-// error, or the outputs copied into the caller's `out` (a TypeError if it was detached
-// meanwhile) and the result.
-template <class Call>
-napi_value settle_inline(napi_env raw_env, napi_callback_info raw_info) {
-  void* data = nullptr;
-  size_t argc = 0;
-  if (napi_get_cb_info(raw_env, raw_info, &argc, nullptr, nullptr, &data) != napi_ok) return nullptr;
-  InlineHolder<Call> c = std::move(*static_cast<InlineHolder<Call>*>(data));
-  if (!c) return nullptr;  // settled once already
-  Napi::Env env(raw_env);
-  try {
-    return guard(env, [&]() -> Napi::Value {
-      if (c->status != TIRL_OK) throw status_error(env, c->status, c->message, c->names.names());
-      if (std::string detached = c->snapshot.copy_back(env, c->op); !detached.empty()) {
-        throw Napi::TypeError::New(env, detached);
-      }
-      return c->call.result(env);
-    });
-  } catch (const Napi::Error& e) {
-    e.ThrowAsJavaScriptException();
-    return nullptr;
-  }
-}
 
 // Async calls whose host arrays total at most this many bytes run their kernel at once, on
 // the calling thread, from the private copies, and their Promise settles in a microtask
@@ -625,35 +623,11 @@ Napi::Value call_async(const Napi::CallbackInfo& info, const char* name, Read&& 
     options.stage_host_arrays();
     Call call = read(options);
     if (options.device().type == TIRL_DEVICE_CPU && options.host_bytes() <= kInlineAsyncBytes) {
-      Napi::Env env = info.Env();
-      auto* holder = new InlineHolder<Call>(new InlineCall<Call>{
-          name, std::move(call), std::move(options.snapshot()), options.name_source(), TIRL_OK, {}});
-      InlineCall<Call>& c = **holder;
-      c.status = c.call.run();
-      if (c.status != TIRL_OK) c.message = tirl_last_error();
-      napi_value settle, promise, undefined, then, chained;
-      napi_deferred deferred;
-      if (napi_create_function(env, "settle", NAPI_AUTO_LENGTH, &settle_inline<Call>, holder,
-                               &settle) != napi_ok) {
-        delete holder;
-        throw Napi::Error::New(env);
-      }
-      // The finalizer frees what a settle that never ran (the environment ended) left.
-      if (napi_add_finalizer(
-              env, settle, holder,
-              [](napi_env, void* data, void*) { delete static_cast<InlineHolder<Call>*>(data); },
-              nullptr, nullptr) != napi_ok) {
-        delete holder;
-        throw Napi::Error::New(env);
-      }
-      if (napi_create_promise(env, &deferred, &promise) != napi_ok ||
-          napi_get_undefined(env, &undefined) != napi_ok ||
-          napi_resolve_deferred(env, deferred, undefined) != napi_ok ||
-          napi_get_named_property(env, promise, "then", &then) != napi_ok ||
-          napi_call_function(env, promise, then, 1, &settle, &chained) != napi_ok) {
-        throw Napi::Error::New(env);
-      }
-      return Napi::Value(env, chained);
+      auto c = std::make_unique<InlineCall<Call>>(name, std::move(call), std::move(options.snapshot()),
+                                                  options.name_source());
+      c->status = c->call.run();
+      if (c->status != TIRL_OK) c->message = tirl_last_error();
+      return settle_in_microtask(info.Env(), std::move(c));
     }
     auto* worker = new KernelWorker<Call>(info.Env(), name, std::move(call), options.inputs(),
                                           std::move(options.snapshot()), options.name_source());
