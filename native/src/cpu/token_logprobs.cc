@@ -2,19 +2,21 @@
 //
 // Rows (tokens) are independent and each is computed whole by one thread in a fixed order,
 // so results are bitwise identical for any thread count. A row is walked in L1-sized
-// blocks: the block's max, then the block's exp-sums relative to it (the block is still in
-// L1), merged into the row's summary; the forward thus reads the logits from memory once.
-// While a block's exps are computed the next block is prefetched, so the memory reads
-// overlap the arithmetic (without it they alternated, and the f32 forward took the sum of
-// the two). bf16 logits are widened in the registers of both loops (no f32 copy), so they
-// cost half the bytes. The backward makes the same pass, keeping each block's exps in a
+// blocks, each summarised (math/token_logprobs.h) and merged into the row's summary; the
+// logits are read from memory once. The row's first block is summarised relative to its
+// own max (a max pass, then the exp pass over the block in L1); every later block in one
+// pass relative to the row's summary so far, its max found on the way, redone the first
+// way only if it lies more than 2^kMaxExponent above (rare: a block of far larger logits,
+// or +inf). While a block's exps are computed the next block is prefetched, so the memory
+// reads overlap the arithmetic (without it they alternated, and the f32 forward took the
+// sum of the two). bf16 logits are widened in registers (one vpmovzxwd per vector), so
+// they cost half the bytes. The backward makes the same pass, keeping the exps in a
 // per-thread scratch row (in L2), then a second pass turning them into gradients, so each
 // logit costs one exp (rows over 256 blocks recompute the exps instead). A large gradient
-// goes out with non-temporal stores, which spare the read for ownership of every line:
-// the backward then moves the bytes of its model (logits read, gradient written) and no
-// more. The exp loops are still arithmetic-heavy: ~14 vector instructions per vector of
-// logits (widen, shift, scale, clamp, round, a degree-5 polynomial, scale by 2^n, sum),
-// plus two for the block max.
+// goes out with non-temporal stores, which spare the read for ownership of every line: the
+// backward then moves the bytes of its model (logits read, gradient written) and no more.
+// Per vector of 16 logits (AVX-512) the exp pass is 16 instructions: widen (bf16), max,
+// shift, scale, clamp, round (3), exponent bits, a degree-5 polynomial, scale and sum.
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
@@ -40,6 +42,9 @@ namespace {
 
 // Entries of a row summarised at once: 8 KiB of f32, well inside L1.
 constexpr int64_t kBlock = 2048;
+// A block whose logits exceed the row's summary so far by at most this many powers of two
+// (scaled by 1/T) is summed relative to it in one pass (block_stats).
+constexpr float kMaxExponent = 64.0f;
 // Independent accumulators: a whole number of SIMD registers at any width up to 512 bits,
 // and enough of them to hide the latency of the additions.
 constexpr int kLanes = 16;

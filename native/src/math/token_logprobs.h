@@ -42,13 +42,15 @@ constexpr float kExp2MinArg = -127.0f;
 // F is the float type and U the unsigned 32-bit integer type of the same shape. The result
 // goes to an out-parameter: a vector passed or returned by value draws GCC's ABI warning
 // outside the AVX copies. (Everything it calls is inlined into those copies, so it calls
-// nothing but builtins.)
-template <class F, class U>
+// nothing but builtins.) Clamped = true: the caller has already made the argument
+// lowest > y ? lowest : y with lowest = kExp2MinArg (GCC compiles this select on vectors
+// to a compare and a blend, where x86's maxps is the same thing in one instruction).
+template <class F, class U, bool Clamped = false>
 TIRL_HD inline void exp2_of_nonpositive_as(const F& argument, F& out) {
   static_assert(sizeof(F) == sizeof(U), "F and U must have the same shape");
   // One clamp (false for NaN, which passes through to the polynomial).
   const F lowest = F{} + kExp2MinArg;
-  const F y = argument < lowest ? lowest : argument;
+  const F y = Clamped ? argument : lowest > argument ? lowest : argument;
   // n = round(y) by the 1.5 * 2^23 trick, with 127 added to the magic number: the low
   // mantissa bits of `shifted` hold n + 127 (in [0, 254] after the clamp), so shifting
   // them up by 23 makes the bits of 2^n (the magic's own bits shift out of the word).
