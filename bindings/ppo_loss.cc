@@ -14,7 +14,7 @@ constexpr std::initializer_list<const char*> kPolicyLosses = {
 
 // The options a loss reads beyond the shared ones (the arrays, aggregation, normalisers,
 // dpSize, the KL term): verl's config keys in camelCase.
-std::vector<const char*> own_options(tirl_policy_loss_kind loss, bool bypass_reinforce) {
+std::vector<const char*> make_own_options(tirl_policy_loss_kind loss, bool bypass_reinforce) {
   switch (loss) {
     case TIRL_POLICY_VANILLA: return {"clipLow", "clipHigh", "dualClip", "ratioLevel", "weights"};
     case TIRL_POLICY_GSPO: return {"clipLow", "clipHigh", "weights"};
@@ -35,6 +35,19 @@ std::vector<const char*> own_options(tirl_policy_loss_kind loss, bool bypass_rei
       return {"lossType", "clipLow", "clipHigh", "dualClip"};
     default: return {"weights"};  // gpg, reinforce
   }
+}
+
+// make_own_options, made once for every loss (read on every call).
+const std::vector<const char*>& own_options(tirl_policy_loss_kind loss, bool bypass_reinforce) {
+  static const std::vector<std::vector<const char*>> tables = [] {
+    std::vector<std::vector<const char*>> t;
+    for (int k = 0; k <= TIRL_POLICY_BYPASS_MODE; ++k) {
+      t.push_back(make_own_options(static_cast<tirl_policy_loss_kind>(k), false));
+    }
+    t.push_back(make_own_options(TIRL_POLICY_BYPASS_MODE, true));
+    return t;
+  }();
+  return tables[bypass_reinforce ? TIRL_POLICY_BYPASS_MODE + 1 : loss];
 }
 
 // Every loss-specific option name.
@@ -84,7 +97,7 @@ struct PpoLossCall {
           o.choice("lossType", {"ppo_clip", "reinforce"}, q.loss_type));
     }
     // An option this loss does not read is a TypeError naming it and the loss.
-    const std::vector<const char*> own =
+    const std::vector<const char*>& own =
         own_options(loss, loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE);
     const auto reads = [&](const char* name) {
       for (const char* n : own) {
@@ -136,7 +149,7 @@ struct PpoLossCall {
   static void options_after(Options& o, Settings& s) {
     tirl_policy_loss_options& q = s.options;
     const tirl_policy_loss_kind loss = q.policy_loss;
-    const std::vector<const char*> own =
+    const std::vector<const char*>& own =
         own_options(loss, loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE);
     const auto reads = [&](const char* name) {
       for (const char* n : own) {

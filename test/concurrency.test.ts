@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
 
 import { info, setThreads } from '../lib/info.js';
+import { ppoLoss, ppoLossAsync, tokenLogprobs, tokenLogprobsAsync } from '../lib/kernels/index.js';
 import { compareRounds, isHostArray, mismatches, opCalls, resultBytes, type HostArray, type Job, type OpCall } from './concurrency_worker.js';
 
 const SEED = 9;
@@ -184,6 +185,46 @@ describe('concurrency', () => {
       await firstMessage(scribbler);
     }
     assert.equal(outcomes.ok + outcomes.rangeError, 40 * 2 * racing.length);
+  });
+
+  it('a small async call (kernel run at once, settled in a microtask) keeps every async guarantee', async () => {
+    // 1,000 ppoLoss tokens (13 KB) and 4 x 512 logits (8 KB): under the 64 KiB below which the
+    // kernel runs on the calling thread. Each is checked against the sync call, bitwise.
+    const n = 1000;
+    const logp = new Float32Array(n).map((_, i) => -1 - (i % 13) * 0.2);
+    const small = {
+      logp,
+      oldLogp: logp.map((x, i) => x + ((i % 7) - 3) * 0.05),
+      advantages: new Float32Array(n).map((_, i) => ((i % 9) - 4) / 4),
+      mask: new Uint8Array(n).map((_, i) => (i % 5 === 0 ? 0 : 1)),
+      clipLow: 0.2,
+    };
+    const want = ppoLoss(small);
+    const inputs = { ...small, logp: Float32Array.from(logp) };
+    const grad = new Float32Array(n);
+    const pending = ppoLossAsync({ ...inputs, out: { grad } });
+    assert.ok(grad.every((g) => g === 0), 'out is untouched until the call settles');
+    inputs.logp.fill(0); // the call computes from its inputs as they were
+    grad.fill(7); // and the result is copied into out when it settles
+    const got = await pending;
+    assert.equal(got.grad, grad);
+    assert.deepEqual({ ...got, grad: [...got.grad] }, { ...want, grad: [...want.grad] });
+
+    const detachedGrad = new Float32Array(n);
+    const rejected = ppoLossAsync({ ...small, out: { grad: detachedGrad } });
+    structuredClone(detachedGrad.buffer, { transfer: [detachedGrad.buffer] });
+    await assert.rejects(rejected, /^TypeError: ppoLoss: Expected a Float32Array of length 1000 for out\.grad but received one whose buffer was detached before the call settled$/);
+    await assert.rejects(ppoLossAsync({ ...small, clipLow: 2 }), /^RangeError: ppoLoss: Expected a number in \[0, 1\) for clipLow but received 2$/);
+
+    const logits = new Float32Array(4 * 512).map((_, i) => Math.sin(i));
+    const labels = Int32Array.from([0, 511, 7, 300]);
+    const transferred = Float32Array.from(logits);
+    const tokens = tokenLogprobsAsync({ logits: transferred, vocabSize: 512, labels, withEntropy: true });
+    structuredClone(transferred.buffer, { transfer: [transferred.buffer] });
+    const sync = tokenLogprobs({ logits, vocabSize: 512, labels, withEntropy: true });
+    const async = await tokens;
+    assert.deepEqual([...async.logp], [...sync.logp]);
+    assert.deepEqual([...async.entropy!], [...sync.entropy!]);
   });
 
   it('a worker thread that exits or is terminated with kernels in flight leaves the process intact', async () => {

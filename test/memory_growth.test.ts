@@ -116,7 +116,7 @@ function calls(): [string, () => unknown][] {
   return [
     ['ppoLoss', () => ppoLoss(ppo)],
     ['ppoLossAsync', () => ppoLossAsync(ppo)],
-    ['preparePpoLoss (a new prepared call each time)', () => preparePpoLoss({ klCoef: ppo.klCoef, aggregation: ppo.aggregation })(ppoArrays)],
+    ['prepared ppoLoss', () => prepared(ppoArrays)],
     ['prepared ppoLoss async', () => prepared.async(ppoArrays)],
     ['groupAdvantages', () => groupAdvantages(group)],
     ['groupAdvantagesAsync', () => groupAdvantagesAsync(group)],
