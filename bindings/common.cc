@@ -10,7 +10,6 @@
 #include <new>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 
 #ifdef __linux__
 #include <sys/mman.h>
@@ -198,36 +197,6 @@ class KeyCache {
     return function;
   }
 
-  // The function settling the inline calls of `env` (nullptr if Node-API fails), and their
-  // registry: a call is settled only once, and only if it is pending here.
-  static napi_value settle_function(napi_env env) {
-    KeyCache* cache = of(env);
-    if (cache == nullptr) return nullptr;
-    napi_value function;
-    if (cache->settle_ == nullptr) {
-      if (napi_create_function(env, "settle", NAPI_AUTO_LENGTH, &KeyCache::settle_pending, nullptr,
-                               &function) != napi_ok ||
-          napi_create_reference(env, function, 1, &cache->settle_) != napi_ok) {
-        return nullptr;
-      }
-      return function;
-    }
-    return napi_get_reference_value(env, cache->settle_, &function) == napi_ok ? function : nullptr;
-  }
-  static bool add_pending(napi_env env, InlineSettle* call) {
-    KeyCache* cache = of(env);
-    return cache != nullptr && cache->pending_.insert(call).second;
-  }
-  static std::unique_ptr<InlineSettle> take_pending(napi_env env, void* call) {
-    KeyCache* cache = of(env);
-    if (cache == nullptr) return nullptr;
-    auto it = cache->pending_.find(static_cast<InlineSettle*>(call));
-    if (it == cache->pending_.end()) return nullptr;
-    std::unique_ptr<InlineSettle> owned(*it);
-    cache->pending_.erase(it);
-    return owned;
-  }
-
   // This environment's Object.prototype (nullptr if Node-API fails).
   static napi_value object_prototype(napi_env env) {
     KeyCache* cache = of(env);
@@ -280,8 +249,6 @@ class KeyCache {
     napi_delete_reference(cache->env_, cache->array_);
     if (cache->object_prototype_ != nullptr) napi_delete_reference(cache->env_, cache->object_prototype_);
     for (const Maker& maker : cache->makers_) napi_delete_reference(cache->env_, maker.function);
-    if (cache->settle_ != nullptr) napi_delete_reference(cache->env_, cache->settle_);
-    for (InlineSettle* call : cache->pending_) delete call;  // never settled: the environment ended
     if (current() == cache) current() = nullptr;
     delete cache;
   }
@@ -318,27 +285,8 @@ class KeyCache {
     napi_ref function;
   };
   std::vector<Maker> makers_;
-  napi_ref settle_ = nullptr;
-  std::unordered_set<InlineSettle*> pending_;
   bool ok_ = false;
 
-  static napi_value settle_pending(napi_env env, napi_callback_info info) {
-    size_t argc = 1;
-    napi_value argv[1];
-    void* call = nullptr;
-    if (napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr) != napi_ok || argc < 1 ||
-        napi_get_value_external(env, argv[0], &call) != napi_ok) {
-      return nullptr;
-    }
-    std::unique_ptr<InlineSettle> owned = take_pending(env, call);
-    if (!owned) return nullptr;  // not ours, or settled already
-    try {
-      return owned->settle(Napi::Env(env));
-    } catch (const Napi::Error& e) {
-      e.ThrowAsJavaScriptException();
-      return nullptr;
-    }
-  }
   std::deque<std::string> names_;  // by slot; stable storage for the views in by_text_
   std::unordered_map<std::string_view, uint32_t> by_text_;
   // The last name pointer seen in each of kRecent direct-mapped entries.
@@ -362,25 +310,6 @@ void set_property(Napi::Object object, const char* name, Napi::Value value) {
     return;
   }
   object.Set(name, value);
-}
-
-Napi::Value settle_in_microtask(Napi::Env env, std::unique_ptr<InlineSettle> call) {
-  napi_value settle = KeyCache::settle_function(env);
-  if (settle == nullptr) throw Napi::Error::New(env, "tirl: could not settle an async call");
-  InlineSettle* raw = call.get();
-  if (!KeyCache::add_pending(env, raw)) throw Napi::Error::New(env, "tirl: could not settle an async call");
-  call.release();  // the environment's registry owns it now
-  napi_value external, promise, then, chained;
-  napi_deferred deferred;
-  if (napi_create_external(env, raw, nullptr, nullptr, &external) != napi_ok ||
-      napi_create_promise(env, &deferred, &promise) != napi_ok ||
-      napi_resolve_deferred(env, deferred, external) != napi_ok ||
-      napi_get_named_property(env, promise, "then", &then) != napi_ok ||
-      napi_call_function(env, promise, then, 1, &settle, &chained) != napi_ok) {
-    KeyCache::take_pending(env, raw);  // frees it
-    throw Napi::Error::New(env);
-  }
-  return Napi::Value(env, chained);
 }
 
 void ResultObject::add(const char* name, Napi::Value value) {

@@ -42,19 +42,6 @@ napi_value property_key(Napi::Env env, const char* name);
 // object[name] = value with the cached key: results are built on every call.
 void set_property(Napi::Object object, const char* name, Napi::Value value);
 
-// A call done at once whose Promise settles later (see call_async).
-class InlineSettle {
- public:
-  virtual ~InlineSettle() = default;
-  // The Promise's value; a thrown Napi::Error rejects it.
-  virtual Napi::Value settle(Napi::Env env) = 0;
-};
-
-// A Promise settled by call->settle(env) in a microtask, once the calling JavaScript is done.
-// The call is kept by its environment meanwhile (one settle function per environment, no
-// function or finalizer per call); an environment that ends first frees it.
-Napi::Value settle_in_microtask(Napi::Env env, std::unique_ptr<InlineSettle> call);
-
 // A result object built in one Node-API call (napi_define_properties) from cached keys:
 // setting its properties one by one cost three calls each, on every op call.
 //   ResultObject r(env); r.add("loss", 0.5); r.add("grad", array); return r.done();
@@ -266,8 +253,6 @@ class Options {
 
   // Every array the call reads or writes; the async form keeps them alive while it runs.
   std::vector<Napi::Value>& inputs() { return inputs_; }
-  // Bytes of the typed arrays read (inputs and outputs).
-  size_t host_bytes() const { return host_bytes_; }
 
   // For the async form (called before parse): arrays on ordinary ArrayBuffers are copied
   // into snapshot(), which the kernel then uses instead of them.
@@ -350,7 +335,6 @@ class Options {
   bool staging_ = false;
   HostSnapshot snapshot_;
   const NameSource* inherited_ = nullptr;
-  size_t host_bytes_ = 0;
 };
 
 template <class T>
@@ -395,7 +379,6 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     }
     view->data = static_cast<T*>(data);
     view->length = static_cast<int64_t>(length);
-    host_bytes_ += length * sizeof(T);
   }
   view->present = true;
   inputs_.push_back(value);
@@ -581,54 +564,14 @@ Napi::Value call_sync(const Napi::CallbackInfo& info, const char* name, Read&& r
   });
 }
 
-// An async call small enough to run at once on the calling thread (see call_async): its
-// result, kept until the Promise settles.
-template <class Call>
-struct InlineCall final : InlineSettle {
-  InlineCall(const char* o, Call&& c, HostSnapshot&& s, NameSource&& n)
-      : op(o), call(std::move(c)), snapshot(std::move(s)), names(std::move(n)) {}
-  // As OnOK settles a queued call: the C call's error, or the outputs copied into the
-  // caller's `out` (a TypeError if it was detached meanwhile) and the result.
-  Napi::Value settle(Napi::Env env) override {
-    return guard(env, [&]() -> Napi::Value {
-      if (status != TIRL_OK) throw status_error(env, status, message, names.names());
-      if (std::string detached = snapshot.copy_back(env, op); !detached.empty()) {
-        throw Napi::TypeError::New(env, detached);
-      }
-      return call.result(env);
-    });
-  }
-  const char* op;
-  Call call;
-  HostSnapshot snapshot;
-  NameSource names;
-  tirl_status status = TIRL_OK;
-  std::string message;
-};
-
-// Async calls whose host arrays total at most this many bytes run their kernel at once, on
-// the calling thread, from the private copies, and their Promise settles in a microtask
-// after the calling JavaScript, as it would after the pool: the same results, errors and
-// `out` semantics. Waking a libuv thread and then the event loop costs 20-100 µs on our
-// loaded 2-core VM (two wake-ups; more under load), where a kernel on 64 KiB (5,000
-// ppoLoss tokens) takes under 10 µs. DeviceArrays always take the pool.
-constexpr size_t kInlineAsyncBytes = size_t{64} << 10;
-
 // One async call: as call_sync, with the host arrays staged and the C call queued on
-// libuv's thread pool (or, if small, run at once: kInlineAsyncBytes); returns its Promise.
+// libuv's thread pool; returns its Promise.
 template <class Call, class Read>
 Napi::Value call_async(const Napi::CallbackInfo& info, const char* name, Read&& read) {
   return guard(info.Env(), [&]() -> Napi::Value {
     Options options(info, name);
     options.stage_host_arrays();
     Call call = read(options);
-    if (options.device().type == TIRL_DEVICE_CPU && options.host_bytes() <= kInlineAsyncBytes) {
-      auto c = std::make_unique<InlineCall<Call>>(name, std::move(call), std::move(options.snapshot()),
-                                                  options.name_source());
-      c->status = c->call.run();
-      if (c->status != TIRL_OK) c->message = tirl_last_error();
-      return settle_in_microtask(info.Env(), std::move(c));
-    }
     auto* worker = new KernelWorker<Call>(info.Env(), name, std::move(call), options.inputs(),
                                           std::move(options.snapshot()), options.name_source());
     Napi::Promise promise = worker->promise();

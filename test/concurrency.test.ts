@@ -187,9 +187,9 @@ describe('concurrency', () => {
     assert.equal(outcomes.ok + outcomes.rangeError, 40 * 2 * racing.length);
   });
 
-  it('a small async call (kernel run at once, settled in a microtask) keeps every async guarantee', async () => {
-    // 1,000 ppoLoss tokens (13 KB) and 4 x 512 logits (8 KB): under the 64 KiB below which the
-    // kernel runs on the calling thread. Each is checked against the sync call, bitwise.
+  it('a small async call keeps every async guarantee', async () => {
+    // 1,000 ppoLoss tokens (13 KB) and 4 x 512 logits (8 KB), each checked against the sync
+    // call, bitwise.
     const n = 1000;
     const logp = new Float32Array(n).map((_, i) => -1 - (i % 13) * 0.2);
     const small = {

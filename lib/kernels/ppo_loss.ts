@@ -278,8 +278,7 @@ export function ppoLoss(options: PpoLossOptions | OnDevice<PpoLossOptions>): Ppo
  * ArrayBuffer were copied when the call was made, and a given `out` receives the result
  * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
  * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
- * in the README. A call on at most 64 KiB of arrays runs its kernel at once instead (a few
- * µs; the hop to a pool thread would cost more) and settles the same way.
+ * in the README.
  */
 export async function ppoLossAsync(options: OnDevice<PpoLossOptions>): Promise<OnDevice<PpoLossResult>>;
 export async function ppoLossAsync(options: PpoLossOptions): Promise<PpoLossResult>;
