@@ -3,9 +3,12 @@
  * masked in), with and without the k3 KL term; every other policy loss on the same batch
  * (the TypeScript peer is the float64 reference of the loss and its statistics, without a
  * gradient; the PyTorch peer is verl's code for the loss, with autograd's backward); and
- * the fixed cost of one call on 1,024 tokens, sync, prepared and async, for the
- * binding-overhead line.
+ * the fixed cost of one call on 1,024 tokens, sync, prepared and async, beside libuv's own
+ * thread-pool round trip, for the binding-overhead line.
  */
+import { pbkdf2 } from 'node:crypto';
+import { promisify } from 'node:util';
+
 import { POLICY_LOSSES, ppoLoss, ppoLossAsync, preparePpoLoss, type PolicyLoss, type PpoLossOptions } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
 import { asyncPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
@@ -15,6 +18,10 @@ import { policyReference } from '../test/reference/policy_loss.js';
 const CLIP = 0.2;
 const DUAL_CLIP = 3; // verl's clip_ratio_c default
 const KL_COEF = 0.001; // verl's kl_loss_coef default
+
+const pbkdf2Async = promisify(pbkdf2);
+const HOP_PASSWORD = Buffer.from('tirl');
+const HOP_SALT = Buffer.from('bench');
 
 /** Inputs drawn like a PPO step: ratios near 1 (some clipped), advantages ~ N(0, 1). */
 function ppoInputs(numSeqs: number, seqLen: number) {
@@ -183,6 +190,9 @@ function callOverheadCase(): BenchCase {
           syncPeer('tirl sync, out reused', 'tirl', () => ppoLoss(reused)),
           syncPeer('tirl prepared (preparePpoLoss), out reused', 'tirl-prepared', () => prepared(reused)),
           asyncPeer('tirl async, out reused', 'tirl-async', () => ppoLossAsync(reused)),
+          // The floor of any call through libuv's pool: Node's own pbkdf2 of one iteration
+          // (microseconds of work), a queue to a pool thread and a wake-up of the event loop.
+          asyncPeer("libuv's pool round trip (node:crypto pbkdf2, 1 iteration)", 'pool-hop', () => pbkdf2Async(HOP_PASSWORD, HOP_SALT, 1, 8, 'sha1')),
           syncPeer('tirl sync, allocating', 'tirl-alloc', () => ppoLoss(options)),
           syncPeer('TypeScript, 1 thread', 'typescript', () =>
             ppoLossTs(logp, oldLogp, advantages, mask, undefined, CLIP, CLIP, 0, 0, tsGrad),

@@ -27,6 +27,11 @@ export interface BindingOverhead {
   preparedUs?: number;
   /** The same call through the C ABI from a C program; absent when not measured. */
   cAbiUs?: number;
+  /**
+   * Node's own round trip through libuv's thread pool (crypto.pbkdf2, one iteration), awaited
+   * one by one like the async form: the floor of any call that leaves the event loop.
+   */
+  poolHopUs?: number;
 }
 
 export interface BenchReport {
@@ -149,7 +154,8 @@ function overheadLines(r: BenchReport): string[] {
   return [
     `Binding overhead, ppoLoss on 1,024 tokens: kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
       forms.join('; ') +
-      (o.asyncUs === undefined ? '' : ' (async: one call in flight, awaited one by one)'),
+      (o.asyncUs === undefined ? '' : ' (async: one call in flight, awaited one by one)') +
+      (o.poolHopUs === undefined ? '' : `; libuv's own pool round trip (crypto.pbkdf2, 1 iteration, no kernel) ${fixed(o.poolHopUs, 2)} µs, the floor of an async call`),
   ];
 }
 

@@ -270,10 +270,12 @@ export async function runBench(argv: string[]): Promise<number> {
   if (overhead) {
     const async = overhead.peers.find((p) => p.kind === 'tirl-async');
     const prepared = overhead.peers.find((p) => p.kind === 'tirl-prepared');
+    const poolHop = overhead.peers.find((p) => p.kind === 'pool-hop');
     report.bindingOverhead = {
       syncUs: overhead.peers[0].medianMs * 1e3,
       ...(async ? { asyncUs: async.medianMs * 1e3 } : {}),
       ...(prepared ? { preparedUs: prepared.medianMs * 1e3 } : {}),
+      ...(poolHop ? { poolHopUs: poolHop.medianMs * 1e3 } : {}),
       ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
     };
   }
