@@ -50,6 +50,15 @@ const std::vector<const char*>& own_options(tirl_policy_loss_kind loss, bool byp
   return tables[bypass_reinforce ? TIRL_POLICY_BYPASS_MODE + 1 : loss];
 }
 
+// Whether the loss (and bypass_mode's lossType) chosen in `q` reads the option `name`.
+bool loss_reads(const tirl_policy_loss_options& q, const char* name) {
+  const bool bypass_reinforce = q.policy_loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE;
+  for (const char* n : own_options(q.policy_loss, bypass_reinforce)) {
+    if (std::strcmp(n, name) == 0) return true;
+  }
+  return false;
+}
+
 // Every loss-specific option name.
 constexpr const char* kLossOptions[] = {
     "clipLow",      "clipHigh",  "dualClip",  "ratioLevel", "weights",    "clipRatioC",
@@ -97,14 +106,7 @@ struct PpoLossCall {
           o.choice("lossType", {"ppo_clip", "reinforce"}, q.loss_type));
     }
     // An option this loss does not read is a TypeError naming it and the loss.
-    const std::vector<const char*>& own =
-        own_options(loss, loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE);
-    const auto reads = [&](const char* name) {
-      for (const char* n : own) {
-        if (std::strcmp(n, name) == 0) return true;
-      }
-      return false;
-    };
+    const auto reads = [&](const char* name) { return loss_reads(q, name); };
     std::string label;
     for (const char* name : kLossOptions) {
       if (reads(name)) continue;
@@ -149,14 +151,7 @@ struct PpoLossCall {
   static void options_after(Options& o, Settings& s) {
     tirl_policy_loss_options& q = s.options;
     const tirl_policy_loss_kind loss = q.policy_loss;
-    const std::vector<const char*>& own =
-        own_options(loss, loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE);
-    const auto reads = [&](const char* name) {
-      for (const char* n : own) {
-        if (std::strcmp(n, name) == 0) return true;
-      }
-      return false;
-    };
+    const auto reads = [&](const char* name) { return loss_reads(q, name); };
     // Values pass through: the C call checks their ranges (and which arrays they need).
     tirl_ppo_options& p = q.ppo;
     if (reads("clipLow")) {
