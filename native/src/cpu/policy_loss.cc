@@ -196,47 +196,110 @@ struct Means {
   int64_t masked;
 };
 
+// The masked sums of one chunk of kTokensPerChunk tokens, in token order (as the CUDA pick
+// sums them: cuda/policy_pick.cu).
+struct ChunkSums {
+  double advantage = 0;
+  double logp = 0;
+  int64_t masked = 0;
+};
+
+constexpr int64_t kChunksInterleaved = 4;  // 8 chains of adds in flight, enough to hide the adder's latency
+constexpr int64_t kSumBlock = 128;
+
+// Chunks [first, first + kChunksInterleaved) (those below num_chunks) of the means' sums,
+// each in token order as a chain of dependent double adds; the chunks advance together a
+// block at a time so that their chains overlap (one chain alone waits out the adder's
+// latency every token). A shorter or missing chunk adds +0.0, which changes no sum (a
+// running sum from +0.0 is never -0.0).
+void interleaved_chunk_sums(const Inputs& in, int64_t first, int64_t num_chunks, ChunkSums* out) {
+  constexpr int64_t K = kChunksInterleaved;
+  int64_t begin[K], length[K];
+  int64_t longest = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t c = first + k;
+    begin[k] = c * kTokensPerChunk;
+    length[k] = c < num_chunks ? std::min(in.num_tokens, begin[k] + kTokensPerChunk) - begin[k] : 0;
+    longest = std::max(longest, length[k]);
+  }
+  double a[K] = {}, l[K] = {};
+  int64_t masked[K] = {};
+  double block_a[K][kSumBlock], block_l[K][kSumBlock];
+  for (int64_t b = 0; b < longest; b += kSumBlock) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t n = std::clamp<int64_t>(length[k] - b, 0, kSumBlock);
+      const float* __restrict adv = in.advantages + begin[k] + b;
+      const float* __restrict logp = in.logp + begin[k] + b;
+      const uint8_t* __restrict mask = in.mask + begin[k] + b;
+      int64_t count = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const bool on = mask[j] != 0;
+        block_a[k][j] = static_cast<double>(select(on, adv[j], 0.0f));
+        block_l[k][j] = static_cast<double>(select(on, logp[j], 0.0f));
+        count += on;
+      }
+      for (int64_t j = n; j < kSumBlock; ++j) block_a[k][j] = block_l[k][j] = 0.0;
+      masked[k] += count;
+    }
+    const int64_t n = std::min<int64_t>(kSumBlock, longest - b);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t k = 0; k < K; ++k) {
+        a[k] += block_a[k][j];
+        l[k] += block_l[k][j];
+      }
+    }
+  }
+  for (int64_t k = 0; k < K && first + k < num_chunks; ++k) out[first + k] = {a[k], l[k], masked[k]};
+}
+
+// The batch means verl's covariance uses, over the masked-in tokens (verl_F.masked_mean;
+// 0 when nothing is masked in): the chunks' sums added in chunk order.
 Means masked_means(const Inputs& in) {
-  const int64_t masked = count_masked(in.mask, in.num_tokens);
-  const double a = ordered_token_sum(in.num_tokens, [&](int64_t t) {
-    return in.mask[t] != 0 ? static_cast<double>(in.advantages[t]) : 0.0;
-  });
-  const double l = ordered_token_sum(in.num_tokens, [&](int64_t t) {
-    return in.mask[t] != 0 ? static_cast<double>(in.logp[t]) : 0.0;
-  });
+  const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
+  std::vector<ChunkSums> sums(static_cast<size_t>(num_chunks));
+  auto body = [&](int64_t group) {
+    interleaved_chunk_sums(in, group * kChunksInterleaved, num_chunks, sums.data());
+  };
+  parallel_for(chunk_count(num_chunks, kChunksInterleaved), body,
+               min_chunks(kMinCountedPerThread, kChunksInterleaved * kTokensPerChunk));
+  double a = 0, l = 0;
+  int64_t masked = 0;
+  for (const ChunkSums& c : sums) {
+    a += c.advantage;
+    l += c.logp;
+    masked += c.masked;
+  }
   const double n = masked > 0 ? static_cast<double>(masked) : 1.0;
   return {static_cast<float>(a / n), static_cast<float>(l / n), masked};
 }
 
-// value(t) for the tokens t for which keep[t] comes out nonzero, in token order, at most
-// `limit` of them a chunk: the first under `less`, a strict total order of the values (so
-// that the picks' final nth_element over these finds the same set as over all of them, at
-// a cost of chunks * limit, not of every candidate).
-// flags(begin, count, keep) fills keep[0, count) for a block of count <= kTokensPerBlock
-// tokens, so that its test runs as a loop over a block (which vectorises), not as a branch
-// per token. This is baseline code, unfused: the picks must have the bits of the CUDA pick
-// (built --fmad=false).
-template <class Flags, class Value, class Less>
-auto tokens_where(const Inputs& in, Flags flags, Value value, int64_t limit, Less less) {
-  using T = decltype(value(int64_t{0}));
+// The picks find their `wanted` smallest keys among the eligible tokens without ordering all
+// of them: a threshold from a sample (every kSampleStride-th token), set so that the keys
+// up to it number at least `wanted` but for a negligible chance, then one pass that keeps
+// only the keys up to it, then nth_element over those. Should they number fewer than
+// `wanted` (and the threshold exclude anything), the pass runs again with every key. The
+// set is the same whatever the sample: the `wanted` smallest of distinct keys.
+constexpr int64_t kSampleStride = 128;
+
+// Of the sampled eligible tokens, how many must lie at or below the threshold: the expected
+// count of the `wanted` smallest, 6 standard deviations and 32 more.
+int64_t sample_rank(int64_t wanted, int64_t eligible, int64_t sampled) {
+  const double expected = static_cast<double>(wanted) * static_cast<double>(sampled) /
+                          static_cast<double>(std::max<int64_t>(1, eligible));
+  return static_cast<int64_t>(std::ceil(expected + 6.0 * std::sqrt(expected) + 32.0));
+}
+
+// For every chunk of tokens (on the threads), the hits of hit(b, count, out): the values it
+// appends for the block of `count` <= kTokensPerBlock tokens at b; in chunk order.
+template <class T, class Hits>
+std::vector<T> collect_hits(const Inputs& in, Hits hits) {
   const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
   std::vector<std::vector<T>> parts(static_cast<size_t>(num_chunks));
   auto body = [&](int64_t chunk) {
     const int64_t begin = chunk * kTokensPerChunk;
     const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
     auto& part = parts[static_cast<size_t>(chunk)];
-    int32_t keep[kTokensPerBlock];
-    for (int64_t b = begin; b < end; b += kTokensPerBlock) {
-      const int64_t count = std::min(kTokensPerBlock, end - b);
-      flags(b, count, keep);
-      for (int64_t j = 0; j < count; ++j) {
-        if (keep[j] != 0) part.push_back(value(b + j));
-      }
-    }
-    if (static_cast<int64_t>(part.size()) > limit) {
-      std::nth_element(part.begin(), part.begin() + limit, part.end(), less);
-      part.resize(static_cast<size_t>(limit));
-    }
+    for (int64_t b = begin; b < end; b += kTokensPerBlock) hits(b, std::min(kTokensPerBlock, end - b), part);
   };
   parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
   std::vector<T> all;
@@ -246,7 +309,13 @@ auto tokens_where(const Inputs& in, Flags flags, Value value, int64_t limit, Les
 
 // Clip-Cov: of the candidates (not clipped by the ratio, covariance in (lb, ub)), the
 // max(floor(clip_cov_ratio * masked), 1) with the smallest pick_key(seed, t): a uniform
-// random subset, as verl's randperm gives, reproducible from the seed.
+// random subset, as verl's randperm gives, reproducible from the seed. The keys are uniform
+// over 64 bits whatever the data, so the threshold is a fraction of 2^64: wanted (with
+// margin) over a low estimate of the candidates from the sample. The pass tests the cheap
+// part first (masked in, covariance inside the bounds), then the key, and the ratio's clip
+// only for the few tokens left.
+// The tests are baseline code, unfused: they must have the bits of the CUDA pick (built
+// --fmad=false).
 int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const PolicyConstants& c,
                       std::vector<uint8_t>& selected) {
   const Means m = masked_means(in);
@@ -254,43 +323,108 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
   const float ub = static_cast<float>(o.clip_cov_ub);
   const int64_t wanted = pick_count(m.masked, o.clip_cov_ratio, false);
   const uint64_t seed_key = pick_key_seed(o.seed);
-  auto by_key = [&](int64_t a, int64_t b) {
-    return pick_key(seed_key, static_cast<uint64_t>(a)) < pick_key(seed_key, static_cast<uint64_t>(b));
+  auto in_window = [&](int64_t t) {
+    const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
+    return (in.mask[t] != 0) & (cov < ub) & (cov > lb);
   };
-  std::vector<int64_t> candidates = tokens_where(in, [&](int64_t b, int64_t count, int32_t* keep) {
-    const float* __restrict logp = in.logp + b;
-    const float* __restrict old_logp = in.old_logp + b;
-    const float* __restrict advantages = in.advantages + b;
-    float mask[kTokensPerBlock];  // widened first: the test is then all 32-bit lanes
-    for (int64_t j = 0; j < count; ++j) mask[j] = in.mask[b + j];
-    for (int64_t j = 0; j < count; ++j) {
-      const float cov = covariance_term(logp[j], advantages[j], m.logp, m.advantage);
-      keep[j] = static_cast<int32_t>(
-          (mask[j] != 0.0f) & clip_cov_candidate(logp[j], old_logp[j], advantages[j], cov, c, lb, ub));
-    }
-  }, [](int64_t t) { return t; }, wanted, by_key);
-  if (static_cast<int64_t>(candidates.size()) > wanted) {
-    std::nth_element(candidates.begin(), candidates.begin() + wanted, candidates.end(), by_key);
-    candidates.resize(static_cast<size_t>(wanted));
+  // clip_cov_candidate given in_window(t): the covariance test again changes nothing.
+  auto candidate = [&](int64_t t) {
+    const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
+    return in_window(t) && clip_cov_candidate(in.logp[t], in.old_logp[t], in.advantages[t], cov, c, lb, ub);
+  };
+  int64_t sampled = 0, sampled_candidates = 0;
+  for (int64_t t = 0; t < in.num_tokens; t += kSampleStride) {
+    sampled_candidates += candidate(t);
+    ++sampled;
   }
-  for (int64_t t : candidates) selected[static_cast<size_t>(t)] = 1;
-  return static_cast<int64_t>(candidates.size());
+  // A low estimate of the candidates: the sample's count less 6 standard deviations.
+  const double sampled_count = static_cast<double>(sampled_candidates);
+  const double low = (sampled_count - 6.0 * std::sqrt(sampled_count)) * static_cast<double>(in.num_tokens) /
+                     static_cast<double>(std::max<int64_t>(1, sampled));
+  const double margin = static_cast<double>(wanted) + 6.0 * std::sqrt(static_cast<double>(wanted)) + 32.0;
+  constexpr uint64_t kAll = ~uint64_t{0};
+  const uint64_t first_threshold =
+      low > 0 && margin < low ? static_cast<uint64_t>(margin / low * 18446744073709551616.0) : kAll;
+  using Pick = std::pair<uint64_t, int64_t>;  // (key, token)
+  auto collect = [&](uint64_t threshold) {
+    return collect_hits<Pick>(in, [&](int64_t b, int64_t count, std::vector<Pick>& out) {
+      const float* __restrict logp = in.logp + b;
+      const float* __restrict advantages = in.advantages + b;
+      const uint8_t* __restrict mask = in.mask + b;
+      int32_t window[kTokensPerBlock], index[kTokensPerBlock];
+      for (int64_t j = 0; j < count; ++j) {  // a loop over the block, which vectorises
+        const float cov = covariance_term(logp[j], advantages[j], m.logp, m.advantage);
+        window[j] = static_cast<int32_t>((mask[j] != 0) & (cov < ub) & (cov > lb));
+      }
+      int64_t n = 0;
+      for (int64_t j = 0; j < count; ++j) {  // their offsets, without a branch
+        index[n] = static_cast<int32_t>(j);
+        n += window[j];
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t t = b + index[i];
+        const uint64_t key = pick_key(seed_key, static_cast<uint64_t>(t));
+        if (key <= threshold && candidate(t)) out.emplace_back(key, t);
+      }
+    });
+  };
+  std::vector<Pick> picks = collect(first_threshold);
+  // Too few under the threshold: all the candidates (the set is then whatever they are).
+  if (static_cast<int64_t>(picks.size()) < wanted && first_threshold != kAll) picks = collect(kAll);
+  if (static_cast<int64_t>(picks.size()) > wanted) {
+    std::nth_element(picks.begin(), picks.begin() + wanted, picks.end());
+    picks.resize(static_cast<size_t>(wanted));
+  }
+  for (const Pick& p : picks) selected[static_cast<size_t>(p.second)] = 1;
+  return static_cast<int64_t>(picks.size());
 }
 
 // KL-Cov: the max(floor(masked * kl_cov_ratio), 1) masked-in tokens with the largest
 // covariance (NaN counts as largest, as in torch.topk; ties go to the earlier token): the
-// smallest kl_cov_rank_key, the order the CUDA pick uses too.
+// smallest kl_cov_rank_key, the order the CUDA pick uses too. The threshold is on the
+// key's high half (kl_cov_order), from the sampled masked-in tokens; ties at it are all kept.
 int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
                     std::vector<uint8_t>& selected) {
   const Means m = masked_means(in);
   if (m.masked == 0) return 0;
   const int64_t wanted = pick_count(m.masked, o.kl_cov_ratio, true);
-  std::vector<uint64_t> keys = tokens_where(in, [&](int64_t b, int64_t count, int32_t* keep) {
-    for (int64_t j = 0; j < count; ++j) keep[j] = in.mask[b + j] != 0;
-  }, [&](int64_t t) {
-    return kl_cov_rank_key(covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage),
-                           static_cast<uint64_t>(t));
-  }, wanted, [](uint64_t a, uint64_t b) { return a < b; });
+  // kl_cov_order for the tokens [b, b + count), 0xFFFFFFFF where masked out.
+  auto orders = [&](int64_t b, int64_t count, uint32_t* order) {
+    const float* __restrict logp = in.logp + b;
+    const float* __restrict advantages = in.advantages + b;
+    const uint8_t* __restrict mask = in.mask + b;
+    for (int64_t j = 0; j < count; ++j) {
+      const uint32_t key = kl_cov_order(covariance_term(logp[j], advantages[j], m.logp, m.advantage));
+      order[j] = mask[j] != 0 ? key : 0xFFFFFFFFu;
+    }
+  };
+  std::vector<uint32_t> sample;
+  for (int64_t t = 0; t < in.num_tokens; t += kSampleStride) {
+    uint32_t order;
+    orders(t, 1, &order);
+    if (order != 0xFFFFFFFFu) sample.push_back(order);
+  }
+  constexpr uint32_t kAll = 0xFFFFFFFEu;  // above every masked-in token's order
+  uint32_t first_threshold = kAll;
+  const int64_t rank = sample_rank(wanted, m.masked, static_cast<int64_t>(sample.size()));
+  if (rank < static_cast<int64_t>(sample.size())) {
+    std::nth_element(sample.begin(), sample.begin() + rank, sample.end());
+    first_threshold = sample[static_cast<size_t>(rank)];
+  }
+  auto collect = [&](uint32_t threshold) {
+    return collect_hits<uint64_t>(in, [&](int64_t b, int64_t count, std::vector<uint64_t>& out) {
+      uint32_t order[kTokensPerBlock];
+      orders(b, count, order);
+      int32_t any = 0;
+      for (int64_t j = 0; j < count; ++j) any |= static_cast<int32_t>(order[j] <= threshold);
+      if (any == 0) return;
+      for (int64_t j = 0; j < count; ++j) {
+        if (order[j] <= threshold) out.push_back((static_cast<uint64_t>(order[j]) << 32) | static_cast<uint64_t>(b + j));
+      }
+    });
+  };
+  std::vector<uint64_t> keys = collect(first_threshold);
+  if (static_cast<int64_t>(keys.size()) < wanted && first_threshold != kAll) keys = collect(kAll);
   if (static_cast<int64_t>(keys.size()) > wanted) {
     std::nth_element(keys.begin(), keys.begin() + wanted, keys.end());
     keys.resize(static_cast<size_t>(wanted));

@@ -189,15 +189,16 @@ TIRL_HD inline int64_t pick_count(int64_t masked, double ratio, bool kl_cov) {
 
 // KL-Cov's order as one 64-bit key, smaller first: the larger covariance first (NaN above
 // everything, as in torch.topk; -0 and +0 equal), then the earlier token (t < 2^32).
+// kl_cov_order is the high 32 bits alone, branch-free (so that a CPU loop over tokens
+// vectorises): at most 0xFF800000 (-Inf) for every covariance, so 0xFFFFFFFF can stand for
+// "not a candidate".
+TIRL_HD inline uint32_t kl_cov_order(float cov) {
+  const uint32_t bits = cov == 0.0f ? 0u : float_bits(cov);
+  const uint32_t ordered = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
+  return cov != cov ? 0u : ~ordered;
+}
 TIRL_HD inline uint64_t kl_cov_rank_key(float cov, uint64_t token) {
-  uint32_t ordered;
-  if (cov != cov) {
-    ordered = 0xFFFFFFFFu;
-  } else {
-    const uint32_t bits = cov == 0.0f ? 0u : float_bits(cov);
-    ordered = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
-  }
-  return (static_cast<uint64_t>(~ordered) << 32) | token;
+  return (static_cast<uint64_t>(kl_cov_order(cov)) << 32) | token;
 }
 
 // Whether a token may be picked by Clip-Cov: not already clipped (L2 > L1) and its
