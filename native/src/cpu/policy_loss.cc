@@ -84,6 +84,17 @@ struct GeoMeanSequence {
   int64_t clipped_lower = 0;
 };
 
+// The masked sums of one chunk of kTokensPerChunk tokens, in token order (as the CUDA pick
+// sums them: cuda/policy_pick.cu): the picks' batch means.
+struct ChunkSums {
+  double advantage = 0;
+  double logp = 0;
+  int64_t masked = 0;
+};
+
+constexpr int64_t kChunksInterleaved = 4;  // 8 chains of adds in flight, enough to hide the adder's latency
+constexpr int64_t kSumBlock = 128;
+
 #define TIRL_SIMD_KERNELS "cpu/policy_loss_kernels.inc"
 #include "common/simd_kernels.h"
 
@@ -196,70 +207,13 @@ struct Means {
   int64_t masked;
 };
 
-// The masked sums of one chunk of kTokensPerChunk tokens, in token order (as the CUDA pick
-// sums them: cuda/policy_pick.cu).
-struct ChunkSums {
-  double advantage = 0;
-  double logp = 0;
-  int64_t masked = 0;
-};
-
-constexpr int64_t kChunksInterleaved = 4;  // 8 chains of adds in flight, enough to hide the adder's latency
-constexpr int64_t kSumBlock = 128;
-
-// Chunks [first, first + kChunksInterleaved) (those below num_chunks) of the means' sums,
-// each in token order as a chain of dependent double adds; the chunks advance together a
-// block at a time so that their chains overlap (one chain alone waits out the adder's
-// latency every token). A shorter or missing chunk adds +0.0, which changes no sum (a
-// running sum from +0.0 is never -0.0).
-void interleaved_chunk_sums(const Inputs& in, int64_t first, int64_t num_chunks, ChunkSums* out) {
-  constexpr int64_t K = kChunksInterleaved;
-  int64_t begin[K], length[K];
-  int64_t longest = 0;
-  for (int64_t k = 0; k < K; ++k) {
-    const int64_t c = first + k;
-    begin[k] = c * kTokensPerChunk;
-    length[k] = c < num_chunks ? std::min(in.num_tokens, begin[k] + kTokensPerChunk) - begin[k] : 0;
-    longest = std::max(longest, length[k]);
-  }
-  double a[K] = {}, l[K] = {};
-  int64_t masked[K] = {};
-  double block_a[K][kSumBlock], block_l[K][kSumBlock];
-  for (int64_t b = 0; b < longest; b += kSumBlock) {
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t n = std::clamp<int64_t>(length[k] - b, 0, kSumBlock);
-      const float* __restrict adv = in.advantages + begin[k] + b;
-      const float* __restrict logp = in.logp + begin[k] + b;
-      const uint8_t* __restrict mask = in.mask + begin[k] + b;
-      int64_t count = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const bool on = mask[j] != 0;
-        block_a[k][j] = static_cast<double>(select(on, adv[j], 0.0f));
-        block_l[k][j] = static_cast<double>(select(on, logp[j], 0.0f));
-        count += on;
-      }
-      for (int64_t j = n; j < kSumBlock; ++j) block_a[k][j] = block_l[k][j] = 0.0;
-      masked[k] += count;
-    }
-    const int64_t n = std::min<int64_t>(kSumBlock, longest - b);
-    for (int64_t j = 0; j < n; ++j) {
-      for (int64_t k = 0; k < K; ++k) {
-        a[k] += block_a[k][j];
-        l[k] += block_l[k][j];
-      }
-    }
-  }
-  for (int64_t k = 0; k < K && first + k < num_chunks; ++k) out[first + k] = {a[k], l[k], masked[k]};
-}
-
 // The batch means verl's covariance uses, over the masked-in tokens (verl_F.masked_mean;
 // 0 when nothing is masked in): the chunks' sums added in chunk order.
 Means masked_means(const Inputs& in) {
   const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
   std::vector<ChunkSums> sums(static_cast<size_t>(num_chunks));
-  auto body = [&](int64_t group) {
-    interleaved_chunk_sums(in, group * kChunksInterleaved, num_chunks, sums.data());
-  };
+  const auto chunk_sums = TIRL_SIMD_SELECT(interleaved_chunk_sums);
+  auto body = [&](int64_t group) { chunk_sums(in, group * kChunksInterleaved, num_chunks, sums.data()); };
   parallel_for(chunk_count(num_chunks, kChunksInterleaved), body,
                min_chunks(kMinCountedPerThread, kChunksInterleaved * kTokensPerChunk));
   double a = 0, l = 0;
@@ -346,21 +300,11 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
   const uint64_t first_threshold =
       low > 0 && margin < low ? static_cast<uint64_t>(margin / low * 18446744073709551616.0) : kAll;
   using Pick = std::pair<uint64_t, int64_t>;  // (key, token)
+  const auto window = TIRL_SIMD_SELECT(clip_cov_window);
   auto collect = [&](uint64_t threshold) {
     return collect_hits<Pick>(in, [&](int64_t b, int64_t count, std::vector<Pick>& out) {
-      const float* __restrict logp = in.logp + b;
-      const float* __restrict advantages = in.advantages + b;
-      const uint8_t* __restrict mask = in.mask + b;
-      int32_t window[kTokensPerBlock], index[kTokensPerBlock];
-      for (int64_t j = 0; j < count; ++j) {  // a loop over the block, which vectorises
-        const float cov = covariance_term(logp[j], advantages[j], m.logp, m.advantage);
-        window[j] = static_cast<int32_t>((mask[j] != 0) & (cov < ub) & (cov > lb));
-      }
-      int64_t n = 0;
-      for (int64_t j = 0; j < count; ++j) {  // their offsets, without a branch
-        index[n] = static_cast<int32_t>(j);
-        n += window[j];
-      }
+      int32_t index[kTokensPerBlock];
+      const int64_t n = window(in.logp + b, in.advantages + b, in.mask + b, count, m.logp, m.advantage, lb, ub, index);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t t = b + index[i];
         const uint64_t key = pick_key(seed_key, static_cast<uint64_t>(t));
@@ -388,20 +332,11 @@ int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
   const Means m = masked_means(in);
   if (m.masked == 0) return 0;
   const int64_t wanted = pick_count(m.masked, o.kl_cov_ratio, true);
-  // kl_cov_order for the tokens [b, b + count), 0xFFFFFFFF where masked out.
-  auto orders = [&](int64_t b, int64_t count, uint32_t* order) {
-    const float* __restrict logp = in.logp + b;
-    const float* __restrict advantages = in.advantages + b;
-    const uint8_t* __restrict mask = in.mask + b;
-    for (int64_t j = 0; j < count; ++j) {
-      const uint32_t key = kl_cov_order(covariance_term(logp[j], advantages[j], m.logp, m.advantage));
-      order[j] = mask[j] != 0 ? key : 0xFFFFFFFFu;
-    }
-  };
+  const auto orders = TIRL_SIMD_SELECT(kl_cov_orders);
   std::vector<uint32_t> sample;
   for (int64_t t = 0; t < in.num_tokens; t += kSampleStride) {
     uint32_t order;
-    orders(t, 1, &order);
+    orders(in.logp + t, in.advantages + t, in.mask + t, 1, m.logp, m.advantage, 0, &order);
     if (order != 0xFFFFFFFFu) sample.push_back(order);
   }
   constexpr uint32_t kAll = 0xFFFFFFFEu;  // above every masked-in token's order
@@ -414,12 +349,13 @@ int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
   auto collect = [&](uint32_t threshold) {
     return collect_hits<uint64_t>(in, [&](int64_t b, int64_t count, std::vector<uint64_t>& out) {
       uint32_t order[kTokensPerBlock];
-      orders(b, count, order);
-      int32_t any = 0;
-      for (int64_t j = 0; j < count; ++j) any |= static_cast<int32_t>(order[j] <= threshold);
-      if (any == 0) return;
-      for (int64_t j = 0; j < count; ++j) {
-        if (order[j] <= threshold) out.push_back((static_cast<uint64_t>(order[j]) << 32) | static_cast<uint64_t>(b + j));
+      for (uint32_t groups = orders(in.logp + b, in.advantages + b, in.mask + b, count, m.logp,
+                                    m.advantage, threshold, order);
+           groups != 0; groups &= groups - 1) {
+        const int64_t first = 16 * __builtin_ctz(groups);
+        for (int64_t j = first; j < std::min(count, first + 16); ++j) {
+          if (order[j] <= threshold) out.push_back((static_cast<uint64_t>(order[j]) << 32) | static_cast<uint64_t>(b + j));
+        }
       }
     });
   };
