@@ -316,6 +316,42 @@ describe('ppoLoss policy losses', () => {
     assert.equal(checkClipCov(clipTilted, 'clip_cov, misleading sample'), n / 128);
   });
 
+  it('a block with an exponent beyond ±80 (logp -90, a steep SAPO gate) is computed again unbounded: the same bits for its other tokens', () => {
+    // cpu/policy_loss_kernels.inc runs a block of 256 tokens with exp_bounded first and
+    // again with exp_any where an exponent leaves [-80, 80] (math/policy_loss.h, policy_exp).
+    const rng = new Random(31);
+    const n = 600;
+    const logp = rng.floats(n, -3, -0.05);
+    const oldLogp = logp.map((x) => x + 0.05 * rng.normal());
+    const advantages = rng.normals(n);
+    const mask = rng.mask(n, 0.8);
+    mask[300] = 1;
+    // Token 300's exponent leaves [-80, 80]: DPPO's exp(logp), SAPO's gate (tau (r - 1) =
+    // 40 (e^1.5 - 1) = 139), Clip-Cov's and KL-Cov's unclamped exp(logp - old_logp).
+    const farAt = (l: number, o: number) => {
+      const f = { logp: logp.slice(), oldLogp: oldLogp.slice() };
+      f.logp[300] = l;
+      f.oldLogp[300] = o;
+      return f;
+    };
+    for (const [loss, options, far] of [
+      ['dppo_tv', { clipRatioC: 3 }, farAt(-90, -91.5)],
+      ['dppo_kl', { clipRatioC: 3 }, farAt(-90, -91.5)],
+      ['sapo', { tauPos: 40, tauNeg: 40 }, farAt(-1, -2.5)],
+      ['clip_cov', { clipCovRatio: 0.01, clipCovLb: 0.5, clipCovUb: 5 }, farAt(-90, -2)],
+      ['kl_cov', { klCovRatio: 0.01 }, farAt(-90, -2)],
+    ] as const) {
+      const base: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: loss, aggregation: 'token-sum', ...options };
+      const near = ppoLoss(base);
+      const steep = ppoLoss({ ...base, ...far });
+      // The picks move with the batch means: only the losses without one compare tokens.
+      const moved = loss === 'clip_cov' || loss === 'kl_cov' ? [] : [...near.grad.keys()].filter((t) => t !== 300 && near.grad[t] !== steep.grad[t]);
+      assert.deepEqual(moved, [], `${loss}: the other tokens' gradients`);
+      const want = policyReference({ ...base, ...far });
+      assertClose(steep.loss, want.loss, { atol: 2e-6 * want.magnitude, label: `${loss} loss` });
+    }
+  });
+
   it('kl_cov: covariance ties (+0 and -0 alike, or all NaN) go to the earlier tokens', () => {
     // All advantages 1: every covariance is 0 * (lp - mean lp), +0 or -0 by the sign of the
     // second factor; a NaN advantage makes every covariance NaN. Either way the pick is the
