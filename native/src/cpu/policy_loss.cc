@@ -484,35 +484,10 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
                          tirl_policy_loss_result* result) {
   const tirl_ppo_options& p = o.ppo;
   const PolicyConstants c = policy_constants(o);
-  std::vector<GeoMeanSequence> seqs(static_cast<size_t>(in.num_seqs));
-  const auto sequence_sums = TIRL_SIMD_SELECT(geo_mean_sums);
-  auto sums = [&](int64_t chunk) {
-    const int64_t first = chunk * kSequencesPerChunk;
-    const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
-    for (int64_t s = first; s < last; ++s) {
-      seqs[static_cast<size_t>(s)] = sequence_sums(in, in.seq_offsets[s], in.seq_offsets[s + 1], c);
-    }
-  };
-  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), sums, per_sequence_chunks(in, kMinTokensPerThread));
   const double normaliser =
       p.seq_normalizer > 0 ? p.seq_normalizer : static_cast<double>(in.num_seqs);
   const double scale = normaliser > 0 ? p.dp_size / normaliser : 0.0;
-  std::vector<float> coefficient(static_cast<size_t>(in.num_seqs));
-  Totals total;
-  for (int64_t s = 0; s < in.num_seqs; ++s) {
-    const GeoMeanSequence& q = seqs[static_cast<size_t>(s)];
-    const double n = static_cast<double>(q.masked);
-    const double loss =
-        geo_mean_sequence_loss(q.log_ratio, q.advantage, q.log_weight, q.masked, in.weights != nullptr);
-    total.pg_loss += scale * loss;
-    coefficient[static_cast<size_t>(s)] = static_cast<float>(n > 0 ? scale * loss / n : 0.0);
-    total.neg_log_ratio += q.kl_stat;
-    total.masked += q.masked;
-    total.clipped += q.clipped_upper;
-    total.clipped_lower += q.clipped_lower;
-  }
-
-  // The gradient, with the KL term aggregated by `aggregation`.
+  // The KL term, aggregated by `aggregation`.
   const bool kl = in.ref_logp != nullptr;
   SequenceCounts counts;
   Scales kl_scales;
@@ -522,26 +497,47 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   }
   const TokenKernelConstants k{c, kl ? TIRL_SIMD_SELECT(select_kl_block)(p.kl_estimator) : nullptr,
                                static_cast<float>(p.kl_coef)};
+  const auto sequence_sums = TIRL_SIMD_SELECT(geo_mean_sums);
   const auto block = TIRL_SIMD_SELECT(geo_mean_block);
+  // Each sequence's sums, then at once its gradient (the sequence is still in cache): one
+  // read of the batch from memory.
+  std::vector<GeoMeanSequence> seqs(static_cast<size_t>(in.num_seqs));
+  std::vector<double> losses(static_cast<size_t>(in.num_seqs));
   std::vector<Totals> partial(static_cast<size_t>(chunk_count(in.num_seqs, kSequencesPerChunk)));
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kSequencesPerChunk;
     const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
     Lanes lanes;
     for (int64_t s = first; s < last; ++s) {
+      const int64_t begin = in.seq_offsets[s], end = in.seq_offsets[s + 1];
+      const GeoMeanSequence q = sequence_sums(in, begin, end, c);
+      seqs[static_cast<size_t>(s)] = q;
+      const double loss =
+          geo_mean_sequence_loss(q.log_ratio, q.advantage, q.log_weight, q.masked, in.weights != nullptr);
+      losses[static_cast<size_t>(s)] = loss;
+      const double n = static_cast<double>(q.masked);
+      const float coefficient = static_cast<float>(n > 0 ? scale * loss / n : 0.0);
       const float kl_scale =
           !kl ? 0.0f
               : kl_scales.per_sequence.empty() ? kl_scales.shared
                                                : kl_scales.per_sequence[static_cast<size_t>(s)];
-      for (int64_t b = in.seq_offsets[s]; b < in.seq_offsets[s + 1]; b += kTokensPerBlock) {
+      for (int64_t b = begin; b < end; b += kTokensPerBlock) {
         // coefficient * dl/dlogp: dl/dlogp is 1 or 0 (or 0.5 + 0.5), so the product is exact.
-        block(in, b, std::min<int64_t>(kTokensPerBlock, in.seq_offsets[s + 1] - b),
-              coefficient[static_cast<size_t>(s)], kl_scale, k, lanes);
+        block(in, b, std::min<int64_t>(kTokensPerBlock, end - b), coefficient, kl_scale, k, lanes);
       }
     }
     partial[static_cast<size_t>(chunk)] = lanes.totals();
   };
   parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body, per_sequence_chunks(in, kMinTokensPerThread));
+  Totals total;
+  for (int64_t s = 0; s < in.num_seqs; ++s) {
+    const GeoMeanSequence& q = seqs[static_cast<size_t>(s)];
+    total.pg_loss += scale * losses[static_cast<size_t>(s)];
+    total.neg_log_ratio += q.kl_stat;
+    total.masked += q.masked;
+    total.clipped += q.clipped_upper;
+    total.clipped_lower += q.clipped_lower;
+  }
   for (const Totals& t : partial) {
     total.kl_loss += t.kl_loss;
     total.non_finite += t.non_finite;
