@@ -78,20 +78,31 @@ TIRL_HD inline bool reads_mask_summary(tirl_advantage_estimator e) {
   return !is_outcome(e) || e == TIRL_ADV_OPO;
 }
 
-TIRL_HD inline SequenceSummary summarize(const Problem& p, int64_t s, int64_t begin, int64_t end) {
+// A sequence's score alone (the mask statistics left 0, -1, -1).
+TIRL_HD inline SequenceSummary summarize_score(const Problem& p, int64_t s, int64_t begin,
+                                               int64_t end) {
   SequenceSummary q{begin, end, 0.0, 0, -1, -1};
   if (p.token_rewards != nullptr) {
     for (int64_t t = begin; t < end; ++t) q.score += p.token_rewards[t];
   } else if (p.rewards != nullptr) {
     q.score = p.rewards[s];
   }
-  if (!reads_mask_summary(p.estimator)) return q;
-  for (int64_t t = begin; t < end; ++t) {
-    if (p.mask[t] == 0) continue;
-    if (q.first < 0) q.first = t;
-    q.last = t;
-    ++q.length;
+  return q;
+}
+
+// The mask statistics of q's tokens: masked-in count, first and last masked-in token.
+TIRL_HD inline void mask_extent(const uint8_t* mask, SequenceSummary* q) {
+  for (int64_t t = q->begin; t < q->end; ++t) {
+    if (mask[t] == 0) continue;
+    if (q->first < 0) q->first = t;
+    q->last = t;
+    ++q->length;
   }
+}
+
+TIRL_HD inline SequenceSummary summarize(const Problem& p, int64_t s, int64_t begin, int64_t end) {
+  SequenceSummary q = summarize_score(p, s, begin, end);
+  if (reads_mask_summary(p.estimator)) mask_extent(p.mask, &q);
   return q;
 }
 
@@ -221,6 +232,55 @@ TIRL_HD inline double path_variance(const Problem& p, int64_t t) {
   return w;
 }
 
+// The backward recurrences of the token pass: one call per token, t from q.end - 1 down to
+// q.begin, `r` starting at {0, 0}. Each writes p.advantages[t] (and p.returns[t]).
+struct Recurrence {
+  double running = 0.0;
+  double next_value = 0.0;
+};
+// reinforce_plus_plus: discounted returns over masked-in tokens; masked-out tokens pass the
+// running return through unchanged (their own rewards are dropped, as in verl).
+TIRL_HD inline void reinforce_step(const Problem& p, const SequenceSummary& q, int64_t s,
+                                   int64_t t, Recurrence& r) {
+  float value = 0.0f;
+  if (p.mask[t] != 0) {
+    r.running = token_reward(p, q, s, t) + p.gamma * r.running;
+    value = static_cast<float>(r.running);
+  }
+  p.advantages[t] = value;
+  if (p.returns != nullptr) p.returns[t] = value;
+}
+// gae: TD errors and their lambda-return; masked-out tokens carry next value and running
+// advantage through (verl's "skip values and TD-error on observation tokens").
+TIRL_HD inline void gae_step(const Problem& p, const SequenceSummary& q, int64_t s, int64_t t,
+                             Recurrence& r) {
+  const double value = p.values[t];
+  const double delta = token_reward(p, q, s, t) + p.gamma * r.next_value - value;
+  if (p.mask[t] != 0) {
+    r.running = delta + p.gamma * p.lam * r.running;
+    r.next_value = value;
+  }
+  p.advantages[t] = p.mask[t] != 0 ? static_cast<float>(r.running) : 0.0f;
+  if (p.returns != nullptr) p.returns[t] = static_cast<float>(r.running + value);
+}
+// remax and the optimal-token baselines: the reward-to-go of masked-in rewards (r.running),
+// on every token; remax's advantage subtracts `baseline` (its reward_baselines entry) on
+// masked-in tokens, the others' is the reward-to-go itself.
+TIRL_HD inline void reward_to_go_step(const Problem& p, const SequenceSummary& q, int64_t s,
+                                      int64_t t, double baseline, Recurrence& r) {
+  if (p.mask[t] != 0) r.running += token_reward(p, q, s, t);
+  const float g = static_cast<float>(r.running);
+  if (p.estimator == TIRL_ADV_REMAX) {
+    p.advantages[t] = p.mask[t] != 0 ? static_cast<float>(r.running - baseline) : 0.0f;
+  } else {
+    p.advantages[t] = g;
+  }
+  if (p.returns != nullptr) p.returns[t] = g;
+}
+TIRL_HD inline double reward_to_go_baseline(const Problem& p, int64_t s) {
+  return p.estimator == TIRL_ADV_REMAX ? static_cast<double>(p.reward_baselines[s]) : 0.0;
+}
+
 // The token pass of sequence s: writes p.advantages (before whitening; for the
 // optimal-token baselines the reward-to-go, which their group pass turns into
 // advantages) and p.returns where they are not the final advantages.
@@ -238,49 +298,14 @@ TIRL_HD inline void token_pass(const Problem& p, const SequenceSummary& q, int64
     }
     return;
   }
+  Recurrence r;
   if (e == TIRL_ADV_REINFORCE_PLUS_PLUS) {
-    // Discounted returns over masked-in tokens; masked-out tokens pass the running return
-    // through unchanged (their own rewards are dropped, as in verl).
-    double running = 0.0;
-    for (int64_t t = q.end - 1; t >= q.begin; --t) {
-      float value = 0.0f;
-      if (p.mask[t] != 0) {
-        running = token_reward(p, q, s, t) + p.gamma * running;
-        value = static_cast<float>(running);
-      }
-      adv[t] = value;
-      if (ret != nullptr) ret[t] = value;
-    }
-    return;
-  }
-  if (e == TIRL_ADV_GAE) {
-    // TD errors and their lambda-return; masked-out tokens carry next value and running
-    // advantage through (verl's "skip values and TD-error on observation tokens").
-    double next_value = 0.0, running = 0.0;
-    for (int64_t t = q.end - 1; t >= q.begin; --t) {
-      const double value = p.values[t];
-      const double delta = token_reward(p, q, s, t) + p.gamma * next_value - value;
-      if (p.mask[t] != 0) {
-        running = delta + p.gamma * p.lam * running;
-        next_value = value;
-      }
-      adv[t] = p.mask[t] != 0 ? static_cast<float>(running) : 0.0f;
-      if (ret != nullptr) ret[t] = static_cast<float>(running + value);
-    }
-    return;
-  }
-  // remax and the optimal-token baselines: the reward-to-go of masked-in rewards, on every token.
-  const double baseline = e == TIRL_ADV_REMAX ? static_cast<double>(p.reward_baselines[s]) : 0.0;
-  double to_go = 0.0;
-  for (int64_t t = q.end - 1; t >= q.begin; --t) {
-    if (p.mask[t] != 0) to_go += token_reward(p, q, s, t);
-    const float g = static_cast<float>(to_go);
-    if (e == TIRL_ADV_REMAX) {
-      adv[t] = p.mask[t] != 0 ? static_cast<float>(to_go - baseline) : 0.0f;
-    } else {
-      adv[t] = g;
-    }
-    if (ret != nullptr) ret[t] = g;
+    for (int64_t t = q.end - 1; t >= q.begin; --t) reinforce_step(p, q, s, t, r);
+  } else if (e == TIRL_ADV_GAE) {
+    for (int64_t t = q.end - 1; t >= q.begin; --t) gae_step(p, q, s, t, r);
+  } else {
+    const double baseline = reward_to_go_baseline(p, s);
+    for (int64_t t = q.end - 1; t >= q.begin; --t) reward_to_go_step(p, q, s, t, baseline, r);
   }
 }
 
@@ -396,27 +421,41 @@ inline Problem make_problem(const tirl_advantages_inputs& in, int64_t num_tokens
 }
 
 // Whitening statistics: partial sums over tokens [first, last), combined in chunk order.
+// Within a chunk, token first + i adds to partial sum i % kWhitenLanes and the partial sums
+// are added in lane order at the end (add_lanes), so that a CPU vector of kWhitenLanes
+// doubles (cpu/advantages_kernels.inc) computes these very sums, without a dependent add
+// per token. The lanes start at +0 and a masked-out token adds nothing.
+constexpr int64_t kWhitenLanes = 16;
+TIRL_HD inline double add_lanes(const double* lanes) {
+  double s = 0.0;
+  for (int64_t l = 0; l < kWhitenLanes; ++l) s += lanes[l];
+  return s;
+}
 TIRL_HD inline void masked_sum(const Problem& p, int64_t first, int64_t last, double* sum,
                                int64_t* count) {
-  double s = 0.0;
+  double lanes[kWhitenLanes] = {};
   int64_t n = 0;
   for (int64_t t = first; t < last; ++t) {
     if (p.mask[t] == 0) continue;
-    s += p.advantages[t];
+    lanes[(t - first) % kWhitenLanes] += p.advantages[t];
     ++n;
   }
-  *sum = s;
+  *sum = add_lanes(lanes);
   *count = n;
+}
+// One token's term of the squared deviations.
+TIRL_HD inline double squared_deviation(float a, double mean) {
+  const double deviation = static_cast<double>(a) - mean;
+  return deviation * deviation;
 }
 TIRL_HD inline double masked_squared_deviations(const Problem& p, int64_t first, int64_t last,
                                                 double mean) {
-  double squares = 0.0;
+  double lanes[kWhitenLanes] = {};
   for (int64_t t = first; t < last; ++t) {
     if (p.mask[t] == 0) continue;
-    const double deviation = static_cast<double>(p.advantages[t]) - mean;
-    squares += deviation * deviation;
+    lanes[(t - first) % kWhitenLanes] += squared_deviation(p.advantages[t], mean);
   }
-  return squares;
+  return add_lanes(lanes);
 }
 // verl's masked_whiten: (x - mean) / sqrt(unbiased variance + 1e-8). One masked-in token
 // (where verl raises) has variance 0.
@@ -425,15 +464,17 @@ TIRL_HD inline double whiten_inverse_std(int64_t count, double squared_deviation
       count > 1 ? squared_deviations / static_cast<double>(count - 1) : 0.0;
   return 1.0 / sqrt(variance + kWhitenEpsilon);
 }
+// One masked-in token whitened.
+TIRL_HD inline float whitened(float a, double mean, double inverse_std) {
+  return static_cast<float>((static_cast<double>(a) - mean) * inverse_std);
+}
 // Whitens tokens [first, last) in place; masked-out tokens get 0. returns, when the
 // estimator's returns are its advantages, receives them too.
 TIRL_HD inline void whiten(const Problem& p, int64_t first, int64_t last, double mean,
                            double inverse_std) {
   const bool copy = p.returns != nullptr && is_outcome(p.estimator);
   for (int64_t t = first; t < last; ++t) {
-    const float a = p.mask[t] != 0
-                        ? static_cast<float>((static_cast<double>(p.advantages[t]) - mean) * inverse_std)
-                        : 0.0f;
+    const float a = p.mask[t] != 0 ? whitened(p.advantages[t], mean, inverse_std) : 0.0f;
     p.advantages[t] = a;
     if (copy) p.returns[t] = a;
   }
