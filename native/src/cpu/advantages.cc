@@ -77,6 +77,40 @@ void interleaved_token_pass(const SequenceSummary* q, int64_t first, int64_t cou
   }
 }
 
+// The token pass of remax and the optimal-token baselines (reward_to_go_step) for sequence
+// s with a score per sequence, in its closed form advantages::reward_to_go_of_score: the
+// value from q.begin to q.last, 0 after (where every token is masked out). Loops that only
+// write, as the outcome estimators' broadcast.
+void reward_to_go_of_score(const Problem& p, const SequenceSummary& q, int64_t s) {
+  const int64_t split = q.last + 1 > q.begin ? q.last + 1 : q.begin;
+  const double g = advantages::reward_to_go_of_score(p, q, s, split - 1);
+  const float to_go = static_cast<float>(g);
+  float* adv = p.advantages;
+  const uint8_t* mask = p.mask;
+  if (p.estimator == TIRL_ADV_REMAX) {
+    const float a = static_cast<float>(g - advantages::reward_to_go_baseline(p, s));
+    for (int64_t t = q.begin; t < split; ++t) adv[t] = mask[t] != 0 ? a : 0.0f;
+  } else {
+    std::fill(adv + q.begin, adv + split, to_go);
+  }
+  std::fill(adv + split, adv + q.end, 0.0f);
+  if (p.returns != nullptr) {
+    std::fill(p.returns + q.begin, p.returns + split, to_go);
+    std::fill(p.returns + split, p.returns + q.end, 0.0f);
+  }
+}
+
+// What the optimal-token baselines' group pass keeps per thread between calls: a group's
+// column sums and a member's path variances (each a sequence long).
+struct TokenBaselineBuffers {
+  std::vector<advantages::ColumnSums> sums;
+  std::vector<double> variances;
+};
+TokenBaselineBuffers& token_baseline_buffers() {
+  thread_local TokenBaselineBuffers kept;
+  return kept;
+}
+
 // Sequence indices ordered by group id (stably: members keep their input order), and the
 // start of each group in that order (one past the last at the end). The CUDA backend's
 // stable radix sort gives the same order.
@@ -165,6 +199,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
         interleaved_token_pass(q, first, count, [&p](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
           advantages::gae_step(p, sq, s, t, r);
         });
+      } else if (p.token_rewards == nullptr) {
+        for (int64_t s = first; s < first + count; ++s) reward_to_go_of_score(p, summary[s], s);
       } else {
         double baselines[kSeqsPerChunk];
         for (int64_t j = 0; j < count; ++j) baselines[j] = advantages::reward_to_go_baseline(p, first + j);
@@ -178,11 +214,22 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   }
 
   if (advantages::is_token_baseline(e)) {
-    std::vector<double> numerator(static_cast<size_t>(p.num_tokens));
-    std::vector<double> denominator(static_cast<size_t>(p.num_tokens));
+    const auto path_variances = TIRL_SIMD_SELECT(path_variances);
     over_groups([&](auto member, int64_t count) {
-      advantages::token_baseline_group(p, summary.data(), member, count, numerator.data(),
-                                       denominator.data());
+      // The group's column sums and each member's path variances in the calling thread's
+      // kept buffers (a sequence long), filled as the group asks for them.
+      TokenBaselineBuffers& kept = token_baseline_buffers();
+      auto scratch = [&kept](int64_t, int64_t columns) {
+        if (kept.sums.size() < static_cast<size_t>(columns)) kept.sums.resize(static_cast<size_t>(columns));
+        return kept.sums.data();
+      };
+      auto variances = [&kept, &p, path_variances](const SequenceSummary& q) {
+        const size_t tokens = static_cast<size_t>(q.last - q.first + 1);
+        if (kept.variances.size() < tokens) kept.variances.resize(tokens);
+        path_variances(p, q.first, q.last, kept.variances.data());
+        return [w = kept.variances.data(), first = q.first](int64_t t) { return w[t - first]; };
+      };
+      advantages::token_baseline_group(p, summary.data(), member, count, scratch, variances);
     });
   }
 

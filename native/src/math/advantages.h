@@ -3,8 +3,7 @@
 // per sequence, per group or per chunk of tokens, each a sequential loop in a fixed order
 // with sums in double, so the results do not depend on the thread count, and the CPU's and
 // the CUDA backend's are bitwise identical where both evaluate them unfused (cuda/advantages.cu
-// is compiled with --fmad=false; an x86-64 baseline build has no FMA), except the optimal-token
-// baselines: their path variance takes a double exp, which libm and CUDA may round apart.
+// is compiled with --fmad=false; an x86-64 baseline build has no FMA).
 // The backends only decide who runs which call.
 #pragma once
 
@@ -12,6 +11,7 @@
 #include <cstdint>
 
 #include "math/common.h"
+#include "math/exp.h"
 #include "math/group_advantages.h"
 #include "tirl/tirl.h"
 
@@ -222,9 +222,12 @@ TIRL_HD void outcome_group(const Problem& p, const SequenceSummary* summary, Mem
 }
 
 // The per-token weight of the optimal-token baselines: 1 - 2 pi + sum pi^2, times the
-// squared rollout importance weight when given.
+// squared rollout importance weight when given. pi = e^old_logp in f32 (exp_any, within 2
+// ulp), as verl's torch.exp of the f32 log-probabilities, and the same bits on both
+// backends (a double exp would be libm's on the CPU and CUDA's on the GPU).
 TIRL_HD inline double path_variance(const Problem& p, int64_t t) {
-  double w = 1.0 - 2.0 * exp(static_cast<double>(p.old_logp[t])) + p.sum_pi_squared[t];
+  const double pi = exp_any(p.old_logp[t]);
+  double w = 1.0 - 2.0 * pi + p.sum_pi_squared[t];
   if (p.rollout_is_weights != nullptr) {
     const double rho = p.rollout_is_weights[t];
     w *= rho * rho;
@@ -277,6 +280,14 @@ TIRL_HD inline void reward_to_go_step(const Problem& p, const SequenceSummary& q
   }
   if (p.returns != nullptr) p.returns[t] = g;
 }
+// With a score per sequence (p.token_rewards null) the only reward is on q.last, so the
+// recurrence of reward_to_go_step has a closed form: r.running is +0 after q.last (it
+// adds nothing there), 0 + score from q.last on (later adds are of +0, which leave a
+// value that is not -0 as it is), and 0 everywhere on a fully masked sequence (q.last -1).
+TIRL_HD inline double reward_to_go_of_score(const Problem& p, const SequenceSummary& q, int64_t s,
+                                            int64_t t) {
+  return t <= q.last && p.rewards != nullptr ? 0.0 + static_cast<double>(p.rewards[s]) : 0.0;
+}
 TIRL_HD inline double reward_to_go_baseline(const Problem& p, int64_t s) {
   return p.estimator == TIRL_ADV_REMAX ? static_cast<double>(p.reward_baselines[s]) : 0.0;
 }
@@ -313,11 +324,34 @@ TIRL_HD inline void token_pass(const Problem& p, const SequenceSummary& q, int64
 // reward-to-go G in p.advantages: per column k, B_k = sum G W / (sum W + epsilon) over the
 // members with a masked-in token at k, W the running sum of path_variance over the
 // member's masked-in tokens; A = G - B on masked-in tokens, 0 elsewhere.
-// numerator, denominator: scratch of num_tokens doubles; the group uses the range of its
-// longest member, which no other group touches.
-template <class Member>
+// scratch(begin, columns): where the group keeps its `columns` column sums (a ColumnSums
+// each), the group's widest member starting at token `begin`; e.g. the range from `begin`
+// of an array of num_tokens, which no other group touches (direct_scratch).
+// variances(q): what gives path_variance(p, t) for the tokens t of member q, called once
+// per member before its tokens (direct_path_variances evaluates it there and then).
+struct ColumnSums {
+  double numerator;    // sum G W
+  double denominator;  // sum W
+};
+struct DirectScratch {
+  ColumnSums* sums;
+  TIRL_HD ColumnSums* operator()(int64_t begin, int64_t) const { return sums + begin; }
+};
+TIRL_HD inline DirectScratch direct_scratch(ColumnSums* sums) { return DirectScratch{sums}; }
+struct DirectPathVariance {
+  const Problem* p;
+  TIRL_HD double operator()(int64_t t) const { return path_variance(*p, t); }
+};
+struct DirectPathVariances {
+  const Problem* p;
+  TIRL_HD DirectPathVariance operator()(const SequenceSummary&) const { return DirectPathVariance{p}; }
+};
+TIRL_HD inline DirectPathVariances direct_path_variances(const Problem& p) {
+  return DirectPathVariances{&p};
+}
+template <class Member, class Scratch, class Variances>
 TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summary, Member member,
-                                  int64_t count, double* numerator, double* denominator) {
+                                  int64_t count, Scratch scratch, Variances variances) {
   const bool tir = p.estimator == TIRL_ADV_TIR_OPTIMAL_TOKEN_BASELINE;
   // tir leaves fully masked members out of the group; the other counts them.
   auto counts = [&](const SequenceSummary& q) { return !tir || q.length > 0; };
@@ -348,23 +382,22 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
     }
   }
   const bool baseline = members > 1;
-  double* num = nullptr;
-  double* den = nullptr;
+  ColumnSums* sums = nullptr;
   if (baseline) {
-    num = numerator + summary[member(widest)].begin;
-    den = denominator + summary[member(widest)].begin;
-    for (int64_t k = 0; k < columns; ++k) num[k] = den[k] = 0.0;
+    sums = scratch(summary[member(widest)].begin, columns);
+    for (int64_t k = 0; k < columns; ++k) sums[k] = ColumnSums{0.0, 0.0};
     for (int64_t j = 0; j < count; ++j) {
       const SequenceSummary& q = summary[member(j)];
       if (q.length == 0) continue;
+      const auto variance = variances(q);
       double path = 0.0;
       int64_t k = 0;
       for (int64_t t = q.first; t <= q.last; ++t) {
         if (p.mask[t] == 0) continue;
-        path += path_variance(p, t);
+        path += variance(t);
         if (!tir) k = t - q.first;
-        num[k] += static_cast<double>(p.advantages[t]) * path;
-        den[k] += path;
+        sums[k].numerator += static_cast<double>(p.advantages[t]) * path;
+        sums[k].denominator += path;
         ++k;
       }
     }
@@ -385,7 +418,7 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
       if (!tir) k = t - q.first;
       double b = 0.0;
       if (baseline && !(j == tail_member && k >= second_length)) {
-        b = num[k] / (den[k] + p.epsilon);
+        b = sums[k].numerator / (sums[k].denominator + p.epsilon);
       }
       p.advantages[t] = static_cast<float>(static_cast<double>(p.advantages[t]) - b);
       ++k;
