@@ -28,7 +28,7 @@ using advantages::Problem;
 using advantages::SequenceSummary;
 
 // A chunk of sequences is one set of lanes of the interleaved token pass.
-constexpr int64_t kSeqsPerChunk = 8;
+constexpr int64_t kSeqsPerChunk = simd_baseline::kRecurrenceLanes;
 constexpr int64_t kGroupsPerChunk = 2;
 // Below this much work per thread a call stays on fewer threads (common/parallel.h;
 // measured with `tirl bench --scaling-only`): the per-sequence and per-group passes (by
@@ -60,14 +60,18 @@ int64_t min_chunks_over(int64_t tokens, int64_t chunks, int64_t min_tokens) {
 // dependent multiply-adds (a latency per token), kSeqsPerChunk independent chains keep
 // the core busy. A full chunk runs its sequences' common length interleaved, each
 // sequence's remaining head after it on its own.
-template <class Step>
-void interleaved_token_pass(const SequenceSummary* q, int64_t first, int64_t count, Step step) {
+// `lanes` (recurrence_lanes of cpu/advantages_kernels.inc, or a function that runs none)
+// runs the first steps of a full chunk in vector lanes.
+static_assert(kSeqsPerChunk == simd_baseline::kRecurrenceLanes, "a chunk of sequences is one set of lanes");
+template <class Step, class Lanes>
+void interleaved_token_pass(const Problem& p, const SequenceSummary* q, int64_t first,
+                            int64_t count, Step step, Lanes lanes) {
   advantages::Recurrence r[kSeqsPerChunk];
   int64_t common = 0;
   if (count == kSeqsPerChunk) {
     common = q[0].end - q[0].begin;
     for (int64_t j = 1; j < kSeqsPerChunk; ++j) common = std::min(common, q[j].end - q[j].begin);
-    for (int64_t i = 0; i < common; ++i) {
+    for (int64_t i = lanes(p, q, first, common, r); i < common; ++i) {
 #pragma GCC unroll 8
       for (int64_t j = 0; j < kSeqsPerChunk; ++j) step(q[j], first + j, q[j].end - 1 - i, r[j]);
     }
@@ -187,26 +191,30 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
   } else {
     using advantages::Recurrence;
+    const auto lanes = TIRL_SIMD_SELECT(recurrence_lanes);
+    auto no_lanes = [](const Problem&, const SequenceSummary*, int64_t, int64_t, Recurrence*) {
+      return int64_t{0};
+    };
     auto body = [&](int64_t chunk) {
       const int64_t first = chunk * kSeqsPerChunk;
       const int64_t count = std::min(num_seqs - first, kSeqsPerChunk);
       const SequenceSummary* q = summary.data() + first;
       if (e == TIRL_ADV_REINFORCE_PLUS_PLUS) {
-        interleaved_token_pass(q, first, count, [&p](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
+        interleaved_token_pass(p, q, first, count, [&p](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
           advantages::reinforce_step(p, sq, s, t, r);
-        });
+        }, lanes);
       } else if (e == TIRL_ADV_GAE) {
-        interleaved_token_pass(q, first, count, [&p](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
+        interleaved_token_pass(p, q, first, count, [&p](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
           advantages::gae_step(p, sq, s, t, r);
-        });
+        }, lanes);
       } else if (p.token_rewards == nullptr) {
         for (int64_t s = first; s < first + count; ++s) reward_to_go_of_score(p, summary[s], s);
       } else {
         double baselines[kSeqsPerChunk];
         for (int64_t j = 0; j < count; ++j) baselines[j] = advantages::reward_to_go_baseline(p, first + j);
-        interleaved_token_pass(q, first, count, [&p, &baselines, first](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
+        interleaved_token_pass(p, q, first, count, [&p, &baselines, first](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
           advantages::reward_to_go_step(p, sq, s, t, baselines[s - first], r);
-        });
+        }, no_lanes);
       }
     };
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
