@@ -187,7 +187,15 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       advantages::outcome_group(p, summary.data(), member, count, alpha, seq_adv.data());
     });
   }
-  if (advantages::is_outcome(e)) {
+  // gdpo and reinforce_plus_plus_baseline: before whitening a masked-in token holds its
+  // sequence's advantage (token_pass's broadcast), so the whitening passes take that value
+  // from seq_adv a chunk at a time (broadcast_advantages), instead of one pass writing every
+  // token and two reading them back: the sums read the mask alone and the last pass writes
+  // each chunk once, while it is in cache.
+  const bool whiten_from_sequences = advantages::is_outcome(e) && advantages::is_whitened(e);
+  if (whiten_from_sequences) {
+    // No token pass.
+  } else if (advantages::is_outcome(e)) {
     over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
   } else {
     using advantages::Recurrence;
@@ -247,11 +255,31 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
     const auto masked_squared_deviations = TIRL_SIMD_SELECT(masked_squared_deviations);
     const auto whiten = TIRL_SIMD_SELECT(whiten);
+    const auto broadcast = TIRL_SIMD_SELECT(broadcast_advantages);
     std::vector<double> sums(static_cast<size_t>(chunks));
     std::vector<int64_t> counts(static_cast<size_t>(chunks));
+    // Chunk c of a problem whose advantages are those token_pass would have written, in the
+    // calling thread's buffer: tokens [c * kChunk, ...) as [0, ...), so the sums' lanes are
+    // the same.
+    auto chunk_from_sequences = [&](int64_t c, int64_t* tokens) {
+      thread_local float buffer[kChunk];
+      const int64_t first = c * kChunk;
+      *tokens = std::min(p.num_tokens, first + kChunk) - first;
+      broadcast(seq_offsets, num_seqs, seq_adv.data(), first, first + *tokens, buffer);
+      Problem q = p;
+      q.mask = p.mask + first;
+      q.advantages = buffer;
+      q.returns = nullptr;
+      return q;
+    };
     auto sum_body = [&](int64_t c) {
-      masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c],
-                             &counts[c]);
+      if (whiten_from_sequences) {
+        int64_t tokens = 0;
+        const Problem q = chunk_from_sequences(c, &tokens);
+        masked_sum(q, 0, tokens, &sums[c], &counts[c]);
+        return;
+      }
+      masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c], &counts[c]);
     };
     const int64_t whiten_min = min_chunks(kMinWhitenedPerThread, kChunk);
     parallel_for(chunks, sum_body, whiten_min);
@@ -263,15 +291,24 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     }
     const double mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
     auto squares_body = [&](int64_t c) {
-      sums[c] = masked_squared_deviations(p, c * kChunk,
-                                                      std::min(p.num_tokens, (c + 1) * kChunk), mean);
+      if (whiten_from_sequences) {
+        int64_t tokens = 0;
+        const Problem q = chunk_from_sequences(c, &tokens);
+        sums[c] = masked_squared_deviations(q, 0, tokens, mean);
+        return;
+      }
+      sums[c] = masked_squared_deviations(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
     };
     parallel_for(chunks, squares_body, whiten_min);
     double squares = 0.0;
     for (int64_t c = 0; c < chunks; ++c) squares += sums[c];
     const double inverse_std = advantages::whiten_inverse_std(count, squares);
     auto whiten_body = [&](int64_t c) {
-      whiten(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean, inverse_std);
+      const int64_t first = c * kChunk, last = std::min(p.num_tokens, first + kChunk);
+      if (whiten_from_sequences) {
+        broadcast(seq_offsets, num_seqs, seq_adv.data(), first, last, p.advantages + first);
+      }
+      whiten(p, first, last, mean, inverse_std);
     };
     parallel_for(chunks, whiten_body, whiten_min);
   }
