@@ -20,6 +20,25 @@
 namespace tirl {
 namespace {
 
+// Outcome estimators' values before whitening, from their sequence advantages (for the
+// whitening kernels of cpu/advantages_kernels.inc, which say more).
+struct SequenceValues {
+  const int32_t* seq_offsets;
+  int64_t num_seqs;
+  const double* seq_adv;
+  // The sequence holding token t, searched from `s` on (the last offset at or before t:
+  // empty sequences are skipped).
+  int64_t sequence_of(int64_t t, int64_t s) const {
+    while (seq_offsets[s + 1] <= t) ++s;
+    return s;
+  }
+  int64_t first_sequence(int64_t t) const {
+    return std::upper_bound(seq_offsets, seq_offsets + num_seqs + 1, t) - seq_offsets - 1;
+  }
+  float value(int64_t s) const { return static_cast<float>(seq_adv[s]); }
+};
+
+
 // The per-token loops run as vectors, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/advantages_kernels.inc"
 #include "common/simd_kernels.h"
@@ -255,28 +274,17 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
     const auto masked_squared_deviations = TIRL_SIMD_SELECT(masked_squared_deviations);
     const auto whiten = TIRL_SIMD_SELECT(whiten);
-    const auto broadcast = TIRL_SIMD_SELECT(broadcast_advantages);
+    const auto masked_sum_of_values = TIRL_SIMD_SELECT(masked_sum_of_values);
+    const auto masked_squared_deviations_of_values =
+        TIRL_SIMD_SELECT(masked_squared_deviations_of_values);
+    const auto whiten_values = TIRL_SIMD_SELECT(whiten_values);
+    const SequenceValues values{seq_offsets, num_seqs, seq_adv.data()};
     std::vector<double> sums(static_cast<size_t>(chunks));
     std::vector<int64_t> counts(static_cast<size_t>(chunks));
-    // Chunk c of a problem whose advantages are those token_pass would have written, in the
-    // calling thread's buffer: tokens [c * kChunk, ...) as [0, ...), so the sums' lanes are
-    // the same.
-    auto chunk_from_sequences = [&](int64_t c, int64_t* tokens) {
-      thread_local float buffer[kChunk];
-      const int64_t first = c * kChunk;
-      *tokens = std::min(p.num_tokens, first + kChunk) - first;
-      broadcast(seq_offsets, num_seqs, seq_adv.data(), first, first + *tokens, buffer);
-      Problem q = p;
-      q.mask = p.mask + first;
-      q.advantages = buffer;
-      q.returns = nullptr;
-      return q;
-    };
     auto sum_body = [&](int64_t c) {
       if (whiten_from_sequences) {
-        int64_t tokens = 0;
-        const Problem q = chunk_from_sequences(c, &tokens);
-        masked_sum(q, 0, tokens, &sums[c], &counts[c]);
+        masked_sum_of_values(p, values, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk),
+                             &sums[c], &counts[c]);
         return;
       }
       masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c], &counts[c]);
@@ -292,9 +300,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     const double mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
     auto squares_body = [&](int64_t c) {
       if (whiten_from_sequences) {
-        int64_t tokens = 0;
-        const Problem q = chunk_from_sequences(c, &tokens);
-        sums[c] = masked_squared_deviations(q, 0, tokens, mean);
+        sums[c] = masked_squared_deviations_of_values(
+            p, values, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
         return;
       }
       sums[c] = masked_squared_deviations(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
@@ -306,7 +313,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     auto whiten_body = [&](int64_t c) {
       const int64_t first = c * kChunk, last = std::min(p.num_tokens, first + kChunk);
       if (whiten_from_sequences) {
-        broadcast(seq_offsets, num_seqs, seq_adv.data(), first, last, p.advantages + first);
+        whiten_values(p, values, first, last, mean, inverse_std);
+        return;
       }
       whiten(p, first, last, mean, inverse_std);
     };
