@@ -9,6 +9,14 @@
 // boundaries depend on the sizes only, and a sequence's lanes on its tokens' positions,
 // so results are bitwise identical for any thread count. A sequence longer than a chunk
 // is walked by one thread: splitting one would need a second merge per value.
+// The kernels pass vectors of doubles between inline functions (and rollout_k of
+// math/rollout_correction.h); GCC notes that the ABI of such a call would differ from one
+// compiled for the vector's ISA, but every one is inlined into its path's kernel. Before
+// the includes: the note is given at the header's lines.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 #include <algorithm>
 #include <vector>
 

@@ -48,7 +48,10 @@ TIRL_HD inline double rollout_clamp(double x, double lo, double hi) {
 
 // The three divergence estimators of a rejection option, from the clamped log-ratio c
 // and rho = exp(c): k1 = -c, k2 = c^2 / 2, k3 = rho - 1 - c.
-TIRL_HD inline double rollout_k(int k, double c, double rho) {
+// A template so that the CPU's statistics lanes (cpu/rollout_correction_kernels.inc) take
+// it on whole vectors of tokens.
+template <class T>
+TIRL_HD inline T rollout_k(int k, T c, T rho) {
   return k == 1 ? -c : (k == 2 ? 0.5 * c * c : (rho - 1.0) - c);
 }
 
