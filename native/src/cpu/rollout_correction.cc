@@ -18,6 +18,7 @@
 #endif
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.h"

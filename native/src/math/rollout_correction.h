@@ -306,7 +306,8 @@ TIRL_HD inline RolloutRatio rollout_ratio(float logp, float rollout_logp) {
 
 // verl's k3_kl term e^d - d - 1 of one token, from d and e^d (unclamped: e^d is rho where
 // c = d, else ::exp(d)).
-TIRL_HD inline double rollout_k3_kl(double d, double exp_d) { return (exp_d - d) - 1.0; }
+template <class T>
+TIRL_HD inline T rollout_k3_kl(T d, T exp_d) { return (exp_d - d) - 1.0; }
 
 // ---------------------------------------------------------------- one sequence
 
