@@ -105,7 +105,8 @@ TIRL_HD inline double exp_bits_double(uint64_t bits) {
 // ln 2 in two parts (fdlibm's, whose high part has 32 trailing zero bits, so n ln2_hi is
 // exact), |r| <= ln2/2, and e^r = 1 + r P(r) by Taylor's series to r^13 (truncation below
 // 2e-16 relative), 2^n from n's bits. Within about 2 ulp of the correctly rounded value
-// (native/test/math_test.cc); e^0 = 1 exactly; NaN in, NaN out.
+// (native/test/math_test.cc: under 1.2 ulp over [-700, 700]); e^0 = 1 exactly; NaN in, NaN
+// out.
 TIRL_HD inline double exp_double_bounded(double x) {
   const double kRound = 6755399441055744.0;  // 1.5 * 2^52
   const double shifted = x * 1.4426950408889634 + kRound;
