@@ -1,7 +1,9 @@
 // advantages on the CPU: the passes of math/advantages.h over fixed chunks of sequences,
-// groups and tokens. Each pass is a sequential loop in a fixed order, so the result does not
-// depend on the thread count and equals the CUDA backend's. The front door
-// (api/advantages.cc) has checked the call and copied the index arrays.
+// groups and tokens, their per-token loops as AVX2/AVX-512 kernels (cpu/advantages_kernels.inc)
+// that compute the same operations in the same order. Chunking depends only on the sizes, so
+// the result does not depend on the thread count (and equals the CUDA backend's where both
+// evaluate the same formula unfused). The front door (api/advantages.cc) has checked the
+// call and copied the index arrays.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -37,7 +39,6 @@ struct SequenceValues {
   }
   float value(int64_t s) const { return static_cast<float>(seq_adv[s]); }
 };
-
 
 // The per-token loops run as vectors, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/advantages_kernels.inc"
@@ -208,9 +209,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   }
   // gdpo and reinforce_plus_plus_baseline: before whitening a masked-in token holds its
   // sequence's advantage (token_pass's broadcast), so the whitening passes take that value
-  // from seq_adv a chunk at a time (broadcast_advantages), instead of one pass writing every
-  // token and two reading them back: the sums read the mask alone and the last pass writes
-  // each chunk once, while it is in cache.
+  // from seq_adv (the *_of_values kernels), instead of one pass writing every token and two
+  // reading them back: the sums read the mask alone and the last pass writes each token once.
   const bool whiten_from_sequences = advantages::is_outcome(e) && advantages::is_whitened(e);
   if (whiten_from_sequences) {
     // No token pass.

@@ -236,7 +236,9 @@ TIRL_HD inline double path_variance(const Problem& p, int64_t t) {
 }
 
 // The backward recurrences of the token pass: one call per token, t from q.end - 1 down to
-// q.begin, `r` starting at {0, 0}. Each writes p.advantages[t] (and p.returns[t]).
+// q.begin, `r` starting at {0, 0}. Each writes p.advantages[t] (and p.returns[t]). The CPU
+// runs reinforce_step and gae_step on 8 sequences in vector lanes, operation for operation
+// (recurrence_lanes in cpu/advantages_kernels.inc: a change here is a change there).
 struct Recurrence {
   double running = 0.0;
   double next_value = 0.0;
@@ -477,7 +479,8 @@ inline Problem make_problem(const tirl_advantages_inputs& in, int64_t num_tokens
                  returns};
 }
 
-// Whitening statistics: partial sums over tokens [first, last), combined in chunk order.
+// Whitening statistics: partial sums over tokens [first, last), combined in chunk order
+// (vector forms: masked_sum and friends in cpu/advantages_kernels.inc).
 // Within a chunk, token first + i adds to partial sum i % kWhitenLanes and the partial sums
 // are added in lane order at the end (add_lanes), so that a CPU vector of kWhitenLanes
 // doubles (cpu/advantages_kernels.inc) computes these very sums, without a dependent add
