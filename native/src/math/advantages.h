@@ -439,15 +439,22 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
       subtract_baseline(p, to, q.end, nullptr);
       continue;
     }
+    // tir: column k is the member's k-th masked-in token; a run of masked-in tokens takes
+    // consecutive columns (B below zero_from, 0 from there), a masked-out run 0.
     int64_t k = 0;
-    for (int64_t t = q.begin; t < q.end; ++t) {
+    for (int64_t t = q.begin; t < q.end;) {
+      int64_t stop = t + 1;
       if (p.mask[t] == 0) {
-        p.advantages[t] = 0.0f;
-        continue;
+        while (stop < q.end && p.mask[stop] == 0) ++stop;
+        subtract_baseline(p, t, stop, nullptr);
+      } else {
+        while (stop < q.end && p.mask[stop] != 0) ++stop;
+        const int64_t with_b = k >= zero_from ? t : zero_from - k < stop - t ? t + (zero_from - k) : stop;
+        subtract_baseline(p, t, with_b, sums + k);
+        subtract_baseline(p, with_b, stop, nullptr);
+        k += stop - t;
       }
-      const double b = k < zero_from ? sums[k].numerator : 0.0;  // B_k
-      p.advantages[t] = static_cast<float>(static_cast<double>(p.advantages[t]) - b);
-      ++k;
+      t = stop;
     }
   }
 }
