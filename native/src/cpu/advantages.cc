@@ -20,6 +20,25 @@
 namespace tirl {
 namespace {
 
+// Outcome estimators' values before whitening, from their sequence advantages (for the
+// whitening kernels of cpu/advantages_kernels.inc, which say more).
+struct SequenceValues {
+  const int32_t* seq_offsets;
+  int64_t num_seqs;
+  const double* seq_adv;
+  // The sequence holding token t, searched from `s` on (the last offset at or before t:
+  // empty sequences are skipped).
+  int64_t sequence_of(int64_t t, int64_t s) const {
+    while (seq_offsets[s + 1] <= t) ++s;
+    return s;
+  }
+  int64_t first_sequence(int64_t t) const {
+    return std::upper_bound(seq_offsets, seq_offsets + num_seqs + 1, t) - seq_offsets - 1;
+  }
+  float value(int64_t s) const { return static_cast<float>(seq_adv[s]); }
+};
+
+
 // The per-token loops run as vectors, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/advantages_kernels.inc"
 #include "common/simd_kernels.h"
@@ -187,7 +206,15 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       advantages::outcome_group(p, summary.data(), member, count, alpha, seq_adv.data());
     });
   }
-  if (advantages::is_outcome(e)) {
+  // gdpo and reinforce_plus_plus_baseline: before whitening a masked-in token holds its
+  // sequence's advantage (token_pass's broadcast), so the whitening passes take that value
+  // from seq_adv a chunk at a time (broadcast_advantages), instead of one pass writing every
+  // token and two reading them back: the sums read the mask alone and the last pass writes
+  // each chunk once, while it is in cache.
+  const bool whiten_from_sequences = advantages::is_outcome(e) && advantages::is_whitened(e);
+  if (whiten_from_sequences) {
+    // No token pass.
+  } else if (advantages::is_outcome(e)) {
     over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
   } else {
     using advantages::Recurrence;
@@ -247,11 +274,20 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
     const auto masked_squared_deviations = TIRL_SIMD_SELECT(masked_squared_deviations);
     const auto whiten = TIRL_SIMD_SELECT(whiten);
+    const auto masked_sum_of_values = TIRL_SIMD_SELECT(masked_sum_of_values);
+    const auto masked_squared_deviations_of_values =
+        TIRL_SIMD_SELECT(masked_squared_deviations_of_values);
+    const auto whiten_values = TIRL_SIMD_SELECT(whiten_values);
+    const SequenceValues values{seq_offsets, num_seqs, seq_adv.data()};
     std::vector<double> sums(static_cast<size_t>(chunks));
     std::vector<int64_t> counts(static_cast<size_t>(chunks));
     auto sum_body = [&](int64_t c) {
-      masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c],
-                             &counts[c]);
+      if (whiten_from_sequences) {
+        masked_sum_of_values(p, values, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk),
+                             &sums[c], &counts[c]);
+        return;
+      }
+      masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c], &counts[c]);
     };
     const int64_t whiten_min = min_chunks(kMinWhitenedPerThread, kChunk);
     parallel_for(chunks, sum_body, whiten_min);
@@ -263,15 +299,24 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     }
     const double mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
     auto squares_body = [&](int64_t c) {
-      sums[c] = masked_squared_deviations(p, c * kChunk,
-                                                      std::min(p.num_tokens, (c + 1) * kChunk), mean);
+      if (whiten_from_sequences) {
+        sums[c] = masked_squared_deviations_of_values(
+            p, values, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
+        return;
+      }
+      sums[c] = masked_squared_deviations(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
     };
     parallel_for(chunks, squares_body, whiten_min);
     double squares = 0.0;
     for (int64_t c = 0; c < chunks; ++c) squares += sums[c];
     const double inverse_std = advantages::whiten_inverse_std(count, squares);
     auto whiten_body = [&](int64_t c) {
-      whiten(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean, inverse_std);
+      const int64_t first = c * kChunk, last = std::min(p.num_tokens, first + kChunk);
+      if (whiten_from_sequences) {
+        whiten_values(p, values, first, last, mean, inverse_std);
+        return;
+      }
+      whiten(p, first, last, mean, inverse_std);
     };
     parallel_for(chunks, whiten_body, whiten_min);
   }
