@@ -1,7 +1,9 @@
 // advantages on the CPU: the passes of math/advantages.h over fixed chunks of sequences,
-// groups and tokens. Each pass is a sequential loop in a fixed order, so the result does not
-// depend on the thread count and equals the CUDA backend's. The front door
-// (api/advantages.cc) has checked the call and copied the index arrays.
+// groups and tokens, their per-token loops as AVX2/AVX-512 kernels (cpu/advantages_kernels.inc)
+// that compute the same operations in the same order. Chunking depends only on the sizes, so
+// the result does not depend on the thread count (and equals the CUDA backend's where both
+// evaluate the same formula unfused). The front door (api/advantages.cc) has checked the
+// call and copied the index arrays.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -37,7 +39,6 @@ struct SequenceValues {
   }
   float value(int64_t s) const { return static_cast<float>(seq_adv[s]); }
 };
-
 
 // The per-token loops run as vectors, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/advantages_kernels.inc"
@@ -208,10 +209,35 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   }
   // gdpo and reinforce_plus_plus_baseline: before whitening a masked-in token holds its
   // sequence's advantage (token_pass's broadcast), so the whitening passes take that value
-  // from seq_adv a chunk at a time (broadcast_advantages), instead of one pass writing every
-  // token and two reading them back: the sums read the mask alone and the last pass writes
-  // each chunk once, while it is in cache.
+  // from seq_adv (the *_of_values kernels), instead of one pass writing every token and two
+  // reading them back: the sums read the mask alone and the last pass writes each token once.
   const bool whiten_from_sequences = advantages::is_outcome(e) && advantages::is_whitened(e);
+  // The whitening sums, per chunk of kChunk tokens. gae and reinforce_plus_plus sum a token
+  // chunk that lies within one chunk of sequences right after their token pass wrote it,
+  // while it is in cache (summed[c]); the whitening sums the others. Which chunk is summed
+  // where depends on the sizes only, and each is the same masked_sum.
+  constexpr int64_t kChunk = advantages::kTokensPerChunk;
+  const int64_t token_chunks = chunk_count(p.num_tokens, kChunk);
+  const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
+  const bool sums_in_token_pass = e == TIRL_ADV_REINFORCE_PLUS_PLUS || e == TIRL_ADV_GAE;
+  std::vector<double> sums;
+  std::vector<int64_t> counts;
+  std::vector<uint8_t> summed;
+  if (advantages::is_whitened(e)) {
+    sums.resize(static_cast<size_t>(token_chunks));
+    counts.resize(static_cast<size_t>(token_chunks));
+    summed.assign(static_cast<size_t>(token_chunks), 0);
+  }
+  // Sums the token chunks within tokens [begin, end) (those starting at or after begin).
+  auto sum_chunks_within = [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin / kChunk + (begin % kChunk != 0); c * kChunk < end; ++c) {
+      const int64_t last = std::min(p.num_tokens, (c + 1) * kChunk);
+      if (last > end) break;
+      masked_sum(p, c * kChunk, last, &sums[c], &counts[c]);
+      summed[c] = 1;
+    }
+  };
+
   if (whiten_from_sequences) {
     // No token pass.
   } else if (advantages::is_outcome(e)) {
@@ -243,6 +269,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
           advantages::reward_to_go_step(p, sq, s, t, baselines[s - first], r);
         }, no_lanes);
       }
+      if (sums_in_token_pass) sum_chunks_within(seq_offsets[first], seq_offsets[first + count]);
     };
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
     parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
@@ -269,9 +296,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   }
 
   if (advantages::is_whitened(e)) {
-    constexpr int64_t kChunk = advantages::kTokensPerChunk;
-    const int64_t chunks = chunk_count(p.num_tokens, kChunk);
-    const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
+    const int64_t chunks = token_chunks;
     const auto masked_squared_deviations = TIRL_SIMD_SELECT(masked_squared_deviations);
     const auto whiten = TIRL_SIMD_SELECT(whiten);
     const auto masked_sum_of_values = TIRL_SIMD_SELECT(masked_sum_of_values);
@@ -279,9 +304,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
         TIRL_SIMD_SELECT(masked_squared_deviations_of_values);
     const auto whiten_values = TIRL_SIMD_SELECT(whiten_values);
     const SequenceValues values{seq_offsets, num_seqs, seq_adv.data()};
-    std::vector<double> sums(static_cast<size_t>(chunks));
-    std::vector<int64_t> counts(static_cast<size_t>(chunks));
     auto sum_body = [&](int64_t c) {
+      if (summed[c] != 0) return;
       if (whiten_from_sequences) {
         masked_sum_of_values(p, values, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk),
                              &sums[c], &counts[c]);

@@ -236,7 +236,9 @@ TIRL_HD inline double path_variance(const Problem& p, int64_t t) {
 }
 
 // The backward recurrences of the token pass: one call per token, t from q.end - 1 down to
-// q.begin, `r` starting at {0, 0}. Each writes p.advantages[t] (and p.returns[t]).
+// q.begin, `r` starting at {0, 0}. Each writes p.advantages[t] (and p.returns[t]). The CPU
+// runs reinforce_step and gae_step on 8 sequences in vector lanes, operation for operation
+// (recurrence_lanes in cpu/advantages_kernels.inc: a change here is a change there).
 struct Recurrence {
   double running = 0.0;
   double next_value = 0.0;
@@ -437,15 +439,22 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
       subtract_baseline(p, to, q.end, nullptr);
       continue;
     }
+    // tir: column k is the member's k-th masked-in token; a run of masked-in tokens takes
+    // consecutive columns (B below zero_from, 0 from there), a masked-out run 0.
     int64_t k = 0;
-    for (int64_t t = q.begin; t < q.end; ++t) {
+    for (int64_t t = q.begin; t < q.end;) {
+      int64_t stop = t + 1;
       if (p.mask[t] == 0) {
-        p.advantages[t] = 0.0f;
-        continue;
+        while (stop < q.end && p.mask[stop] == 0) ++stop;
+        subtract_baseline(p, t, stop, nullptr);
+      } else {
+        while (stop < q.end && p.mask[stop] != 0) ++stop;
+        const int64_t with_b = k >= zero_from ? t : zero_from - k < stop - t ? t + (zero_from - k) : stop;
+        subtract_baseline(p, t, with_b, sums + k);
+        subtract_baseline(p, with_b, stop, nullptr);
+        k += stop - t;
       }
-      const double b = k < zero_from ? sums[k].numerator : 0.0;  // B_k
-      p.advantages[t] = static_cast<float>(static_cast<double>(p.advantages[t]) - b);
-      ++k;
+      t = stop;
     }
   }
 }
@@ -477,7 +486,8 @@ inline Problem make_problem(const tirl_advantages_inputs& in, int64_t num_tokens
                  returns};
 }
 
-// Whitening statistics: partial sums over tokens [first, last), combined in chunk order.
+// Whitening statistics: partial sums over tokens [first, last), combined in chunk order
+// (vector forms: masked_sum and friends in cpu/advantages_kernels.inc).
 // Within a chunk, token first + i adds to partial sum i % kWhitenLanes and the partial sums
 // are added in lane order at the end (add_lanes), so that a CPU vector of kWhitenLanes
 // doubles (cpu/advantages_kernels.inc) computes these very sums, without a dependent add
