@@ -319,15 +319,16 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
   const uint64_t first_threshold =
       low > 0 && margin < low ? static_cast<uint64_t>(margin / low * 18446744073709551616.0) : kAll;
   using Pick = std::pair<uint64_t, int64_t>;  // (key, token)
-  const auto window = TIRL_SIMD_SELECT(clip_cov_window);
+  const auto hits = TIRL_SIMD_SELECT(clip_cov_hits);
   auto collect = [&](uint64_t threshold) {
     return collect_hits<Pick>(in, [&](int64_t b, int64_t count, std::vector<Pick>& out) {
       int32_t index[kTokensPerBlock];
-      const int64_t n = window(in.logp + b, in.advantages + b, in.mask + b, count, m.logp, m.advantage, lb, ub, index);
+      uint64_t keys[kTokensPerBlock];
+      const int64_t n = hits(in.logp + b, in.advantages + b, in.mask + b, b, count, m.logp, m.advantage,
+                             lb, ub, seed_key, threshold, index, keys);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t t = b + index[i];
-        const uint64_t key = pick_key(seed_key, static_cast<uint64_t>(t));
-        if (key <= threshold && candidate(t)) out.emplace_back(key, t);
+        if (candidate(t)) out.emplace_back(keys[i], t);
       }
     });
   };
