@@ -50,6 +50,8 @@ export function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, s
     title: `advantages '${estimator}', ${numSeqs} sequences × ${seqLen}${estimator === 'gae' || estimator === 'reinforce_plus_plus' || estimator === 'remax' ? '' : ` (groups of ${GROUP_SIZE})`}`,
     sizes,
     bytes: perToken * tokens + 8 * numSeqs + 4,
+    // Issue 20: the estimators join the bench with groupAdvantages' target.
+    bandwidthTarget: 0.6,
     byteModel: estimator === 'gae'
       ? '9 B/token (mask, values read; advantage written) + 8 B/sequence (reward, offset)'
       : otb

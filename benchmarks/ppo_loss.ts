@@ -109,7 +109,7 @@ const LOSS_OPTIONS: Record<Exclude<PolicyLoss, 'vanilla'>, Partial<PpoLossOption
   bypass_mode: { lossType: 'reinforce', rolloutIs: 'sequence', rolloutIsThreshold: 2 },
 };
 
-function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
+export function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
   const own = LOSS_OPTIONS[policyLoss];
   return {
@@ -118,6 +118,8 @@ function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSeqs: num
     title: `ppoLoss '${policyLoss}' forward+grad, ${numSeqs}×${seqLen} tokens`,
     sizes,
     bytes: 17 * tokens + 4 * (numSeqs + 1),
+    // Issue 20: the losses added after ppoLoss join the bench with its target.
+    bandwidthTarget: 0.7,
     byteModel: '17 B/token: logp, oldLogp, advantages read (4 B each), mask (1 B), grad written (4 B); + offsets',
     torch: {
       op: 'policyLoss',

@@ -17,6 +17,8 @@ export function rolloutCorrectionCase(numSeqs: number, seqLen: number, sizes: Si
     title: `rolloutCorrection, ${numSeqs}×${seqLen} tokens, token TIS + seq_mean_k3 rejection`,
     sizes,
     bytes: 14 * tokens + 4 * numSeqs + 4,
+    // Issue 20: rollout correction joins the bench with the other ops' 60% target.
+    bandwidthTarget: 0.6,
     byteModel: '14 B/token (logp, rolloutLogp, mask read; weights, mask written) + 4 B/sequence (offset)',
     torch: { op: 'rolloutCorrection', params: { numSeqs, seqLen } },
     setup() {

@@ -5,13 +5,13 @@
  * kernel library must not lose time by parallelising: the sweep is what tunes each op's
  * minimum work per thread (`native/src/cpu/<op>.cc`) and what shows it holds.
  */
-import { setThreads } from '../lib/index.js';
+import { ADVANTAGE_ESTIMATORS, POLICY_LOSSES, setThreads, type PolicyLoss } from '../lib/index.js';
 import { advantagesCase } from './advantages.js';
 import { dpoCase } from './dpo_loss.js';
 import { feedbackMaskCase } from './feedback_mask.js';
 import { groupCase, groupIdsCase } from './group_advantages.js';
 import type { BenchCase, Peer, Progress } from './harness.js';
-import { ppoCase } from './ppo_loss.js';
+import { policyLossCase, ppoCase } from './ppo_loss.js';
 import { rolloutCorrectionCase } from './rollout_correction.js';
 import { sequenceCase } from './sequence_logprobs.js';
 import { tokenLogprobsCase } from './token_logprobs.js';
@@ -41,15 +41,18 @@ function byBatch(make: (numSeqs: number, seqLen: number) => BenchCase): ScalingE
   return BATCHES.map(([numSeqs, seqLen], i) => ({ size: SIZES[i], benchCase: make(numSeqs, seqLen) }));
 }
 
-/** The sweep's cases, in report order. */
+const OTHER_LOSSES = POLICY_LOSSES.filter((l): l is Exclude<PolicyLoss, 'vanilla'> => l !== 'vanilla');
+
+/** The sweep's cases, in report order: every op, every policy loss and every estimator. */
 export function scalingCases(): ScalingEntry[] {
   return [
     ...byBatch((s, l) => ppoCase(s, l, false, ['full'])),
+    ...OTHER_LOSSES.flatMap((loss) => byBatch((s, l) => policyLossCase(loss, s, l, ['full']))),
     ...bySize((t) => tokenLogprobsCase(t, 32_000, 'f32', false, ['full']), tokens(4, 64, 1024)),
     ...bySize((t) => tokenLogprobsCase(t, 32_000, 'bf16', false, ['full']), tokens(4, 64, 1024)),
     ...bySize((n) => groupCase(n), tokens(64, 4096, 65_536)),
     ...bySize((n) => groupIdsCase(n), tokens(64, 4096, 65_536)),
-    ...byBatch((s, l) => advantagesCase('grpo', s, l, ['full'])),
+    ...ADVANTAGE_ESTIMATORS.flatMap((estimator) => byBatch((s, l) => advantagesCase(estimator, s, l, ['full']))),
     ...bySize((n) => dpoCase(n), tokens(64, 4096, 65_536)),
     ...byBatch((s, l) => feedbackMaskCase(s, l, ['full'])),
     ...byBatch((s, l) => sequenceCase(s, l, false, ['full'])),
@@ -66,14 +69,15 @@ export interface ScalingRow {
   /** Best ms per call over the rounds, on one thread and on `threads`. */
   oneThreadMs: number;
   threadsMs: number;
-  /**
-   * oneThreadMs / threadsMs: each side's least disturbed sample. On a shared machine a
-   * burst of load slows single samples by 20% and more (two rounds of the same code path
-   * then differ by that much); the best of 15 is the time the call takes when it gets its
-   * cores, which is what the thread policy decides.
-   */
+  /** oneThreadMs / threadsMs: each side's least disturbed sample. */
   ratio: number;
-  /** The median over rounds of (1-thread time / `threads` time) within one round. */
+  /**
+   * The median over rounds of (1-thread time / `threads` time) within one round: the
+   * verdict. The two sides of a round run back to back, so a burst of load on the shared
+   * machine slows both or neither, and the median ignores the rounds it split. `ratio`
+   * compares two extremes instead (each side's one least disturbed sample of 15) and moved
+   * by ±15% between runs of the same code where neither side used a second thread.
+   */
   pairedRatio: number;
   rounds: number;
 }

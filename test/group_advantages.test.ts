@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 
 import { groupAdvantages, groupAdvantagesAsync, info, setThreads } from '../lib/index.js';
@@ -7,6 +9,49 @@ import { assertBitwiseEqual, assertClose, checkBadInputs, detached, Random } fro
 
 function contiguousIds(b: number, groupSize: number): Int32Array {
   return Int32Array.from({ length: b }, (_, i) => Math.floor(i / groupSize));
+}
+
+const CHILD = 'TIRL_GROUP_ADVANTAGES_TEST_CHILD';
+
+/**
+ * Groups of 8 by groupSize (the blocked SIMD paths: software-pipelined 8x8 blocks, the
+ * division by 7 without the divider) against the same groups by ids (normalized one group
+ * at a time with plain divisions), bit for bit: normal rewards, rounded ones, zero-variance
+ * groups, NaN, Inf, -0, and groups at every magnitude a float reaches (subnormal to 1e38).
+ */
+function checkGroupsOf8Bits(): void {
+  // 4,096 + 17 * 64 + 8 rewards: a chunk of 64 blocks of 64 rewards (four pipelined runs
+  // of 16), a chunk of 17 blocks (16 and 1) and one lone group. The ids path (a group id
+  // per reward, shuffled groups) normalizes one group at a time.
+  const rng = new Random(8);
+  const b = 4096 + 17 * 64 + 8;
+  const rewards = rng.normals(b, 40);
+  for (let i = 0; i < b; i += 97) rewards[i] = Math.round(rewards[i]);
+  rewards.fill(3, 512, 520); // zero variance
+  rewards.fill(0, 1024, 1032); // zero variance at 0: denominator 0 with epsilon 0
+  rewards[1500] = NaN;
+  rewards[1600] = Infinity;
+  rewards[1700] = -Infinity;
+  rewards[1800] = -0;
+  for (let g = 0; g < 84; g++) {
+    // Group 256 + g at magnitude 10^(g - 45): sums of squares from 1e-90 to 1e76.
+    for (let k = 0; k < 8; k++) rewards[2048 + 8 * g + k] = rng.normals(1, 1)[0] * 10 ** (g - 45);
+  }
+  const order = Array.from({ length: b / 8 }, (_, g) => g).reverse();
+  const perm = Int32Array.from(order.flatMap((g) => Array.from({ length: 8 }, (_, k) => 8 * g + k)));
+  const moved = Float32Array.from(perm, (p) => rewards[p]);
+  const ids = Int32Array.from(perm, (p) => p >> 3);
+  for (const opts of [{}, { epsilon: 0 }, { scaleByStd: false }, { epsilon: 0.5 }]) {
+    const contiguous = groupAdvantages({ rewards, groupSize: 8, ...opts });
+    const byIds = groupAdvantages({ rewards: moved, groupIds: ids, ...opts });
+    assertBitwiseEqual(byIds, Float32Array.from(perm, (p) => contiguous[p]), `groups of 8 ${JSON.stringify(opts)}`);
+  }
+}
+
+if (process.env[CHILD]) {
+  checkGroupsOf8Bits();
+  process.stdout.write(info().simd);
+  process.exit(0);
 }
 
 describe('groupAdvantages', () => {
@@ -79,26 +124,19 @@ describe('groupAdvantages', () => {
   });
 
   it('gives groups of 8 (the blocked SIMD paths) the bits of one group at a time, edge values included', () => {
-    // 4,096 + 64 + 8 rewards: 256-reward blocks, one 64-reward block, one lone group. The
-    // ids path (a group id per reward, shuffled groups) normalizes one group at a time.
-    const rng = new Random(8);
-    const b = 4096 + 64 + 8;
-    const rewards = rng.normals(b, 40);
-    for (let i = 0; i < b; i += 97) rewards[i] = Math.round(rewards[i]);
-    rewards.fill(3, 512, 520); // zero variance
-    rewards.fill(0, 1024, 1032); // zero variance at 0: denominator 0 with epsilon 0
-    rewards[1500] = NaN;
-    rewards[1600] = Infinity;
-    rewards[1700] = -Infinity;
-    rewards[1800] = -0;
-    const order = Array.from({ length: b / 8 }, (_, g) => g).reverse();
-    const perm = Int32Array.from(order.flatMap((g) => Array.from({ length: 8 }, (_, k) => 8 * g + k)));
-    const moved = Float32Array.from(perm, (p) => rewards[p]);
-    const ids = Int32Array.from(perm, (p) => p >> 3);
-    for (const opts of [{}, { epsilon: 0 }, { scaleByStd: false }, { epsilon: 0.5 }]) {
-      const contiguous = groupAdvantages({ rewards, groupSize: 8, ...opts });
-      const byIds = groupAdvantages({ rewards: moved, groupIds: ids, ...opts });
-      assertBitwiseEqual(byIds, Float32Array.from(perm, (p) => contiguous[p]), `groups of 8 ${JSON.stringify(opts)}`);
+    checkGroupsOf8Bits();
+  });
+
+  it('gives groups of 8 those bits on the avx2 and baseline paths too', () => {
+    // Each path in a child process (TIRL_SIMD is read once per process). The avx2 path
+    // divides by 7 without the divider (cpu/group_advantages_divide.h); a CPU that lacks a
+    // path runs the widest it has, checked all the same.
+    for (const path of ['avx2', 'baseline']) {
+      const ran = execFileSync(process.execPath, [fileURLToPath(import.meta.url)], {
+        env: { ...process.env, [CHILD]: '1', TIRL_SIMD: path },
+        encoding: 'utf8',
+      });
+      assert.ok(ran.length > 0, `TIRL_SIMD=${path}`);
     }
   });
 

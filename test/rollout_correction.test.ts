@@ -127,6 +127,31 @@ describe('rolloutCorrection', () => {
     }
   });
 
+  it('matches the reference on long sequences (many blocks and lanes of the CPU walk), every mode', () => {
+    // Sequences up to 3000 tokens: the CPU walks 256-token blocks in 8 (AVX-512) or 4 / 2
+    // lanes; a clamped log-ratio and a NaN deep inside take its rare paths.
+    const rng = new Random(31);
+    const batch = randomBatch(rng, 12, 3000, 0.2);
+    const t = batch.seqOffsets[3] + 1000;
+    batch.rolloutLogp[t] = batch.logp[t] - 25; // d = 25: clamped to 20
+    batch.mask[t] = 1;
+    for (const [rolloutIs, rolloutRs, threshold, band] of [
+      ['token', ['token_k1', 'token_k3', 'seq_max_k3'], [1.3, 0.02, 0.5], {}],
+      ['token', ['seq_mean_k3'], [0.01], { rolloutIsThresholdLower: 0.5 }],
+      ['sequence', ['seq_sum_k2', 'token_k2'], [40, 0.02], {}],
+      ['none', ['seq_mean_k1', 'seq_max_k2'], [1.05, 0.2], {}],
+    ] as const) {
+      const options = { ...batch, rolloutIs, rolloutRs: [...rolloutRs], rolloutRsThreshold: [...threshold], ...band };
+      check(options, `long ${rolloutIs} ${rolloutRs.join(',')}`);
+      const poisoned = { ...options, logp: batch.logp.slice() };
+      poisoned.logp[batch.seqOffsets[5] + 700] = NaN;
+      poisoned.logp[batch.seqOffsets[5] + 701] = NaN;
+      poisoned.mask = batch.mask.slice();
+      poisoned.mask[batch.seqOffsets[5] + 700] = 1;
+      check(poisoned, `long ${rolloutIs} with NaN`);
+    }
+  });
+
   it('handles empty batches, empty and fully masked sequences', () => {
     const options = { rolloutIs: 'token' as const, rolloutRs: ALL_OPTIONS, rolloutRsThreshold: 1 };
     const empty = { logp: new Float32Array(0), rolloutLogp: new Float32Array(0), mask: new Uint8Array(0) };

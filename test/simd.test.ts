@@ -14,6 +14,8 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import {
+  ADVANTAGE_ESTIMATORS,
+  advantages as estimate,
   dpoLoss,
   feedbackMask,
   groupAdvantages,
@@ -107,7 +109,49 @@ function runOps(): Outputs {
     bad[at + 1] = 9;
     out[`feedbackMask first bad role near ${at}`] = firstBadRole(() => feedbackMask({ roles: bad, seqOffsets }));
   }
+  // Every advantage estimator on 21 sequences of 0 to 300 tokens (two full chunks of 8
+  // sequences, whose recurrences run in vector lanes, and a partial one with an empty sequence; lengths unequal so
+  // that each lane has a remainder), groups of 3, sequence scores and token rewards.
+  const lengths = Array.from({ length: 21 }, (_, s) => (s === 20 ? 0 : random.int(1, 301)));
+  const advOffsets = Int32Array.from([0, ...lengths.map(((sum) => (x: number) => (sum += x))(0))]);
+  const advTokens = advOffsets[advOffsets.length - 1]!;
+  const advMask = new Uint8Array(advTokens).map(() => (random.next() < 0.7 ? 1 : 0));
+  const scores = random.normals(21 * 2);
+  const tokenRewards = random.normals(advTokens);
+  const sumPiSquared = logp.subarray(0, advTokens).map((lp) => Math.exp(2 * lp) + 0.1 * random.next());
+  for (const estimator of ADVANTAGE_ESTIMATORS) {
+    const grouped = !['reinforce_plus_plus', 'remax', 'gae'].includes(estimator);
+    const tokenLevel = ['reinforce_plus_plus', 'remax', 'gae'].includes(estimator);
+    for (const rewards of tokenLevel ? ['scores', 'token rewards'] : ['scores']) {
+      const r = estimate({
+        estimator,
+        ...(rewards === 'scores' ? { rewards: scores.subarray(0, estimator === 'gdpo' ? 42 : 21) } : { tokenRewards }),
+        mask: advMask,
+        seqOffsets: advOffsets,
+        ...(grouped ? { groupSize: 3 } : {}),
+        ...(estimator === 'gdpo' ? { rewardWeights: Float32Array.of(1, 0.5) } : {}),
+        ...(estimator === 'gae' ? { values: logp.subarray(0, advTokens), gamma: 0.9, lam: 0.8 } : {}),
+        ...(estimator === 'reinforce_plus_plus' ? { gamma: 0.95 } : {}),
+        ...(estimator === 'remax' ? { rewardBaselines: advantages.subarray(0, 21) } : {}),
+        ...(estimator.endsWith('optimal_token_baseline')
+          ? { oldLogp: logp.subarray(0, advTokens), sumPiSquared }
+          : {}),
+        withReturns: true,
+      });
+      out[`advantages ${estimator} ${rewards} advantages`] = r.advantages;
+      out[`advantages ${estimator} ${rewards} returns`] = r.returns!;
+    }
+  }
   return out;
+}
+
+/**
+ * Outputs every path computes with the same operations in the same order (no fused
+ * multiply-add anywhere), so bitwise the same: the advantage estimators but the
+ * optimal-token baselines (whose path variance's exp may fuse).
+ */
+function bitwiseAcrossPaths(key: string): boolean {
+  return key.startsWith('advantages ') && !key.includes('optimal_token_baseline');
 }
 
 /** The index in `roles[i] = ...` of the RangeError that `call` throws (-1 if none). */
@@ -196,7 +240,9 @@ if (process.env[CHILD]) {
         }
         for (const [key, expected] of Object.entries(baseline.outputs)) {
           const actual = run.outputs[key];
-          if (expected instanceof Float32Array || typeof expected === 'number') {
+          if (bitwiseAcrossPaths(key) && typeof expected !== 'number') {
+            assertBitwiseEqual(actual as typeof expected, expected, `${path} ${key}`);
+          } else if (expected instanceof Float32Array || typeof expected === 'number') {
             // An absolute floor scaled to the array: gradients of tokenLogprobs are ~1/V
             // but reach ~1 at the label, and the entropy term cancels near its zeros.
             const scale = typeof expected === 'number' ? Math.abs(expected)

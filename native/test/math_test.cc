@@ -104,11 +104,41 @@ void check_exp() {
   std::printf("exp_any: worst %.3f ulp at %a\n", worst, worst_x);
 }
 
+// exp_double_bounded against long double expl (64-bit mantissa on x86, an independent and
+// more precise reference): 2^20 evenly spaced points of [-20, 20] (the range rolloutCorrection
+// uses) and 2^16 of [-700, 700]; e^0 = 1 exactly; NaN in, NaN out.
+void check_exp_double() {
+  double worst = 0, worst_x = 0;
+  auto check = [&](double x) {
+    const double got = tirl::exp_double_bounded(x);
+    const long double want = expl(static_cast<long double>(x));
+    int exponent = 0;
+    std::frexp(static_cast<double>(want), &exponent);
+    const long double ulp = std::ldexp(1.0L, exponent - 53);
+    const double error = static_cast<double>(fabsl(static_cast<long double>(got) - want) / ulp);
+    if (error > worst) {
+      worst = error;
+      worst_x = x;
+    }
+    if (!(error <= 2.0) && ++failures <= 20) {
+      std::printf("FAIL exp_double_bounded within 2 ulp at x = %a: got %a (%.3f ulp)\n", x, got, error);
+    }
+  };
+  for (int i = 0; i <= (1 << 20); ++i) check(-20.0 + 40.0 * i / (1 << 20));
+  for (int i = 0; i <= (1 << 16); ++i) check(-700.0 + 1400.0 * i / (1 << 16));
+  if (tirl::exp_double_bounded(0.0) != 1.0 && ++failures <= 20) std::printf("FAIL exp_double_bounded(0) != 1\n");
+  if (!std::isnan(tirl::exp_double_bounded(std::numeric_limits<double>::quiet_NaN())) && ++failures <= 20) {
+    std::printf("FAIL exp_double_bounded(NaN) is not NaN\n");
+  }
+  std::printf("exp_double_bounded: worst %.3f ulp at %a\n", worst, worst_x);
+}
+
 }  // namespace
 
 int main() {
   check_log();
   check_exp();
+  check_exp_double();
   if (failures > 0) {
     std::printf("%d failures\n", failures);
     return 1;

@@ -7,18 +7,28 @@
 #include <numeric>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "common/error.h"
 #include "common/parallel.h"
+#include "common/simd.h"
 #include "cpu/ops.h"
 #include "math/advantages.h"
 
 namespace tirl {
 namespace {
 
+// The per-token loops run as vectors, compiled once per SIMD path (common/simd.h).
+#define TIRL_SIMD_KERNELS "cpu/advantages_kernels.inc"
+#include "common/simd_kernels.h"
+
 using advantages::Problem;
 using advantages::SequenceSummary;
 
-constexpr int64_t kSeqsPerChunk = 4;
+// A chunk of sequences is one set of lanes of the interleaved token pass.
+constexpr int64_t kSeqsPerChunk = simd_baseline::kRecurrenceLanes;
 constexpr int64_t kGroupsPerChunk = 2;
 // Below this much work per thread a call stays on fewer threads (common/parallel.h;
 // measured with `tirl bench --scaling-only`): the per-sequence and per-group passes (by
@@ -40,6 +50,69 @@ bool broadcast_only(tirl_advantage_estimator e) {
 // min_chunks_per_thread for `chunks` chunks over `tokens` tokens.
 int64_t min_chunks_over(int64_t tokens, int64_t chunks, int64_t min_tokens) {
   return min_chunks(min_tokens, std::max<int64_t>(1, tokens / std::max<int64_t>(1, chunks)));
+}
+
+// The token pass of the backward recurrences (reinforce_plus_plus, gae, remax, the
+// optimal-token baselines) over `count` <= kSeqsPerChunk sequences from `first`: the
+// sequences' steps (math/advantages.h's reinforce_step, gae_step, reward_to_go_step)
+// interleaved token by token, each sequence's own steps in token_pass's order and with its
+// arithmetic, so the bits are token_pass's; but where one sequence is one chain of
+// dependent multiply-adds (a latency per token), kSeqsPerChunk independent chains keep
+// the core busy. A full chunk runs its sequences' common length interleaved, each
+// sequence's remaining head after it on its own.
+// `lanes` (recurrence_lanes of cpu/advantages_kernels.inc, or a function that runs none)
+// runs the first steps of a full chunk in vector lanes.
+static_assert(kSeqsPerChunk == simd_baseline::kRecurrenceLanes, "a chunk of sequences is one set of lanes");
+template <class Step, class Lanes>
+void interleaved_token_pass(const Problem& p, const SequenceSummary* q, int64_t first,
+                            int64_t count, Step step, Lanes lanes) {
+  advantages::Recurrence r[kSeqsPerChunk];
+  int64_t common = 0;
+  if (count == kSeqsPerChunk) {
+    common = q[0].end - q[0].begin;
+    for (int64_t j = 1; j < kSeqsPerChunk; ++j) common = std::min(common, q[j].end - q[j].begin);
+    for (int64_t i = lanes(p, q, first, common, r); i < common; ++i) {
+#pragma GCC unroll 8
+      for (int64_t j = 0; j < kSeqsPerChunk; ++j) step(q[j], first + j, q[j].end - 1 - i, r[j]);
+    }
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    for (int64_t t = q[j].end - 1 - common; t >= q[j].begin; --t) step(q[j], first + j, t, r[j]);
+  }
+}
+
+// The token pass of remax and the optimal-token baselines (reward_to_go_step) for sequence
+// s with a score per sequence, in its closed form advantages::reward_to_go_of_score: the
+// value from q.begin to q.last, 0 after (where every token is masked out). Loops that only
+// write, as the outcome estimators' broadcast.
+void reward_to_go_of_score(const Problem& p, const SequenceSummary& q, int64_t s) {
+  const int64_t split = q.last + 1 > q.begin ? q.last + 1 : q.begin;
+  const double g = advantages::reward_to_go_of_score(p, q, s, split - 1);
+  const float to_go = static_cast<float>(g);
+  float* adv = p.advantages;
+  const uint8_t* mask = p.mask;
+  if (p.estimator == TIRL_ADV_REMAX) {
+    const float a = static_cast<float>(g - advantages::reward_to_go_baseline(p, s));
+    for (int64_t t = q.begin; t < split; ++t) adv[t] = mask[t] != 0 ? a : 0.0f;
+  } else {
+    std::fill(adv + q.begin, adv + split, to_go);
+  }
+  std::fill(adv + split, adv + q.end, 0.0f);
+  if (p.returns != nullptr) {
+    std::fill(p.returns + q.begin, p.returns + split, to_go);
+    std::fill(p.returns + split, p.returns + q.end, 0.0f);
+  }
+}
+
+// What the optimal-token baselines' group pass keeps per thread between calls: a group's
+// column sums and a member's path variances (each a sequence long).
+struct TokenBaselineBuffers {
+  std::vector<advantages::ColumnSums> sums;
+  std::vector<double> variances;
+};
+TokenBaselineBuffers& token_baseline_buffers() {
+  thread_local TokenBaselineBuffers kept;
+  return kept;
 }
 
 // Sequence indices ordered by group id (stably: members keep their input order), and the
@@ -76,8 +149,12 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
     parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
   };
+  const bool extent = advantages::reads_mask_summary(e);
+  const auto mask_extent = TIRL_SIMD_SELECT(mask_extent);
   over_sequences([&](int64_t s) {
-    summary[s] = advantages::summarize(p, s, seq_offsets[s], seq_offsets[s + 1]);
+    // advantages::summarize, its mask scan vectorised.
+    summary[s] = advantages::summarize_score(p, s, seq_offsets[s], seq_offsets[s + 1]);
+    if (extent) mask_extent(p.mask, &summary[s]);
   });
 
   std::vector<int32_t> members;
@@ -110,24 +187,70 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       advantages::outcome_group(p, summary.data(), member, count, alpha, seq_adv.data());
     });
   }
-  over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
+  if (advantages::is_outcome(e)) {
+    over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
+  } else {
+    using advantages::Recurrence;
+    const auto lanes = TIRL_SIMD_SELECT(recurrence_lanes);
+    auto no_lanes = [](const Problem&, const SequenceSummary*, int64_t, int64_t, Recurrence*) {
+      return int64_t{0};
+    };
+    auto body = [&](int64_t chunk) {
+      const int64_t first = chunk * kSeqsPerChunk;
+      const int64_t count = std::min(num_seqs - first, kSeqsPerChunk);
+      const SequenceSummary* q = summary.data() + first;
+      if (e == TIRL_ADV_REINFORCE_PLUS_PLUS) {
+        interleaved_token_pass(p, q, first, count, [&p](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
+          advantages::reinforce_step(p, sq, s, t, r);
+        }, lanes);
+      } else if (e == TIRL_ADV_GAE) {
+        interleaved_token_pass(p, q, first, count, [&p](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
+          advantages::gae_step(p, sq, s, t, r);
+        }, lanes);
+      } else if (p.token_rewards == nullptr) {
+        for (int64_t s = first; s < first + count; ++s) reward_to_go_of_score(p, summary[s], s);
+      } else {
+        double baselines[kSeqsPerChunk];
+        for (int64_t j = 0; j < count; ++j) baselines[j] = advantages::reward_to_go_baseline(p, first + j);
+        interleaved_token_pass(p, q, first, count, [&p, &baselines, first](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
+          advantages::reward_to_go_step(p, sq, s, t, baselines[s - first], r);
+        }, no_lanes);
+      }
+    };
+    const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
+    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
+  }
 
   if (advantages::is_token_baseline(e)) {
-    std::vector<double> numerator(static_cast<size_t>(p.num_tokens));
-    std::vector<double> denominator(static_cast<size_t>(p.num_tokens));
+    const auto path_variances = TIRL_SIMD_SELECT(path_variances);
     over_groups([&](auto member, int64_t count) {
-      advantages::token_baseline_group(p, summary.data(), member, count, numerator.data(),
-                                       denominator.data());
+      // The group's column sums and each member's path variances in the calling thread's
+      // kept buffers (a sequence long), filled as the group asks for them.
+      TokenBaselineBuffers& kept = token_baseline_buffers();
+      auto scratch = [&kept](int64_t, int64_t columns) {
+        if (kept.sums.size() < static_cast<size_t>(columns)) kept.sums.resize(static_cast<size_t>(columns));
+        return kept.sums.data();
+      };
+      auto variances = [&kept, &p, path_variances](const SequenceSummary& q) {
+        const size_t tokens = static_cast<size_t>(q.last - q.first + 1);
+        if (kept.variances.size() < tokens) kept.variances.resize(tokens);
+        path_variances(p, q.first, q.last, kept.variances.data());
+        return [w = kept.variances.data(), first = q.first](int64_t t) { return w[t - first]; };
+      };
+      advantages::token_baseline_group(p, summary.data(), member, count, scratch, variances);
     });
   }
 
   if (advantages::is_whitened(e)) {
     constexpr int64_t kChunk = advantages::kTokensPerChunk;
     const int64_t chunks = chunk_count(p.num_tokens, kChunk);
+    const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
+    const auto masked_squared_deviations = TIRL_SIMD_SELECT(masked_squared_deviations);
+    const auto whiten = TIRL_SIMD_SELECT(whiten);
     std::vector<double> sums(static_cast<size_t>(chunks));
     std::vector<int64_t> counts(static_cast<size_t>(chunks));
     auto sum_body = [&](int64_t c) {
-      advantages::masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c],
+      masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c],
                              &counts[c]);
     };
     const int64_t whiten_min = min_chunks(kMinWhitenedPerThread, kChunk);
@@ -140,7 +263,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     }
     const double mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
     auto squares_body = [&](int64_t c) {
-      sums[c] = advantages::masked_squared_deviations(p, c * kChunk,
+      sums[c] = masked_squared_deviations(p, c * kChunk,
                                                       std::min(p.num_tokens, (c + 1) * kChunk), mean);
     };
     parallel_for(chunks, squares_body, whiten_min);
@@ -148,7 +271,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     for (int64_t c = 0; c < chunks; ++c) squares += sums[c];
     const double inverse_std = advantages::whiten_inverse_std(count, squares);
     auto whiten_body = [&](int64_t c) {
-      advantages::whiten(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean, inverse_std);
+      whiten(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean, inverse_std);
     };
     parallel_for(chunks, whiten_body, whiten_min);
   }

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "cpu/group_advantages_divide.h"
 #include "cpu/ops.h"
 #include "math/group_advantages.h"
 

@@ -80,12 +80,14 @@ __global__ void token_kernel(Problem p, const SequenceSummary* __restrict__ summ
 __global__ void token_baseline_kernel(Problem p, const SequenceSummary* __restrict__ summary,
                                       const int32_t* __restrict__ ids,
                                       const int32_t* __restrict__ order, int64_t group_size,
-                                      double* numerator, double* denominator) {
+                                      advantages::ColumnSums* column_sums) {
   TIRL_GRID_LOOP(i, p.num_seqs) {
     const int64_t count = group_at(ids, p.num_seqs, group_size, i);
     if (count == 0) continue;
     auto member = [=](int64_t j) { return order != nullptr ? static_cast<int64_t>(order[i + j]) : i + j; };
-    advantages::token_baseline_group(p, summary, member, count, numerator, denominator);
+    advantages::token_baseline_group(p, summary, member, count,
+                                     advantages::direct_scratch(column_sums),
+                                     advantages::direct_path_variances(p));
   }
 }
 
@@ -173,8 +175,8 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
     const size_t at_ids = layout.add(sorted ? sizeof(int32_t) * num_seqs : 0);
     const size_t at_order = layout.add(sorted ? sizeof(int32_t) * num_seqs : 0);
     const size_t at_sort = layout.add(sort_bytes);
-    const size_t at_numerator = layout.add(token_baseline ? sizeof(double) * num_tokens : 0);
-    const size_t at_denominator = layout.add(token_baseline ? sizeof(double) * num_tokens : 0);
+    const size_t at_column_sums =
+        layout.add(token_baseline ? sizeof(advantages::ColumnSums) * num_tokens : 0);
     const size_t at_sums = layout.add(sizeof(double) * chunks);
     const size_t at_counts = layout.add(sizeof(long long) * chunks);
     const size_t at_stats = layout.add(3 * sizeof(double));
@@ -188,8 +190,7 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
     auto* index = reinterpret_cast<int32_t*>(base + at_index);
     auto* sorted_ids = reinterpret_cast<int32_t*>(base + at_ids);
     auto* order = reinterpret_cast<int32_t*>(base + at_order);
-    auto* numerator = reinterpret_cast<double*>(base + at_numerator);
-    auto* denominator = reinterpret_cast<double*>(base + at_denominator);
+    auto* column_sums = reinterpret_cast<advantages::ColumnSums*>(base + at_column_sums);
     auto* sums = reinterpret_cast<double*>(base + at_sums);
     auto* counts = reinterpret_cast<long long*>(base + at_counts);
     auto* stats = reinterpret_cast<double*>(base + at_stats);
@@ -224,7 +225,7 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
     TIRL_CUDA_TRY(kOp, cudaGetLastError());
     if (grouped && token_baseline) {
       token_baseline_kernel<<<seq_blocks, kThreads, 0, stream>>>(p, summary, ids, members,
-                                                                 o.group_size, numerator, denominator);
+                                                                 o.group_size, column_sums);
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
     }
     if (advantages::is_whitened(e) && num_tokens > 0) {

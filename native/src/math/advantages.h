@@ -3,8 +3,7 @@
 // per sequence, per group or per chunk of tokens, each a sequential loop in a fixed order
 // with sums in double, so the results do not depend on the thread count, and the CPU's and
 // the CUDA backend's are bitwise identical where both evaluate them unfused (cuda/advantages.cu
-// is compiled with --fmad=false; an x86-64 baseline build has no FMA), except the optimal-token
-// baselines: their path variance takes a double exp, which libm and CUDA may round apart.
+// is compiled with --fmad=false; an x86-64 baseline build has no FMA).
 // The backends only decide who runs which call.
 #pragma once
 
@@ -12,6 +11,7 @@
 #include <cstdint>
 
 #include "math/common.h"
+#include "math/exp.h"
 #include "math/group_advantages.h"
 #include "tirl/tirl.h"
 
@@ -78,20 +78,31 @@ TIRL_HD inline bool reads_mask_summary(tirl_advantage_estimator e) {
   return !is_outcome(e) || e == TIRL_ADV_OPO;
 }
 
-TIRL_HD inline SequenceSummary summarize(const Problem& p, int64_t s, int64_t begin, int64_t end) {
+// A sequence's score alone (the mask statistics left 0, -1, -1).
+TIRL_HD inline SequenceSummary summarize_score(const Problem& p, int64_t s, int64_t begin,
+                                               int64_t end) {
   SequenceSummary q{begin, end, 0.0, 0, -1, -1};
   if (p.token_rewards != nullptr) {
     for (int64_t t = begin; t < end; ++t) q.score += p.token_rewards[t];
   } else if (p.rewards != nullptr) {
     q.score = p.rewards[s];
   }
-  if (!reads_mask_summary(p.estimator)) return q;
-  for (int64_t t = begin; t < end; ++t) {
-    if (p.mask[t] == 0) continue;
-    if (q.first < 0) q.first = t;
-    q.last = t;
-    ++q.length;
+  return q;
+}
+
+// The mask statistics of q's tokens: masked-in count, first and last masked-in token.
+TIRL_HD inline void mask_extent(const uint8_t* mask, SequenceSummary* q) {
+  for (int64_t t = q->begin; t < q->end; ++t) {
+    if (mask[t] == 0) continue;
+    if (q->first < 0) q->first = t;
+    q->last = t;
+    ++q->length;
   }
+}
+
+TIRL_HD inline SequenceSummary summarize(const Problem& p, int64_t s, int64_t begin, int64_t end) {
+  SequenceSummary q = summarize_score(p, s, begin, end);
+  if (reads_mask_summary(p.estimator)) mask_extent(p.mask, &q);
   return q;
 }
 
@@ -211,14 +222,74 @@ TIRL_HD void outcome_group(const Problem& p, const SequenceSummary* summary, Mem
 }
 
 // The per-token weight of the optimal-token baselines: 1 - 2 pi + sum pi^2, times the
-// squared rollout importance weight when given.
+// squared rollout importance weight when given. pi = e^old_logp in f32 (exp_any, within 2
+// ulp), as verl's torch.exp of the f32 log-probabilities, and the same bits on both
+// backends (a double exp would be libm's on the CPU and CUDA's on the GPU).
 TIRL_HD inline double path_variance(const Problem& p, int64_t t) {
-  double w = 1.0 - 2.0 * exp(static_cast<double>(p.old_logp[t])) + p.sum_pi_squared[t];
+  const double pi = exp_any(p.old_logp[t]);
+  double w = 1.0 - 2.0 * pi + p.sum_pi_squared[t];
   if (p.rollout_is_weights != nullptr) {
     const double rho = p.rollout_is_weights[t];
     w *= rho * rho;
   }
   return w;
+}
+
+// The backward recurrences of the token pass: one call per token, t from q.end - 1 down to
+// q.begin, `r` starting at {0, 0}. Each writes p.advantages[t] (and p.returns[t]).
+struct Recurrence {
+  double running = 0.0;
+  double next_value = 0.0;
+};
+// reinforce_plus_plus: discounted returns over masked-in tokens; masked-out tokens pass the
+// running return through unchanged (their own rewards are dropped, as in verl).
+TIRL_HD inline void reinforce_step(const Problem& p, const SequenceSummary& q, int64_t s,
+                                   int64_t t, Recurrence& r) {
+  float value = 0.0f;
+  if (p.mask[t] != 0) {
+    r.running = token_reward(p, q, s, t) + p.gamma * r.running;
+    value = static_cast<float>(r.running);
+  }
+  p.advantages[t] = value;
+  if (p.returns != nullptr) p.returns[t] = value;
+}
+// gae: TD errors and their lambda-return; masked-out tokens carry next value and running
+// advantage through (verl's "skip values and TD-error on observation tokens").
+TIRL_HD inline void gae_step(const Problem& p, const SequenceSummary& q, int64_t s, int64_t t,
+                             Recurrence& r) {
+  const double value = p.values[t];
+  const double delta = token_reward(p, q, s, t) + p.gamma * r.next_value - value;
+  if (p.mask[t] != 0) {
+    r.running = delta + p.gamma * p.lam * r.running;
+    r.next_value = value;
+  }
+  p.advantages[t] = p.mask[t] != 0 ? static_cast<float>(r.running) : 0.0f;
+  if (p.returns != nullptr) p.returns[t] = static_cast<float>(r.running + value);
+}
+// remax and the optimal-token baselines: the reward-to-go of masked-in rewards (r.running),
+// on every token; remax's advantage subtracts `baseline` (its reward_baselines entry) on
+// masked-in tokens, the others' is the reward-to-go itself.
+TIRL_HD inline void reward_to_go_step(const Problem& p, const SequenceSummary& q, int64_t s,
+                                      int64_t t, double baseline, Recurrence& r) {
+  if (p.mask[t] != 0) r.running += token_reward(p, q, s, t);
+  const float g = static_cast<float>(r.running);
+  if (p.estimator == TIRL_ADV_REMAX) {
+    p.advantages[t] = p.mask[t] != 0 ? static_cast<float>(r.running - baseline) : 0.0f;
+  } else {
+    p.advantages[t] = g;
+  }
+  if (p.returns != nullptr) p.returns[t] = g;
+}
+// With a score per sequence (p.token_rewards null) the only reward is on q.last, so the
+// recurrence of reward_to_go_step has a closed form: r.running is +0 after q.last (it
+// adds nothing there), 0 + score from q.last on (later adds are of +0, which leave a
+// value that is not -0 as it is), and 0 everywhere on a fully masked sequence (q.last -1).
+TIRL_HD inline double reward_to_go_of_score(const Problem& p, const SequenceSummary& q, int64_t s,
+                                            int64_t t) {
+  return t <= q.last && p.rewards != nullptr ? 0.0 + static_cast<double>(p.rewards[s]) : 0.0;
+}
+TIRL_HD inline double reward_to_go_baseline(const Problem& p, int64_t s) {
+  return p.estimator == TIRL_ADV_REMAX ? static_cast<double>(p.reward_baselines[s]) : 0.0;
 }
 
 // The token pass of sequence s: writes p.advantages (before whitening; for the
@@ -238,49 +309,14 @@ TIRL_HD inline void token_pass(const Problem& p, const SequenceSummary& q, int64
     }
     return;
   }
+  Recurrence r;
   if (e == TIRL_ADV_REINFORCE_PLUS_PLUS) {
-    // Discounted returns over masked-in tokens; masked-out tokens pass the running return
-    // through unchanged (their own rewards are dropped, as in verl).
-    double running = 0.0;
-    for (int64_t t = q.end - 1; t >= q.begin; --t) {
-      float value = 0.0f;
-      if (p.mask[t] != 0) {
-        running = token_reward(p, q, s, t) + p.gamma * running;
-        value = static_cast<float>(running);
-      }
-      adv[t] = value;
-      if (ret != nullptr) ret[t] = value;
-    }
-    return;
-  }
-  if (e == TIRL_ADV_GAE) {
-    // TD errors and their lambda-return; masked-out tokens carry next value and running
-    // advantage through (verl's "skip values and TD-error on observation tokens").
-    double next_value = 0.0, running = 0.0;
-    for (int64_t t = q.end - 1; t >= q.begin; --t) {
-      const double value = p.values[t];
-      const double delta = token_reward(p, q, s, t) + p.gamma * next_value - value;
-      if (p.mask[t] != 0) {
-        running = delta + p.gamma * p.lam * running;
-        next_value = value;
-      }
-      adv[t] = p.mask[t] != 0 ? static_cast<float>(running) : 0.0f;
-      if (ret != nullptr) ret[t] = static_cast<float>(running + value);
-    }
-    return;
-  }
-  // remax and the optimal-token baselines: the reward-to-go of masked-in rewards, on every token.
-  const double baseline = e == TIRL_ADV_REMAX ? static_cast<double>(p.reward_baselines[s]) : 0.0;
-  double to_go = 0.0;
-  for (int64_t t = q.end - 1; t >= q.begin; --t) {
-    if (p.mask[t] != 0) to_go += token_reward(p, q, s, t);
-    const float g = static_cast<float>(to_go);
-    if (e == TIRL_ADV_REMAX) {
-      adv[t] = p.mask[t] != 0 ? static_cast<float>(to_go - baseline) : 0.0f;
-    } else {
-      adv[t] = g;
-    }
-    if (ret != nullptr) ret[t] = g;
+    for (int64_t t = q.end - 1; t >= q.begin; --t) reinforce_step(p, q, s, t, r);
+  } else if (e == TIRL_ADV_GAE) {
+    for (int64_t t = q.end - 1; t >= q.begin; --t) gae_step(p, q, s, t, r);
+  } else {
+    const double baseline = reward_to_go_baseline(p, s);
+    for (int64_t t = q.end - 1; t >= q.begin; --t) reward_to_go_step(p, q, s, t, baseline, r);
   }
 }
 
@@ -288,11 +324,34 @@ TIRL_HD inline void token_pass(const Problem& p, const SequenceSummary& q, int64
 // reward-to-go G in p.advantages: per column k, B_k = sum G W / (sum W + epsilon) over the
 // members with a masked-in token at k, W the running sum of path_variance over the
 // member's masked-in tokens; A = G - B on masked-in tokens, 0 elsewhere.
-// numerator, denominator: scratch of num_tokens doubles; the group uses the range of its
-// longest member, which no other group touches.
-template <class Member>
+// scratch(begin, columns): where the group keeps its `columns` column sums (a ColumnSums
+// each), the group's widest member starting at token `begin`; e.g. the range from `begin`
+// of an array of num_tokens, which no other group touches (direct_scratch).
+// variances(q): what gives path_variance(p, t) for the tokens t of member q, called once
+// per member before its tokens (direct_path_variances evaluates it there and then).
+struct ColumnSums {
+  double numerator;    // sum G W
+  double denominator;  // sum W
+};
+struct DirectScratch {
+  ColumnSums* sums;
+  TIRL_HD ColumnSums* operator()(int64_t begin, int64_t) const { return sums + begin; }
+};
+TIRL_HD inline DirectScratch direct_scratch(ColumnSums* sums) { return DirectScratch{sums}; }
+struct DirectPathVariance {
+  const Problem* p;
+  TIRL_HD double operator()(int64_t t) const { return path_variance(*p, t); }
+};
+struct DirectPathVariances {
+  const Problem* p;
+  TIRL_HD DirectPathVariance operator()(const SequenceSummary&) const { return DirectPathVariance{p}; }
+};
+TIRL_HD inline DirectPathVariances direct_path_variances(const Problem& p) {
+  return DirectPathVariances{&p};
+}
+template <class Member, class Scratch, class Variances>
 TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summary, Member member,
-                                  int64_t count, double* numerator, double* denominator) {
+                                  int64_t count, Scratch scratch, Variances variances) {
   const bool tir = p.estimator == TIRL_ADV_TIR_OPTIMAL_TOKEN_BASELINE;
   // tir leaves fully masked members out of the group; the other counts them.
   auto counts = [&](const SequenceSummary& q) { return !tir || q.length > 0; };
@@ -323,23 +382,22 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
     }
   }
   const bool baseline = members > 1;
-  double* num = nullptr;
-  double* den = nullptr;
+  ColumnSums* sums = nullptr;
   if (baseline) {
-    num = numerator + summary[member(widest)].begin;
-    den = denominator + summary[member(widest)].begin;
-    for (int64_t k = 0; k < columns; ++k) num[k] = den[k] = 0.0;
+    sums = scratch(summary[member(widest)].begin, columns);
+    for (int64_t k = 0; k < columns; ++k) sums[k] = ColumnSums{0.0, 0.0};
     for (int64_t j = 0; j < count; ++j) {
       const SequenceSummary& q = summary[member(j)];
       if (q.length == 0) continue;
+      const auto variance = variances(q);
       double path = 0.0;
       int64_t k = 0;
       for (int64_t t = q.first; t <= q.last; ++t) {
         if (p.mask[t] == 0) continue;
-        path += path_variance(p, t);
+        path += variance(t);
         if (!tir) k = t - q.first;
-        num[k] += static_cast<double>(p.advantages[t]) * path;
-        den[k] += path;
+        sums[k].numerator += static_cast<double>(p.advantages[t]) * path;
+        sums[k].denominator += path;
         ++k;
       }
     }
@@ -360,7 +418,7 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
       if (!tir) k = t - q.first;
       double b = 0.0;
       if (baseline && !(j == tail_member && k >= second_length)) {
-        b = num[k] / (den[k] + p.epsilon);
+        b = sums[k].numerator / (sums[k].denominator + p.epsilon);
       }
       p.advantages[t] = static_cast<float>(static_cast<double>(p.advantages[t]) - b);
       ++k;
@@ -396,27 +454,41 @@ inline Problem make_problem(const tirl_advantages_inputs& in, int64_t num_tokens
 }
 
 // Whitening statistics: partial sums over tokens [first, last), combined in chunk order.
+// Within a chunk, token first + i adds to partial sum i % kWhitenLanes and the partial sums
+// are added in lane order at the end (add_lanes), so that a CPU vector of kWhitenLanes
+// doubles (cpu/advantages_kernels.inc) computes these very sums, without a dependent add
+// per token. The lanes start at +0 and a masked-out token adds nothing.
+constexpr int64_t kWhitenLanes = 16;
+TIRL_HD inline double add_lanes(const double* lanes) {
+  double s = 0.0;
+  for (int64_t l = 0; l < kWhitenLanes; ++l) s += lanes[l];
+  return s;
+}
 TIRL_HD inline void masked_sum(const Problem& p, int64_t first, int64_t last, double* sum,
                                int64_t* count) {
-  double s = 0.0;
+  double lanes[kWhitenLanes] = {};
   int64_t n = 0;
   for (int64_t t = first; t < last; ++t) {
     if (p.mask[t] == 0) continue;
-    s += p.advantages[t];
+    lanes[(t - first) % kWhitenLanes] += p.advantages[t];
     ++n;
   }
-  *sum = s;
+  *sum = add_lanes(lanes);
   *count = n;
+}
+// One token's term of the squared deviations.
+TIRL_HD inline double squared_deviation(float a, double mean) {
+  const double deviation = static_cast<double>(a) - mean;
+  return deviation * deviation;
 }
 TIRL_HD inline double masked_squared_deviations(const Problem& p, int64_t first, int64_t last,
                                                 double mean) {
-  double squares = 0.0;
+  double lanes[kWhitenLanes] = {};
   for (int64_t t = first; t < last; ++t) {
     if (p.mask[t] == 0) continue;
-    const double deviation = static_cast<double>(p.advantages[t]) - mean;
-    squares += deviation * deviation;
+    lanes[(t - first) % kWhitenLanes] += squared_deviation(p.advantages[t], mean);
   }
-  return squares;
+  return add_lanes(lanes);
 }
 // verl's masked_whiten: (x - mean) / sqrt(unbiased variance + 1e-8). One masked-in token
 // (where verl raises) has variance 0.
@@ -425,15 +497,17 @@ TIRL_HD inline double whiten_inverse_std(int64_t count, double squared_deviation
       count > 1 ? squared_deviations / static_cast<double>(count - 1) : 0.0;
   return 1.0 / sqrt(variance + kWhitenEpsilon);
 }
+// One masked-in token whitened.
+TIRL_HD inline float whitened(float a, double mean, double inverse_std) {
+  return static_cast<float>((static_cast<double>(a) - mean) * inverse_std);
+}
 // Whitens tokens [first, last) in place; masked-out tokens get 0. returns, when the
 // estimator's returns are its advantages, receives them too.
 TIRL_HD inline void whiten(const Problem& p, int64_t first, int64_t last, double mean,
                            double inverse_std) {
   const bool copy = p.returns != nullptr && is_outcome(p.estimator);
   for (int64_t t = first; t < last; ++t) {
-    const float a = p.mask[t] != 0
-                        ? static_cast<float>((static_cast<double>(p.advantages[t]) - mean) * inverse_std)
-                        : 0.0f;
+    const float a = p.mask[t] != 0 ? whitened(p.advantages[t], mean, inverse_std) : 0.0f;
     p.advantages[t] = a;
     if (copy) p.returns[t] = a;
   }

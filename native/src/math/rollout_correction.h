@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "math/common.h"
+#include "math/exp.h"
 #include "tirl/tirl.h"
 
 namespace tirl {
@@ -47,7 +48,10 @@ TIRL_HD inline double rollout_clamp(double x, double lo, double hi) {
 
 // The three divergence estimators of a rejection option, from the clamped log-ratio c
 // and rho = exp(c): k1 = -c, k2 = c^2 / 2, k3 = rho - 1 - c.
-TIRL_HD inline double rollout_k(int k, double c, double rho) {
+// A template so that the CPU's statistics lanes (cpu/rollout_correction_kernels.inc) take
+// it on whole vectors of tokens.
+template <class T>
+TIRL_HD inline T rollout_k(int k, T c, T rho) {
   return k == 1 ? -c : (k == 2 ? 0.5 * c * c : (rho - 1.0) - c);
 }
 
@@ -265,105 +269,107 @@ inline RolloutSetup rollout_setup(const tirl_rollout_correction_options& o) {
   return s;
 }
 
-// Whether statistic `value` passes option j: [lower, upper] for k1, <= upper else. NaN fails.
+// Whether statistic `value` of estimator k passes the bounds [lower, upper] (k1) or
+// <= upper (k2, k3). NaN fails.
+TIRL_HD inline bool rollout_rs_pass(int k, double value, double lower, double upper) {
+  return k == 1 ? (value >= lower && value <= upper) : value <= upper;
+}
+
+// Whether statistic `value` passes option j.
 TIRL_HD inline bool rollout_rs_keep(const RolloutSetup& s, int j, double value) {
-  return rollout_rs_estimator(s.option[j]) == 1 ? (value >= s.rs_lower[j] && value <= s.rs_upper[j])
-                                                : value <= s.rs_upper[j];
+  return rollout_rs_pass(rollout_rs_estimator(s.option[j]), value, s.rs_lower[j], s.rs_upper[j]);
 }
 
 // The applied weight from a raw one: min(raw, upper) for TIS, raw inside [lower, upper]
-// and 0 outside for IcePop.
-TIRL_HD inline double rollout_applied_weight(const RolloutSetup& s, double raw) {
-  if (!s.icepop) return raw > s.is_upper ? s.is_upper : raw;
-  return (raw >= s.is_lower && raw <= s.is_upper) ? raw : 0.0;
+// and 0 outside for IcePop. Always in [0, upper] (or NaN), so clamp(w, 0, upper) = w.
+TIRL_HD inline double rollout_applied_weight(bool icepop, double lower, double upper, double raw) {
+  if (!icepop) return raw > upper ? upper : raw;
+  return (raw >= lower && raw <= upper) ? raw : 0.0;
 }
+TIRL_HD inline double rollout_applied_weight(const RolloutSetup& s, double raw) {
+  return rollout_applied_weight(s.icepop, s.is_lower, s.is_upper, raw);
+}
+
+// ---------------------------------------------------------------- one token
+
+// A token's log-ratio d = logp - rollout_logp (exact in double), its clamp c to [-20, 20]
+// and rho = e^c (the raw token weight), by the branch-free polynomial of math/exp.h so
+// that the CPU's token loop vectorises.
+struct RolloutRatio {
+  double d, c, rho;
+};
+TIRL_HD inline RolloutRatio rollout_ratio(float logp, float rollout_logp) {
+  const double d = static_cast<double>(logp) - static_cast<double>(rollout_logp);
+  const double c = rollout_safe_log_ratio(d);
+  return {d, c, exp_double_bounded(c)};
+}
+
+// verl's k3_kl term e^d - d - 1 of one token, from d and e^d (unclamped: e^d is rho where
+// c = d, else ::exp(d)).
+template <class T>
+TIRL_HD inline T rollout_k3_kl(T d, T exp_d) { return (exp_d - d) - 1.0; }
 
 // ---------------------------------------------------------------- one sequence
 
-// Walks tokens [begin, end) of one sequence: writes its weights (0 where masked out; 1
-// on masked-in tokens when importance weights are off) and its output mask (the input
-// mask with rejected tokens cleared), and adds its contributions to `acc` (which may be
-// shared by the sequences of one chunk, walked in order). Reads each input once per pass.
-TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_logp,
-                                     const uint8_t* mask, int64_t begin, int64_t end,
-                                     const RolloutSetup& s, float* weights, uint8_t* mask_out,
-                                     double* acc) {
-  constexpr int kMaxTokenOptions = 3;  // token_k1, token_k2, token_k3
-  double n = 0, sum_d = 0, sum_lp = 0, sum_rlp = 0;
-  double sum_k[4] = {0, 0, 0, 0};
-  double max_k[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-  double sum_w = 0, sum_raw = 0, token_rejected = 0;
-  double option_rejected[kMaxTokenOptions] = {0, 0, 0};
-  const bool token_is = s.is_level == TIRL_ROLLOUT_IS_TOKEN;
-  for (int64_t t = begin; t < end; ++t) {
-    if (mask[t] == 0) {
-      weights[t] = 0.0f;
-      mask_out[t] = 0;
-      continue;
-    }
-    const double lp = logp[t], rlp = rollout_logp[t];
-    const double d = lp - rlp;
-    const double c = rollout_safe_log_ratio(d);
-    const double rho = ::exp(c);
-    n += 1;
-    sum_d += d;
-    sum_lp += lp;
-    sum_rlp += rlp;
-    acc[kNonFinite] += (rollout_finite(lp) && rollout_finite(rlp)) ? 0.0 : 1.0;
-    acc[kKlSum] += rlp - lp;
-    acc[kK3KlSum] += ((c == d ? rho : ::exp(d)) - d) - 1.0;
-    acc[kRho2Sum] += rho * rho;
-    for (int k = 1; k <= 3; ++k) {
-      const double value = rollout_k(k, c, rho);
-      sum_k[k] += value;
-      max_k[k] = rollout_max(max_k[k], value);
-    }
-    float w_out = 1.0f;
-    if (token_is) {
-      const double w = rollout_applied_weight(s, rho);
-      const double clamped = rollout_clamp(w, 0.0, s.is_upper);
-      w_out = static_cast<float>(w);
-      sum_w += w;
-      sum_raw += rho;
-      acc[kIsWeightSum] += w;
-      acc[kIsWeightMax] = rollout_max(acc[kIsWeightMax], w);
-      acc[kIsWeightMin] = rollout_min(acc[kIsWeightMin], w);
-      acc[kIsClampSum] += clamped;
-      acc[kIsClamp2Sum] += clamped * clamped;
-      rollout_moments_add(acc + kIsStdCount, 1.0, clamped, 0.0);
-      acc[kIsHigh] += rho > s.is_upper ? 1.0 : 0.0;
-      acc[kIsLow] += rho < s.is_lower ? 1.0 : 0.0;
-      if (s.icepop) acc[kIsOutOfBand] += (rho < s.is_lower || rho > s.is_upper) ? 1.0 : 0.0;
-    }
-    weights[t] = w_out;
-    bool keep = true;
-    if (s.any_token_option) {
-      int token_option = 0;
-      for (int j = 0; j < s.num_options; ++j) {
-        if (rollout_rs_aggregate(s.option[j]) != kAggToken) continue;
-        const double value = rollout_k(rollout_rs_estimator(s.option[j]), c, rho);
-        const double clamped = rollout_clamp(value, s.rs_lower[j], s.rs_upper[j]);
-        const bool pass = rollout_rs_keep(s, j, value);
-        double* o = acc + rollout_option_slot(j, 0);
-        o[kRsStatSum] += value;
-        rollout_moments_add(o + kRsStdCount, 1.0, clamped, 0.0);
-        o[kRsTokenMax] = rollout_max(o[kRsTokenMax], value);
-        o[kRsTokenMin] = rollout_min(o[kRsTokenMin], value);
-        o[kRsTokenHigh] += value > s.rs_upper[j] ? 1.0 : 0.0;
-        if (rollout_rs_estimator(s.option[j]) == 1) o[kRsTokenLow] += value < s.rs_lower[j] ? 1.0 : 0.0;
-        o[kRsRejectedTokens] += pass ? 0.0 : 1.0;
-        option_rejected[token_option++] += pass ? 0.0 : 1.0;
-        keep = keep && pass;
-      }
-    }
-    token_rejected += keep ? 0.0 : 1.0;
-    mask_out[t] = keep ? 1 : 0;
+// What the masked-in tokens of one sequence add up to, in whatever order a backend walks
+// them (the scalar walk below, or the CPU's lanes in cpu/rollout_correction_kernels.inc);
+// rollout_sequence_close() turns it into the sequence's contributions to the partial sums.
+struct RolloutTokenOptionSums {  // one token option (token_k1..3) over the sequence
+  double moments[3];  // (count, mean, M2) of the statistic clamped to the option's bounds
+  double max, min;    // of the statistic
+  double high, low;   // tokens above the upper / below the lower bound (k1)
+  double rejected;    // tokens it rejects
+};
+struct RolloutSeqSums {
+  double n;               // masked-in tokens
+  double sum_d, sum_lp, sum_rlp;
+  double non_finite;      // tokens with a non-finite logp or rollout_logp
+  double k3_kl;           // sum of e^d - d - 1
+  double rho2;            // sum of rho^2
+  double sum_k[4], max_k[4];  // per estimator k = 1..3 (index 0 unused)
+  // Token-level importance weights: applied w (= its clamp to [0, upper]) and raw rho.
+  double sum_w, sum_w2, sum_raw, max_w, min_w;
+  double w_moments[3];
+  double is_high, is_low, out_of_band;
+  double token_rejected;  // masked-in tokens rejected by a token option
+  RolloutTokenOptionSums option[3];  // token_k1..3 by estimator - 1, where enabled
+};
+
+TIRL_HD inline void rollout_seq_sums_init(RolloutSeqSums& q) {
+  q = RolloutSeqSums{};
+  for (int k = 0; k < 4; ++k) q.max_k[k] = -INFINITY;
+  q.max_w = -INFINITY;
+  q.min_w = INFINITY;
+  for (int k = 0; k < 3; ++k) {
+    q.option[k].max = -INFINITY;
+    q.option[k].min = INFINITY;
   }
-  if (n == 0) return;  // nothing masked in: weights and mask are all 0, no statistic changes
+}
+
+// The token option of estimator k (1..3), as the index j of the enabled options, or -1.
+TIRL_HD inline int rollout_token_option(const RolloutSetup& s, int k) {
+  for (int j = 0; j < s.num_options; ++j) {
+    if (s.option[j] == k - 1) return j;  // TIRL_ROLLOUT_RS_TOKEN_K1 + k - 1
+  }
+  return -1;
+}
+
+// Adds one sequence to `acc`: its token sums, its sequence statistics and its rejection
+// decisions. Returns whether every sequence option keeps it; *seq_weight is its weight
+// (sequence-level IS) or 1.
+TIRL_HD inline bool rollout_sequence_close(const RolloutSeqSums& q, const RolloutSetup& s,
+                                           double* acc, float* seq_weight) {
+  *seq_weight = 1.0f;
+  const double n = q.n;
+  if (n == 0) return true;  // nothing masked in: no statistic changes
 
   acc[kTokens] += n;
   acc[kValidSeqs] += 1;
-  const double train_mean = sum_lp / n, rollout_mean = sum_rlp / n;
+  acc[kNonFinite] += q.non_finite;
+  acc[kKlSum] += -q.sum_d;  // sum of rollout_logp - logp
+  acc[kK3KlSum] += q.k3_kl;
+  acc[kRho2Sum] += q.rho2;
+  const double train_mean = q.sum_lp / n, rollout_mean = q.sum_rlp / n;
   const double log_ppl_diff = rollout_mean - train_mean;
   acc[kTrainLogPplSum] += -train_mean;
   acc[kTrainPplSum] += ::exp(-train_mean);
@@ -374,30 +380,38 @@ TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_log
   acc[kLogPplDiffMax] = rollout_max(acc[kLogPplDiffMax], log_ppl_diff);
   acc[kLogPplDiffMin] = rollout_min(acc[kLogPplDiffMin], log_ppl_diff);
   acc[kPplRatioSum] += ::exp(log_ppl_diff);
-  const double seq_c = rollout_safe_log_ratio(sum_d);
+  const double seq_c = rollout_safe_log_ratio(q.sum_d);
   acc[kChi2SeqSum] += ::exp(2.0 * seq_c);
 
-  // Importance weights: per-sequence statistics (sw = mean applied weight).
-  float seq_weight = 1.0f;
+  // Importance weights: token sums, then per-sequence statistics (sw = mean applied weight).
   if (s.is_level != TIRL_ROLLOUT_IS_NONE) {
     double sw, raw_mean;
-    if (token_is) {
-      sw = sum_w / n;
-      raw_mean = sum_raw / n;
+    if (s.is_level == TIRL_ROLLOUT_IS_TOKEN) {
+      acc[kIsWeightSum] += q.sum_w;
+      acc[kIsWeightMax] = rollout_max(acc[kIsWeightMax], q.max_w);
+      acc[kIsWeightMin] = rollout_min(acc[kIsWeightMin], q.min_w);
+      acc[kIsClampSum] += q.sum_w;
+      acc[kIsClamp2Sum] += q.sum_w2;
+      rollout_moments_add(acc + kIsStdCount, q.w_moments[0], q.w_moments[1], q.w_moments[2]);
+      acc[kIsHigh] += q.is_high;
+      acc[kIsLow] += q.is_low;
+      acc[kIsOutOfBand] += q.out_of_band;
+      sw = q.sum_w / n;
+      raw_mean = q.sum_raw / n;
     } else {
       raw_mean = ::exp(seq_c);
       sw = rollout_applied_weight(s, raw_mean);
-      seq_weight = static_cast<float>(sw);
+      *seq_weight = static_cast<float>(sw);
       const double clamped = rollout_clamp(sw, 0.0, s.is_upper);
       acc[kIsWeightSum] += n * sw;
       acc[kIsClampSum] += n * clamped;
       acc[kIsClamp2Sum] += n * clamped * clamped;
       rollout_moments_add(acc + kIsStdCount, n, clamped, 0.0);
-      acc[kIsHigh] += sum_d > s.is_log_upper ? 1.0 : 0.0;
-      acc[kIsLow] += sum_d < s.is_log_lower ? 1.0 : 0.0;
+      acc[kIsHigh] += q.sum_d > s.is_log_upper ? 1.0 : 0.0;
+      acc[kIsLow] += q.sum_d < s.is_log_lower ? 1.0 : 0.0;
       if (s.icepop) acc[kIsOutOfBand] += (raw_mean < s.is_lower || raw_mean > s.is_upper) ? n : 0.0;
-      acc[kIsLogMax] = rollout_max(acc[kIsLogMax], sum_d);
-      acc[kIsLogMin] = rollout_min(acc[kIsLogMin], sum_d);
+      acc[kIsLogMax] = rollout_max(acc[kIsLogMax], q.sum_d);
+      acc[kIsLogMin] = rollout_min(acc[kIsLogMin], q.sum_d);
     }
     acc[kIsSeqSum] += sw;
     rollout_moments_add(acc + kIsSeqStdCount, 1.0, sw, 0.0);
@@ -408,19 +422,27 @@ TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_log
     acc[kIsSeqLow] += raw_mean < s.is_lower ? 1.0 : 0.0;
   }
 
-  // Rejection: sequence values of every option, decisions of the sequence options.
+  // Rejection: token options' sums, sequence values of every option, decisions of the
+  // sequence options.
   bool seq_keep = true;
-  int token_option = 0;
   for (int j = 0; j < s.num_options; ++j) {
     const int option = s.option[j];
     const int k = rollout_rs_estimator(option);
     const int aggregate = rollout_rs_aggregate(option);
     double* o = acc + rollout_option_slot(j, 0);
-    const double v = aggregate == kAggSeqSum ? sum_k[k]
-                     : aggregate == kAggSeqMax ? max_k[k]
-                                              : sum_k[k] / n;  // token options: the mean too
+    const double v = aggregate == kAggSeqSum ? q.sum_k[k]
+                     : aggregate == kAggSeqMax ? q.max_k[k]
+                                              : q.sum_k[k] / n;  // token options: the mean too
     if (aggregate == kAggToken) {
-      o[kRsRejectedSeqs] += option_rejected[token_option++] > 0 ? 1.0 : 0.0;
+      const RolloutTokenOptionSums& t = q.option[k - 1];
+      o[kRsStatSum] += q.sum_k[k];
+      rollout_moments_add(o + kRsStdCount, t.moments[0], t.moments[1], t.moments[2]);
+      o[kRsTokenMax] = rollout_max(o[kRsTokenMax], t.max);
+      o[kRsTokenMin] = rollout_min(o[kRsTokenMin], t.min);
+      o[kRsTokenHigh] += t.high;
+      o[kRsTokenLow] += t.low;
+      o[kRsRejectedTokens] += t.rejected;
+      o[kRsRejectedSeqs] += t.rejected > 0 ? 1.0 : 0.0;
     } else {
       const bool pass = rollout_rs_keep(s, j, v);
       const double clamped = rollout_clamp(v, s.rs_lower[j], s.rs_upper[j]);
@@ -438,9 +460,81 @@ TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_log
     o[kRsSeqHigh] += v > s.rs_upper[j] ? 1.0 : 0.0;
     if (k == 1) o[kRsSeqLow] += v < s.rs_lower[j] ? 1.0 : 0.0;
   }
-  const double rejected = seq_keep ? token_rejected : n;
+  const double rejected = seq_keep ? q.token_rejected : n;
   acc[kRsRejectedTokensAll] += rejected;
   acc[kRsRejectedSeqsAll] += rejected > 0 ? 1.0 : 0.0;
+  return seq_keep;
+}
+
+// The scalar walk of tokens [begin, end) of one sequence (the GPU's, one thread per
+// sequence): writes its weights (0 where masked out; 1 on masked-in tokens when importance
+// weights are off) and its output mask (the input mask with rejected tokens cleared), and
+// adds its contributions to `acc` (which may be shared by the sequences of one record,
+// walked in order).
+TIRL_HD inline void rollout_sequence(const float* logp, const float* rollout_logp,
+                                     const uint8_t* mask, int64_t begin, int64_t end,
+                                     const RolloutSetup& s, float* weights, uint8_t* mask_out,
+                                     double* acc) {
+  RolloutSeqSums q;
+  rollout_seq_sums_init(q);
+  int token_option[4] = {-1, -1, -1, -1};  // by estimator
+  for (int k = 1; k <= 3; ++k) token_option[k] = rollout_token_option(s, k);
+  const bool token_is = s.is_level == TIRL_ROLLOUT_IS_TOKEN;
+  for (int64_t t = begin; t < end; ++t) {
+    if (mask[t] == 0) {
+      weights[t] = 0.0f;
+      mask_out[t] = 0;
+      continue;
+    }
+    const float lp = logp[t], rlp = rollout_logp[t];
+    const RolloutRatio r = rollout_ratio(lp, rlp);
+    q.n += 1;
+    q.sum_d += r.d;
+    q.sum_lp += lp;
+    q.sum_rlp += rlp;
+    q.non_finite += rollout_finite(r.d) ? 0.0 : 1.0;  // d is finite iff both inputs are
+    q.k3_kl += rollout_k3_kl(r.d, r.c == r.d ? r.rho : ::exp(r.d));
+    q.rho2 += r.rho * r.rho;
+    for (int k = 1; k <= 3; ++k) {
+      const double value = rollout_k(k, r.c, r.rho);
+      q.sum_k[k] += value;
+      q.max_k[k] = rollout_max(q.max_k[k], value);
+    }
+    float w_out = 1.0f;
+    if (token_is) {
+      const double w = rollout_applied_weight(s, r.rho);
+      w_out = static_cast<float>(w);
+      q.sum_w += w;
+      q.sum_w2 += w * w;
+      q.sum_raw += r.rho;
+      q.max_w = rollout_max(q.max_w, w);
+      q.min_w = rollout_min(q.min_w, w);
+      rollout_moments_add(q.w_moments, 1.0, w, 0.0);
+      q.is_high += r.rho > s.is_upper ? 1.0 : 0.0;
+      q.is_low += r.rho < s.is_lower ? 1.0 : 0.0;
+      if (s.icepop) q.out_of_band += (r.rho < s.is_lower || r.rho > s.is_upper) ? 1.0 : 0.0;
+    }
+    weights[t] = w_out;
+    bool keep = true;
+    for (int k = 1; k <= 3; ++k) {
+      const int j = token_option[k];
+      if (j < 0) continue;
+      const double value = rollout_k(k, r.c, r.rho);
+      const bool pass = rollout_rs_pass(k, value, s.rs_lower[j], s.rs_upper[j]);
+      RolloutTokenOptionSums& o = q.option[k - 1];
+      rollout_moments_add(o.moments, 1.0, rollout_clamp(value, s.rs_lower[j], s.rs_upper[j]), 0.0);
+      o.max = rollout_max(o.max, value);
+      o.min = rollout_min(o.min, value);
+      o.high += value > s.rs_upper[j] ? 1.0 : 0.0;
+      if (k == 1) o.low += value < s.rs_lower[j] ? 1.0 : 0.0;
+      o.rejected += pass ? 0.0 : 1.0;
+      keep = keep && pass;
+    }
+    q.token_rejected += keep ? 0.0 : 1.0;
+    mask_out[t] = keep ? 1 : 0;
+  }
+  float seq_weight;
+  const bool seq_keep = rollout_sequence_close(q, s, acc, &seq_weight);
 
   // Second pass, only where the sequence decides for all its tokens. It does not read the
   // mask again (mask_out may be the mask itself): the first pass left weight 1 exactly on
