@@ -500,6 +500,7 @@ void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array,
                                            label + " (" + std::to_string(buffer_length) +
                                            " bytes, its whole buffer): out of memory");
     }
+    if (buffers_.empty()) buffers_.reserve(8);  // a call's usual arrays, one allocation
     buffers_.push_back(BufferCopy{original, buffer_length,
                                   std::unique_ptr<uint8_t, Release>(memory, Release{capacity}), {}});
     copy = &buffers_.back();

@@ -483,6 +483,7 @@ class KernelWorker : public Napi::AsyncWorker {
         snapshot_(std::move(snapshot)),
         names_(std::move(names)),
         deferred_(Napi::Promise::Deferred::New(env)) {
+    held_.reserve(inputs.size());
     for (const Napi::Value& v : inputs) {
       held_.push_back(Napi::Persistent(v.As<Napi::Object>()));
       if (void* lease = begin_device_array_lease(env, v)) leases_.push_back(lease);
