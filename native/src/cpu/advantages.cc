@@ -60,11 +60,17 @@ constexpr int64_t kMinWhitenedPerThread = 262144;
 // token's advantage (5 B a token moved): bound by memory bandwidth, they ran 0.99x on 2
 // threads at 1M tokens (best of 15 interleaved rounds) and 0.60-0.74x with the machine
 // loaded (tirl bench of 2026-12-02), so they take a second thread only from 2M tokens, as
-// feedbackMask does.
+// feedbackMask does. So do those whose passes became as light: opo (a mask scan, then the
+// broadcast), remax (the reward-to-go of a score in closed form), and gdpo and
+// reinforce_plus_plus_baseline (whitened from the sequence advantages: two mask scans and
+// one write); at 1M tokens they ran 0.88-1.01x on 2 threads (median of 15 paired rounds of
+// `tirl bench --scaling-only`, the machine loaded).
 constexpr int64_t kMinBroadcastTokensPerThread = int64_t{1} << 20;
 
 bool broadcast_only(tirl_advantage_estimator e) {
-  return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_RLOO || e == TIRL_ADV_GPG;
+  return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_RLOO ||
+         e == TIRL_ADV_GPG || e == TIRL_ADV_OPO || e == TIRL_ADV_REMAX || e == TIRL_ADV_GDPO ||
+         e == TIRL_ADV_REINFORCE_PLUS_PLUS_BASELINE;
 }
 
 // min_chunks_per_thread for `chunks` chunks over `tokens` tokens.
@@ -313,7 +319,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       }
       masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c], &counts[c]);
     };
-    const int64_t whiten_min = min_chunks(kMinWhitenedPerThread, kChunk);
+    const int64_t whiten_min =
+        min_chunks(whiten_from_sequences ? kMinBroadcastTokensPerThread : kMinWhitenedPerThread, kChunk);
     parallel_for(chunks, sum_body, whiten_min);
     double sum = 0.0;
     int64_t count = 0;
