@@ -500,6 +500,7 @@ void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array,
                                            label + " (" + std::to_string(buffer_length) +
                                            " bytes, its whole buffer): out of memory");
     }
+    if (buffers_.empty()) buffers_.reserve(8);  // a call's usual arrays, one allocation
     buffers_.push_back(BufferCopy{original, buffer_length,
                                   std::unique_ptr<uint8_t, Release>(memory, Release{capacity}), {}});
     copy = &buffers_.back();
@@ -582,11 +583,13 @@ void Options::snapshot_own_keys() {
       return;
     }
     if (length + 1 >= sizeof own.text) own.text[0] = '\0';  // too long for any option's name
+    own_key_bits_ |= own_key_bit(own.text);
   }
   plain_ = true;
 }
 
 Options::OwnKey* Options::own_key(const char* name) {
+  if ((own_key_bits_ & own_key_bit(name)) == 0) return nullptr;
   for (OwnKey& own : own_keys_) {
     if (std::strcmp(own.text, name) == 0) return &own;
   }
@@ -731,15 +734,12 @@ void Options::range_error(const std::string& message) {
   throw Napi::RangeError::New(env_, message);
 }
 
-void Options::check_typed_array(Napi::Value value, const std::string& label,
+void Options::check_typed_array(Napi::Value value, bool typed_array, const std::string& label,
                                 napi_typedarray_type kind, const char* type_name, void** data,
                                 size_t* length) {
   // The message's "a Float32Array" is made only for an error.
   const auto expected = [&] { return expected_text({{}, type_name, "", false, nullptr, 0}); };
-  bool typed_array = false;
-  if (napi_is_typedarray(env_, value, &typed_array) != napi_ok || !typed_array) {
-    type_error(expected(), label, value);
-  }
+  if (!typed_array) type_error(expected(), label, value);
   napi_typedarray_type type;
   napi_value buffer;
   size_t offset = 0;
@@ -747,8 +747,9 @@ void Options::check_typed_array(Napi::Value value, const std::string& label,
     throw Napi::TypeError::New(env_, std::string(op_) + ": could not read " + label);
   }
   if (type != kind) type_error(expected(), label, value);
+  // V8 gives a detached buffer's arrays length 0: only an empty array can be one.
   bool detached = false;
-  if (napi_is_detached_arraybuffer(env_, buffer, &detached) != napi_ok || detached) {
+  if (*length == 0 && (napi_is_detached_arraybuffer(env_, buffer, &detached) != napi_ok || detached)) {
     throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected() + " for " +
                                          label + " but received one whose buffer is detached");
   }
@@ -795,10 +796,12 @@ void Options::verify_not_detached() {
       void* data = nullptr;
       napi_value buffer;
       size_t offset = 0;
+      // A detached buffer's arrays have length 0 (check_typed_array): only an empty one is asked.
       changed = napi_get_typedarray_info(env_, value, &type, &length, &data, &buffer, &offset) !=
                     napi_ok ||
-                napi_is_detached_arraybuffer(env_, buffer, &detached) != napi_ok || detached ||
-                data != read.data || static_cast<int64_t>(length) != read.length;
+                data != read.data || static_cast<int64_t>(length) != read.length ||
+                (length == 0 &&
+                 (napi_is_detached_arraybuffer(env_, buffer, &detached) != napi_ok || detached));
     }
     if (changed) {
       throw Napi::TypeError::New(

@@ -98,6 +98,44 @@ describe('advantages', () => {
     }
   });
 
+  it('matches the reference on long sequences: whitening chunks, vector lanes and their remainders', () => {
+    // 20 sequences of 300 to 3,000 tokens (~33,000: whitening chunks of 4,096 tokens with
+    // sequences across their boundaries; two full sets of 8 recurrence lanes of unequal
+    // lengths), masked-out runs as in a tool-use rollout, groups of 4.
+    const rng = new Random(23);
+    const mask: number[] = [];
+    const offsets = [0];
+    for (let s = 0; s < 20; s++) {
+      const length = rng.int(300, 3001);
+      let inside = rng.next() < 0.5;
+      for (let t = 0; t < length;) {
+        const run = Math.min(length - t, inside ? rng.int(20, 200) : rng.int(5, 90));
+        for (let k = 0; k < run; k++) mask.push(inside ? 1 : 0);
+        t += run;
+        inside = !inside;
+      }
+      offsets.push(mask.length);
+    }
+    const batch: Batch = {
+      mask: Uint8Array.from(mask), seqOffsets: Int32Array.from(offsets), groupIds: Int32Array.from({ length: 20 }, (_, i) => i >> 2),
+    };
+    for (const estimator of ADVANTAGE_ESTIMATORS) {
+      for (const tokenLevel of [false, true]) {
+        const rewards = tokenLevel
+          ? { tokenRewards: Float32Array.from(batch.mask, () => (rng.next() < 0.02 ? rng.normal() : 0)) }
+          : { rewards: sequenceRewards(rng, 20, estimator === 'gdpo' ? 2 : 1) };
+        check({
+          estimator, ...rewards, mask: batch.mask, seqOffsets: batch.seqOffsets,
+          ...(GROUPED.has(estimator) ? { groupIds: batch.groupIds } : {}), ...extras(estimator, batch, rng),
+        }, `${estimator} long ${tokenLevel ? 'token' : 'sequence'} rewards`);
+      }
+    }
+    // reinforce_plus_plus at gamma 1 with sequence scores: its closed form (a constant per sequence).
+    check({
+      estimator: 'reinforce_plus_plus', rewards: sequenceRewards(rng, 20), mask: batch.mask, seqOffsets: batch.seqOffsets, gamma: 1,
+    }, 'reinforce_plus_plus long, gamma 1');
+  });
+
   it('follows each estimator option', () => {
     const rng = new Random(7);
     const batch = makeBatch(rng, 30);

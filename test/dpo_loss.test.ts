@@ -81,6 +81,15 @@ describe('dpoLoss', () => {
     assertClose(sigmoid.gradChosen, [0, -0.5]); // saturated: 0 for the won pair, -1 / P for the lost one
   });
 
+  it('keeps the mean finite when losses near the f32 maximum add up past it', () => {
+    // 300 pairs of loss 3e38 each: a block's f32 partial sums overflow, its double sum does not.
+    const n = 300;
+    const p = { policyChosen: new Float32Array(n).fill(-3e38), refChosen: new Float32Array(n), policyRejected: new Float32Array(n), refRejected: new Float32Array(n) };
+    const r = dpoLoss({ ...p, beta: 1 });
+    assert.ok(Number.isFinite(r.loss), `${r.loss}`);
+    assertClose(r.loss, referenceLoss(p, 1, 0, 'sigmoid'));
+  });
+
   it('gives loss 0 and accuracy 0 for no pairs', () => {
     const empty = new Float32Array(0);
     const r = dpoLoss({ policyChosen: empty, policyRejected: empty, refChosen: empty, refRejected: empty });

@@ -264,6 +264,94 @@ describe('ppoLoss policy losses', () => {
     assert.equal(single.selectedTokens, 1);
   });
 
+  it('clip_cov, kl_cov on 65,536 tokens: the picks of the sampled threshold, and of the full pass where the sample misleads', () => {
+    // The CPU picks keep only the keys under a threshold drawn from every 128th token
+    // (cpu/policy_loss.cc) and redo the pass with every key when too few fall under it.
+    const n = 1 << 16;
+    const rng = new Random(21);
+    const logp = rng.floats(n, -5, 0);
+    const oldLogp = logp.map((x) => x + 0.1 * rng.normal());
+    const advantages = rng.normals(n);
+    const mask = rng.mask(n, 0.6);
+    /** The tokens kl_cov penalised: those whose gradient the penalty moved. */
+    const klPicked = (o: PpoLossOptions) => {
+      const g = ppoLoss(o).grad;
+      const h = ppoLoss({ ...o, ppoKlCoef: 0 }).grad;
+      return [...g.keys()].filter((t) => g[t] !== h[t]);
+    };
+    const checkClipCov = (o: PpoLossOptions, label: string) => {
+      const got = withThreads(1, () => ppoLoss(o));
+      assertBitwiseEqual(got.grad, withThreads(4, () => ppoLoss(o)).grad, `${label}: 1 and 4 threads`);
+      const want = clipCovPick(o);
+      assert.equal(got.selectedTokens, want.size, `${label} selectedTokens`);
+      for (const t of want) assert.ok(got.grad[t] === 0, `${label}: picked token ${t} has gradient 0`);
+      return want.size;
+    };
+    const clipCov: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: 'clip_cov', clipCovRatio: 0.002, clipCovLb: 1, clipCovUb: 5, seed: 3 };
+    assert.ok(checkClipCov(clipCov, 'clip_cov') > 40);
+    const klCov: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: 'kl_cov', klCovRatio: 0.002, ppoKlCoef: 1 };
+    assert.deepEqual(klPicked(klCov), [...klCovPick(klCov)].sort((x, y) => x - y), 'kl_cov');
+    assertBitwiseEqual(withThreads(1, () => ppoLoss(klCov)).grad, withThreads(4, () => ppoLoss(klCov)).grad, 'kl_cov: 1 and 4 threads');
+
+    // Every 128th token (the sample) has the largest covariance, or is the only clip_cov
+    // candidate: the threshold passes too few, and the full pass must find the rest.
+    const sampled = (t: number) => t % 128 === 0;
+    const all = new Uint8Array(n).fill(1);
+    const tilted = {
+      logp: logp.map((x, t) => (sampled(t) ? -0.1 : -1 - 0.8 * -x)),
+      advantages: advantages.map((a, t) => (sampled(t) ? 10 : 0.1 * a)),
+    };
+    const klTilted: PpoLossOptions = { ...klCov, ...tilted, mask: all, klCovRatio: 0.1 };
+    const klWant = [...klCovPick(klTilted)].sort((x, y) => x - y);
+    assert.equal(klWant.length, n / 10 | 0);
+    assert.deepEqual(klPicked(klTilted), klWant, 'kl_cov, misleading sample');
+    const clipTilted: PpoLossOptions = {
+      ...clipCov,
+      mask: all,
+      logp: logp.map((x, t) => (sampled(t) ? -1.5 : -1 - 0.8 * -x)),
+      oldLogp: logp.map((x, t) => (sampled(t) ? -1.5 : -1 - 0.8 * -x)),
+      advantages: advantages.map((a, t) => (sampled(t) ? 2 : 0.05 * a)),
+      clipCovRatio: 0.05,
+    };
+    assert.equal(checkClipCov(clipTilted, 'clip_cov, misleading sample'), n / 128);
+  });
+
+  it('a block with an exponent beyond ±80 (logp -90, a steep SAPO gate) is computed again unbounded: the same bits for its other tokens', () => {
+    // cpu/policy_loss_kernels.inc runs a block of 256 tokens with exp_bounded first and
+    // again with exp_any where an exponent leaves [-80, 80] (math/policy_loss.h, policy_exp).
+    const rng = new Random(31);
+    const n = 600;
+    const logp = rng.floats(n, -3, -0.05);
+    const oldLogp = logp.map((x) => x + 0.05 * rng.normal());
+    const advantages = rng.normals(n);
+    const mask = rng.mask(n, 0.8);
+    mask[300] = 1;
+    // Token 300's exponent leaves [-80, 80]: DPPO's exp(logp), SAPO's gate (tau (r - 1) =
+    // 40 (e^1.5 - 1) = 139), Clip-Cov's and KL-Cov's unclamped exp(logp - old_logp).
+    const farAt = (l: number, o: number) => {
+      const f = { logp: logp.slice(), oldLogp: oldLogp.slice() };
+      f.logp[300] = l;
+      f.oldLogp[300] = o;
+      return f;
+    };
+    for (const [loss, options, far] of [
+      ['dppo_tv', { clipRatioC: 3 }, farAt(-90, -91.5)],
+      ['dppo_kl', { clipRatioC: 3 }, farAt(-90, -91.5)],
+      ['sapo', { tauPos: 40, tauNeg: 40 }, farAt(-1, -2.5)],
+      ['clip_cov', { clipCovRatio: 0.01, clipCovLb: 0.5, clipCovUb: 5 }, farAt(-90, -2)],
+      ['kl_cov', { klCovRatio: 0.01 }, farAt(-90, -2)],
+    ] as const) {
+      const base: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: loss, aggregation: 'token-sum', ...options };
+      const near = ppoLoss(base);
+      const steep = ppoLoss({ ...base, ...far });
+      // The picks move with the batch means: only the losses without one compare tokens.
+      const moved = loss === 'clip_cov' || loss === 'kl_cov' ? [] : [...near.grad.keys()].filter((t) => t !== 300 && near.grad[t] !== steep.grad[t]);
+      assert.deepEqual(moved, [], `${loss}: the other tokens' gradients`);
+      const want = policyReference({ ...base, ...far });
+      assertClose(steep.loss, want.loss, { atol: 2e-6 * want.magnitude, label: `${loss} loss` });
+    }
+  });
+
   it('kl_cov: covariance ties (+0 and -0 alike, or all NaN) go to the earlier tokens', () => {
     // All advantages 1: every covariance is 0 * (lp - mean lp), +0 or -0 by the sign of the
     // second factor; a NaN advantage makes every covariance NaN. Either way the pick is the

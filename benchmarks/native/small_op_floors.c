@@ -3,18 +3,29 @@
 //     the arithmetic replaced by subtractions;
 //   groupAdvantages, 65,536 rewards in groups of 8: the divider alone (per group
 //     sqrt(ss / 7) + eps and its reciprocal in double, as group_scale computes them, four
-//     groups a vector), against a memmove of the op's 8 B/reward;
+//     groups a vector), and as the kernel computes it since (ss / 7 as a multiply and two
+//     FMAs, cpu/group_advantages_divide.h), against a memmove of the op's 8 B/reward;
 //   groupAdvantages by random ids: what sorting the rewards by group first would cost
 //     (the positions of a stable counting sort, then the scatter of the rewards into group
 //     order), against one scatter-add sweep, the unit of the three sweeps the op does
 //     (scatter_floor.c).
-//   cc -O3 -mavx2 benchmarks/native/small_op_floors.c -o /tmp/floors && /tmp/floors
+//   dpoLoss's memory pattern on 2 threads too (each half the pairs; the helper spins on a
+//     flag, so no wake-up is timed), by wall clock, against the 1-thread memmove.
+//   cc -O3 -mavx2 -mfma benchmarks/native/small_op_floors.c -o /tmp/floors -lpthread && /tmp/floors
 #include <immintrin.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+static double wall_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 static double cpu_now(void) {
   struct timespec t;
@@ -29,11 +40,16 @@ static int32_t ids[N], cursor[G], position[N];
 static float sorted[N];
 static char copy_buffer[32 * N + 4096];
 
-__attribute__((noinline)) static void dpo_streams(const float* restrict a, const float* restrict b,
-                                                  const float* restrict c, const float* restrict d,
-                                                  float* restrict w, float* restrict x,
-                                                  float* restrict y, float* restrict z) {
-  for (int i = 0; i < N; ++i) {
+__attribute__((noinline)) static void dpo_streams_range(int first, int last) {
+  const float* restrict a = f[0];
+  const float* restrict b = f[1];
+  const float* restrict c = f[2];
+  const float* restrict d = f[3];
+  float* restrict w = f[4];
+  float* restrict x = f[5];
+  float* restrict y = f[6];
+  float* restrict z = f[7];
+  for (int i = first; i < last; ++i) {
     const float p = a[i] - c[i], q = b[i] - d[i];
     w[i] = p - q;
     x[i] = q - p;
@@ -42,9 +58,49 @@ __attribute__((noinline)) static void dpo_streams(const float* restrict a, const
   }
 }
 
+static void dpo_streams(void) { dpo_streams_range(0, N); }
+
+// The 2-thread form: the helper takes the second half whenever `round` moves on.
+static atomic_int round_posted, round_done;
+
+static void* helper(void* unused) {
+  (void)unused;
+  int seen = 0;
+  for (;;) {
+    int posted;
+    while ((posted = atomic_load_explicit(&round_posted, memory_order_acquire)) == seen) {
+      _mm_pause();
+    }
+    if (posted < 0) return NULL;
+    seen = posted;
+    dpo_streams_range(N / 2, N);
+    atomic_store_explicit(&round_done, seen, memory_order_release);
+  }
+}
+
+static void dpo_streams_2(void) {
+  const int next = atomic_load(&round_posted) + 1;
+  atomic_store_explicit(&round_posted, next, memory_order_release);
+  dpo_streams_range(0, N / 2);
+  while (atomic_load_explicit(&round_done, memory_order_acquire) != next) _mm_pause();
+}
+
 __attribute__((noinline)) static void divider(void) {
   for (int g = 0; g < G; g += 4) {
     const __m256d s = _mm256_div_pd(_mm256_loadu_pd(ss + g), _mm256_set1_pd(7.0));
+    const __m256d d = _mm256_add_pd(_mm256_sqrt_pd(s), _mm256_set1_pd(1e-6));
+    _mm256_storeu_pd(inverse + g, _mm256_div_pd(_mm256_set1_pd(1.0), d));
+  }
+}
+
+// divider() as the kernel does it now: ss / 7 by Markstein's correction (the fallback
+// division for lanes outside [2^-1000, DBL_MAX] never runs on these values).
+__attribute__((noinline)) static void divider_now(void) {
+  const __m256d seven = _mm256_set1_pd(7.0), y = _mm256_set1_pd(1.0 / 7.0);
+  for (int g = 0; g < G; g += 4) {
+    const __m256d a = _mm256_loadu_pd(ss + g);
+    const __m256d q = _mm256_mul_pd(a, y);
+    const __m256d s = _mm256_fmadd_pd(_mm256_fnmadd_pd(q, seven, a), y, q);
     const __m256d d = _mm256_add_pd(_mm256_sqrt_pd(s), _mm256_set1_pd(1e-6));
     _mm256_storeu_pd(inverse + g, _mm256_div_pd(_mm256_set1_pd(1.0), d));
   }
@@ -92,16 +148,28 @@ int main(void) {
   memset(copy_buffer, 1, sizeof copy_buffer);
   // Source and target in one buffer, half a page plus a cache line apart (as tirl bench).
   char* target = copy_buffer + 16 * N + 2048 + 64;
-  BEST(dpo, dpo_streams(f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]));
+  BEST(dpo, dpo_streams());
   BEST(copy_dpo, memmove(target, copy_buffer, 16 * N));
   BEST(divide, divider());
+  BEST(divide_now, divider_now());
   BEST(copy_group, memmove(target, copy_buffer, 4 * N));
   BEST(sort, sort_by_group());
   BEST(sweep, scatter_add());
+  pthread_t thread;
+  pthread_create(&thread, NULL, helper, NULL);
+#define cpu_now wall_now  // two threads: the wall clock
+  BEST(dpo_2, dpo_streams_2());
+  BEST(copy_dpo_wall, memmove(target, copy_buffer, 16 * N));
+#undef cpu_now
+  atomic_store(&round_posted, -1);
+  pthread_join(thread, NULL);
   printf("dpoLoss memory pattern, no arithmetic: %6.1f us; memmove of its 2 MiB %5.1f us (%.0f%%)\n",
          dpo * 1e6, copy_dpo * 1e6, 100 * copy_dpo / dpo);
+  printf("dpoLoss memory pattern on 2 threads:    %6.1f us (wall); memmove, 1 thread %5.1f us (%.0f%%)\n",
+         dpo_2 * 1e6, copy_dpo_wall * 1e6, 100 * copy_dpo_wall / dpo_2);
   printf("groupAdvantages divider alone:          %6.1f us; memmove of its 512 KiB %5.1f us (%.0f%%)\n",
          divide * 1e6, copy_group * 1e6, 100 * copy_group / divide);
+  printf("  with ss / 7 as the kernel does it now: %5.1f us\n", divide_now * 1e6);
   printf("random ids, stable counting sort:       %6.1f us; one scatter-add sweep %5.1f us\n",
          sort * 1e6, sweep * 1e6);
   printf("(checks: %g %g %g)\n", inverse[7], sorted[9], sums[11]);

@@ -1,7 +1,9 @@
 // advantages on the CPU: the passes of math/advantages.h over fixed chunks of sequences,
-// groups and tokens. Each pass is a sequential loop in a fixed order, so the result does not
-// depend on the thread count and equals the CUDA backend's. The front door
-// (api/advantages.cc) has checked the call and copied the index arrays.
+// groups and tokens, their per-token loops as AVX2/AVX-512 kernels (cpu/advantages_kernels.inc)
+// that compute the same operations in the same order. Chunking depends only on the sizes, so
+// the result does not depend on the thread count (and equals the CUDA backend's where both
+// evaluate the same formula unfused). The front door (api/advantages.cc) has checked the
+// call and copied the index arrays.
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -19,6 +21,24 @@
 
 namespace tirl {
 namespace {
+
+// Outcome estimators' values before whitening, from their sequence advantages (for the
+// whitening kernels of cpu/advantages_kernels.inc, which say more).
+struct SequenceValues {
+  const int32_t* seq_offsets;
+  int64_t num_seqs;
+  const double* seq_adv;
+  // The sequence holding token t, searched from `s` on (the last offset at or before t:
+  // empty sequences are skipped).
+  int64_t sequence_of(int64_t t, int64_t s) const {
+    while (seq_offsets[s + 1] <= t) ++s;
+    return s;
+  }
+  int64_t first_sequence(int64_t t) const {
+    return std::upper_bound(seq_offsets, seq_offsets + num_seqs + 1, t) - seq_offsets - 1;
+  }
+  float value(int64_t s) const { return static_cast<float>(seq_adv[s]); }
+};
 
 // The per-token loops run as vectors, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/advantages_kernels.inc"
@@ -40,11 +60,17 @@ constexpr int64_t kMinWhitenedPerThread = 262144;
 // token's advantage (5 B a token moved): bound by memory bandwidth, they ran 0.99x on 2
 // threads at 1M tokens (best of 15 interleaved rounds) and 0.60-0.74x with the machine
 // loaded (tirl bench of 2026-12-02), so they take a second thread only from 2M tokens, as
-// feedbackMask does.
+// feedbackMask does. So do those whose passes became as light: opo (a mask scan, then the
+// broadcast), remax (the reward-to-go of a score in closed form), and gdpo and
+// reinforce_plus_plus_baseline (whitened from the sequence advantages: two mask scans and
+// one write); at 1M tokens they ran 0.88-1.01x on 2 threads (median of 15 paired rounds of
+// `tirl bench --scaling-only`, the machine loaded).
 constexpr int64_t kMinBroadcastTokensPerThread = int64_t{1} << 20;
 
 bool broadcast_only(tirl_advantage_estimator e) {
-  return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_RLOO || e == TIRL_ADV_GPG;
+  return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_RLOO ||
+         e == TIRL_ADV_GPG || e == TIRL_ADV_OPO || e == TIRL_ADV_REMAX || e == TIRL_ADV_GDPO ||
+         e == TIRL_ADV_REINFORCE_PLUS_PLUS_BASELINE;
 }
 
 // min_chunks_per_thread for `chunks` chunks over `tokens` tokens.
@@ -149,7 +175,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
     parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
   };
-  const bool extent = advantages::reads_mask_summary(e);
+  // reinforce_plus_plus's closed form (below) needs no mask statistics.
+  const bool extent = advantages::reads_mask_summary(e) && !advantages::reinforce_is_constant(p);
   const auto mask_extent = TIRL_SIMD_SELECT(mask_extent);
   over_sequences([&](int64_t s) {
     // advantages::summarize, its mask scan vectorised.
@@ -187,7 +214,53 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       advantages::outcome_group(p, summary.data(), member, count, alpha, seq_adv.data());
     });
   }
-  if (advantages::is_outcome(e)) {
+  // gdpo and reinforce_plus_plus_baseline: before whitening a masked-in token holds its
+  // sequence's advantage (token_pass's broadcast), so the whitening passes take that value
+  // from seq_adv (the *_of_values kernels), instead of one pass writing every token and two
+  // reading them back: the sums read the mask alone and the last pass writes each token once.
+  // So is reinforce_plus_plus at gamma 1 with sequence scores (advantages::reinforce_constant).
+  const bool reinforce_constant = advantages::reinforce_is_constant(p);
+  if (reinforce_constant) {
+    seq_adv.resize(static_cast<size_t>(num_seqs));
+    for (int64_t s = 0; s < num_seqs; ++s) seq_adv[s] = advantages::reinforce_constant(p, s);
+  }
+  const bool whiten_from_sequences =
+      (advantages::is_outcome(e) && advantages::is_whitened(e)) || reinforce_constant;
+  // The whitening sums, per chunk of kChunk tokens. gae and reinforce_plus_plus sum a token
+  // chunk that lies within one chunk of sequences right after their token pass wrote it,
+  // while it is in cache (summed[c]); the whitening sums the others. Which chunk is summed
+  // where depends on the sizes only, and each is the same masked_sum.
+  constexpr int64_t kChunk = advantages::kTokensPerChunk;
+  const int64_t token_chunks = chunk_count(p.num_tokens, kChunk);
+  const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
+  const bool sums_in_token_pass = e == TIRL_ADV_REINFORCE_PLUS_PLUS || e == TIRL_ADV_GAE;
+  std::vector<double> sums;
+  std::vector<int64_t> counts;
+  std::vector<uint8_t> summed;
+  if (advantages::is_whitened(e)) {
+    sums.resize(static_cast<size_t>(token_chunks));
+    counts.resize(static_cast<size_t>(token_chunks));
+    summed.assign(static_cast<size_t>(token_chunks), 0);
+  }
+  // Sums the token chunks within tokens [begin, end) (those starting at or after begin).
+  auto sum_chunks_within = [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin / kChunk + (begin % kChunk != 0); c * kChunk < end; ++c) {
+      const int64_t last = std::min(p.num_tokens, (c + 1) * kChunk);
+      if (last > end) break;
+      masked_sum(p, c * kChunk, last, &sums[c], &counts[c]);
+      summed[c] = 1;
+    }
+  };
+
+  if (whiten_from_sequences) {
+    // No token pass; reinforce_plus_plus's returns are its values before whitening.
+    if (reinforce_constant && p.returns != nullptr) {
+      over_sequences([&](int64_t s) {
+        const float a = static_cast<float>(seq_adv[s]);
+        for (int64_t t = summary[s].begin; t < summary[s].end; ++t) p.returns[t] = p.mask[t] != 0 ? a : 0.0f;
+      });
+    }
+  } else if (advantages::is_outcome(e)) {
     over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
   } else {
     using advantages::Recurrence;
@@ -216,6 +289,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
           advantages::reward_to_go_step(p, sq, s, t, baselines[s - first], r);
         }, no_lanes);
       }
+      if (sums_in_token_pass) sum_chunks_within(seq_offsets[first], seq_offsets[first + count]);
     };
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
     parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
@@ -242,18 +316,28 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   }
 
   if (advantages::is_whitened(e)) {
-    constexpr int64_t kChunk = advantages::kTokensPerChunk;
-    const int64_t chunks = chunk_count(p.num_tokens, kChunk);
-    const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
+    const int64_t chunks = token_chunks;
     const auto masked_squared_deviations = TIRL_SIMD_SELECT(masked_squared_deviations);
     const auto whiten = TIRL_SIMD_SELECT(whiten);
-    std::vector<double> sums(static_cast<size_t>(chunks));
-    std::vector<int64_t> counts(static_cast<size_t>(chunks));
+    const auto masked_sum_of_values = TIRL_SIMD_SELECT(masked_sum_of_values);
+    const auto masked_squared_deviations_of_values =
+        TIRL_SIMD_SELECT(masked_squared_deviations_of_values);
+    const auto whiten_values = TIRL_SIMD_SELECT(whiten_values);
+    const SequenceValues values{seq_offsets, num_seqs, seq_adv.data()};
+    // whiten_values copies into returns where they are the advantages (an outcome estimator's).
+    Problem whitened_problem = p;
+    if (!advantages::is_outcome(e)) whitened_problem.returns = nullptr;
     auto sum_body = [&](int64_t c) {
-      masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c],
-                             &counts[c]);
+      if (summed[c] != 0) return;
+      if (whiten_from_sequences) {
+        masked_sum_of_values(p, values, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk),
+                             &sums[c], &counts[c]);
+        return;
+      }
+      masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c], &counts[c]);
     };
-    const int64_t whiten_min = min_chunks(kMinWhitenedPerThread, kChunk);
+    const int64_t whiten_min =
+        min_chunks(whiten_from_sequences ? kMinBroadcastTokensPerThread : kMinWhitenedPerThread, kChunk);
     parallel_for(chunks, sum_body, whiten_min);
     double sum = 0.0;
     int64_t count = 0;
@@ -263,15 +347,24 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     }
     const double mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
     auto squares_body = [&](int64_t c) {
-      sums[c] = masked_squared_deviations(p, c * kChunk,
-                                                      std::min(p.num_tokens, (c + 1) * kChunk), mean);
+      if (whiten_from_sequences) {
+        sums[c] = masked_squared_deviations_of_values(
+            p, values, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
+        return;
+      }
+      sums[c] = masked_squared_deviations(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
     };
     parallel_for(chunks, squares_body, whiten_min);
     double squares = 0.0;
     for (int64_t c = 0; c < chunks; ++c) squares += sums[c];
     const double inverse_std = advantages::whiten_inverse_std(count, squares);
     auto whiten_body = [&](int64_t c) {
-      whiten(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean, inverse_std);
+      const int64_t first = c * kChunk, last = std::min(p.num_tokens, first + kChunk);
+      if (whiten_from_sequences) {
+        whiten_values(whitened_problem, values, first, last, mean, inverse_std);
+        return;
+      }
+      whiten(p, first, last, mean, inverse_std);
     };
     parallel_for(chunks, whiten_body, whiten_min);
   }

@@ -21,7 +21,7 @@ constexpr int64_t kPairsPerChunk = 2048;
 // measured with `tirl bench --scaling-only`).
 constexpr int64_t kMinPairsPerThread = 16384;
 // Pairs per block inside a chunk: the vectorized loop writes a block's losses to the stack
-// and a second loop adds them in double.
+// and block_loss_sum adds them (to doubles, four f32 losses at a time).
 constexpr int64_t kPairsPerBlock = 256;
 
 struct ChunkTotals {

@@ -84,6 +84,17 @@ struct GeoMeanSequence {
   int64_t clipped_lower = 0;
 };
 
+// The masked sums of one chunk of kTokensPerChunk tokens, in token order (as the CUDA pick
+// sums them: cuda/policy_pick.cu): the picks' batch means.
+struct ChunkSums {
+  double advantage = 0;
+  double logp = 0;
+  int64_t masked = 0;
+};
+
+constexpr int64_t kChunksInterleaved = 4;  // 8 chains of adds in flight, enough to hide the adder's latency
+constexpr int64_t kSumBlock = 128;
+
 #define TIRL_SIMD_KERNELS "cpu/policy_loss_kernels.inc"
 #include "common/simd_kernels.h"
 
@@ -196,47 +207,53 @@ struct Means {
   int64_t masked;
 };
 
+// The batch means verl's covariance uses, over the masked-in tokens (verl_F.masked_mean;
+// 0 when nothing is masked in): the chunks' sums added in chunk order.
 Means masked_means(const Inputs& in) {
-  const int64_t masked = count_masked(in.mask, in.num_tokens);
-  const double a = ordered_token_sum(in.num_tokens, [&](int64_t t) {
-    return in.mask[t] != 0 ? static_cast<double>(in.advantages[t]) : 0.0;
-  });
-  const double l = ordered_token_sum(in.num_tokens, [&](int64_t t) {
-    return in.mask[t] != 0 ? static_cast<double>(in.logp[t]) : 0.0;
-  });
+  const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
+  std::vector<ChunkSums> sums(static_cast<size_t>(num_chunks));
+  const auto chunk_sums = TIRL_SIMD_SELECT(interleaved_chunk_sums);
+  auto body = [&](int64_t group) { chunk_sums(in, group * kChunksInterleaved, num_chunks, sums.data()); };
+  parallel_for(chunk_count(num_chunks, kChunksInterleaved), body,
+               min_chunks(kMinCountedPerThread, kChunksInterleaved * kTokensPerChunk));
+  double a = 0, l = 0;
+  int64_t masked = 0;
+  for (const ChunkSums& c : sums) {
+    a += c.advantage;
+    l += c.logp;
+    masked += c.masked;
+  }
   const double n = masked > 0 ? static_cast<double>(masked) : 1.0;
   return {static_cast<float>(a / n), static_cast<float>(l / n), masked};
 }
 
-// value(t) for the tokens t for which keep[t] comes out nonzero, in token order, at most
-// `limit` of them a chunk: the first under `less`, a strict total order of the values (so
-// that the picks' final nth_element over these finds the same set as over all of them, at
-// a cost of chunks * limit, not of every candidate).
-// flags(begin, count, keep) fills keep[0, count) for a block of count <= kTokensPerBlock
-// tokens, so that its test runs as a loop over a block (which vectorises), not as a branch
-// per token. This is baseline code, unfused: the picks must have the bits of the CUDA pick
-// (built --fmad=false).
-template <class Flags, class Value, class Less>
-auto tokens_where(const Inputs& in, Flags flags, Value value, int64_t limit, Less less) {
-  using T = decltype(value(int64_t{0}));
+// The picks find their `wanted` smallest keys among the eligible tokens without ordering all
+// of them: a threshold from a sample (every kSampleStride-th token), set so that the keys
+// up to it number at least `wanted` but for a negligible chance, then one pass that keeps
+// only the keys up to it, then nth_element over those. Should they number fewer than
+// `wanted` (and the threshold exclude anything), the pass runs again with every key. The
+// set is the same whatever the sample: the `wanted` smallest of distinct keys.
+constexpr int64_t kSampleStride = 128;
+
+// Of the sampled eligible tokens, how many must lie at or below the threshold: the expected
+// count of the `wanted` smallest, 6 standard deviations and 32 more.
+int64_t sample_rank(int64_t wanted, int64_t eligible, int64_t sampled) {
+  const double expected = static_cast<double>(wanted) * static_cast<double>(sampled) /
+                          static_cast<double>(std::max<int64_t>(1, eligible));
+  return static_cast<int64_t>(std::ceil(expected + 6.0 * std::sqrt(expected) + 32.0));
+}
+
+// For every chunk of tokens (on the threads), the hits of hit(b, count, out): the values it
+// appends for the block of `count` <= kTokensPerBlock tokens at b; in chunk order.
+template <class T, class Hits>
+std::vector<T> collect_hits(const Inputs& in, Hits hits) {
   const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
   std::vector<std::vector<T>> parts(static_cast<size_t>(num_chunks));
   auto body = [&](int64_t chunk) {
     const int64_t begin = chunk * kTokensPerChunk;
     const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
     auto& part = parts[static_cast<size_t>(chunk)];
-    int32_t keep[kTokensPerBlock];
-    for (int64_t b = begin; b < end; b += kTokensPerBlock) {
-      const int64_t count = std::min(kTokensPerBlock, end - b);
-      flags(b, count, keep);
-      for (int64_t j = 0; j < count; ++j) {
-        if (keep[j] != 0) part.push_back(value(b + j));
-      }
-    }
-    if (static_cast<int64_t>(part.size()) > limit) {
-      std::nth_element(part.begin(), part.begin() + limit, part.end(), less);
-      part.resize(static_cast<size_t>(limit));
-    }
+    for (int64_t b = begin; b < end; b += kTokensPerBlock) hits(b, std::min(kTokensPerBlock, end - b), part);
   };
   parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
   std::vector<T> all;
@@ -246,7 +263,13 @@ auto tokens_where(const Inputs& in, Flags flags, Value value, int64_t limit, Les
 
 // Clip-Cov: of the candidates (not clipped by the ratio, covariance in (lb, ub)), the
 // max(floor(clip_cov_ratio * masked), 1) with the smallest pick_key(seed, t): a uniform
-// random subset, as verl's randperm gives, reproducible from the seed.
+// random subset, as verl's randperm gives, reproducible from the seed. The keys are uniform
+// over 64 bits whatever the data, so the threshold is a fraction of 2^64: wanted (with
+// margin) over a low estimate of the candidates from the sample. The pass tests the cheap
+// part first (masked in, covariance inside the bounds), then the key, and the ratio's clip
+// only for the few tokens left.
+// The tests are baseline code, unfused: they must have the bits of the CUDA pick (built
+// --fmad=false).
 int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const PolicyConstants& c,
                       std::vector<uint8_t>& selected) {
   const Means m = masked_means(in);
@@ -254,43 +277,90 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
   const float ub = static_cast<float>(o.clip_cov_ub);
   const int64_t wanted = pick_count(m.masked, o.clip_cov_ratio, false);
   const uint64_t seed_key = pick_key_seed(o.seed);
-  auto by_key = [&](int64_t a, int64_t b) {
-    return pick_key(seed_key, static_cast<uint64_t>(a)) < pick_key(seed_key, static_cast<uint64_t>(b));
+  auto in_window = [&](int64_t t) {
+    const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
+    return (in.mask[t] != 0) & (cov < ub) & (cov > lb);
   };
-  std::vector<int64_t> candidates = tokens_where(in, [&](int64_t b, int64_t count, int32_t* keep) {
-    const float* __restrict logp = in.logp + b;
-    const float* __restrict old_logp = in.old_logp + b;
-    const float* __restrict advantages = in.advantages + b;
-    float mask[kTokensPerBlock];  // widened first: the test is then all 32-bit lanes
-    for (int64_t j = 0; j < count; ++j) mask[j] = in.mask[b + j];
-    for (int64_t j = 0; j < count; ++j) {
-      const float cov = covariance_term(logp[j], advantages[j], m.logp, m.advantage);
-      keep[j] = static_cast<int32_t>(
-          (mask[j] != 0.0f) & clip_cov_candidate(logp[j], old_logp[j], advantages[j], cov, c, lb, ub));
-    }
-  }, [](int64_t t) { return t; }, wanted, by_key);
-  if (static_cast<int64_t>(candidates.size()) > wanted) {
-    std::nth_element(candidates.begin(), candidates.begin() + wanted, candidates.end(), by_key);
-    candidates.resize(static_cast<size_t>(wanted));
+  // clip_cov_candidate given in_window(t): the covariance test again changes nothing.
+  auto candidate = [&](int64_t t) {
+    const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
+    return in_window(t) && clip_cov_candidate(in.logp[t], in.old_logp[t], in.advantages[t], cov, c, lb, ub);
+  };
+  int64_t sampled = 0, sampled_candidates = 0;
+  for (int64_t t = 0; t < in.num_tokens; t += kSampleStride) {
+    sampled_candidates += candidate(t);
+    ++sampled;
   }
-  for (int64_t t : candidates) selected[static_cast<size_t>(t)] = 1;
-  return static_cast<int64_t>(candidates.size());
+  // A low estimate of the candidates: the sample's count less 6 standard deviations.
+  const double sampled_count = static_cast<double>(sampled_candidates);
+  const double low = (sampled_count - 6.0 * std::sqrt(sampled_count)) * static_cast<double>(in.num_tokens) /
+                     static_cast<double>(std::max<int64_t>(1, sampled));
+  const double margin = static_cast<double>(wanted) + 6.0 * std::sqrt(static_cast<double>(wanted)) + 32.0;
+  constexpr uint64_t kAll = ~uint64_t{0};
+  const uint64_t first_threshold =
+      low > 0 && margin < low ? static_cast<uint64_t>(margin / low * 18446744073709551616.0) : kAll;
+  using Pick = std::pair<uint64_t, int64_t>;  // (key, token)
+  const auto window = TIRL_SIMD_SELECT(clip_cov_window);
+  auto collect = [&](uint64_t threshold) {
+    return collect_hits<Pick>(in, [&](int64_t b, int64_t count, std::vector<Pick>& out) {
+      int32_t index[kTokensPerBlock];
+      const int64_t n = window(in.logp + b, in.advantages + b, in.mask + b, count, m.logp, m.advantage, lb, ub, index);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t t = b + index[i];
+        const uint64_t key = pick_key(seed_key, static_cast<uint64_t>(t));
+        if (key <= threshold && candidate(t)) out.emplace_back(key, t);
+      }
+    });
+  };
+  std::vector<Pick> picks = collect(first_threshold);
+  // Too few under the threshold: all the candidates (the set is then whatever they are).
+  if (static_cast<int64_t>(picks.size()) < wanted && first_threshold != kAll) picks = collect(kAll);
+  if (static_cast<int64_t>(picks.size()) > wanted) {
+    std::nth_element(picks.begin(), picks.begin() + wanted, picks.end());
+    picks.resize(static_cast<size_t>(wanted));
+  }
+  for (const Pick& p : picks) selected[static_cast<size_t>(p.second)] = 1;
+  return static_cast<int64_t>(picks.size());
 }
 
 // KL-Cov: the max(floor(masked * kl_cov_ratio), 1) masked-in tokens with the largest
 // covariance (NaN counts as largest, as in torch.topk; ties go to the earlier token): the
-// smallest kl_cov_rank_key, the order the CUDA pick uses too.
+// smallest kl_cov_rank_key, the order the CUDA pick uses too. The threshold is on the
+// key's high half (kl_cov_order), from the sampled masked-in tokens; ties at it are all kept.
 int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
                     std::vector<uint8_t>& selected) {
   const Means m = masked_means(in);
   if (m.masked == 0) return 0;
   const int64_t wanted = pick_count(m.masked, o.kl_cov_ratio, true);
-  std::vector<uint64_t> keys = tokens_where(in, [&](int64_t b, int64_t count, int32_t* keep) {
-    for (int64_t j = 0; j < count; ++j) keep[j] = in.mask[b + j] != 0;
-  }, [&](int64_t t) {
-    return kl_cov_rank_key(covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage),
-                           static_cast<uint64_t>(t));
-  }, wanted, [](uint64_t a, uint64_t b) { return a < b; });
+  const auto orders = TIRL_SIMD_SELECT(kl_cov_orders);
+  std::vector<uint32_t> sample;
+  for (int64_t t = 0; t < in.num_tokens; t += kSampleStride) {
+    uint32_t order;
+    orders(in.logp + t, in.advantages + t, in.mask + t, 1, m.logp, m.advantage, 0, &order);
+    if (order != 0xFFFFFFFFu) sample.push_back(order);
+  }
+  constexpr uint32_t kAll = 0xFFFFFFFEu;  // above every masked-in token's order
+  uint32_t first_threshold = kAll;
+  const int64_t rank = sample_rank(wanted, m.masked, static_cast<int64_t>(sample.size()));
+  if (rank < static_cast<int64_t>(sample.size())) {
+    std::nth_element(sample.begin(), sample.begin() + rank, sample.end());
+    first_threshold = sample[static_cast<size_t>(rank)];
+  }
+  auto collect = [&](uint32_t threshold) {
+    return collect_hits<uint64_t>(in, [&](int64_t b, int64_t count, std::vector<uint64_t>& out) {
+      uint32_t order[kTokensPerBlock];
+      for (uint32_t groups = orders(in.logp + b, in.advantages + b, in.mask + b, count, m.logp,
+                                    m.advantage, threshold, order);
+           groups != 0; groups &= groups - 1) {
+        const int64_t first = 16 * __builtin_ctz(groups);
+        for (int64_t j = first; j < std::min(count, first + 16); ++j) {
+          if (order[j] <= threshold) out.push_back((static_cast<uint64_t>(order[j]) << 32) | static_cast<uint64_t>(b + j));
+        }
+      }
+    });
+  };
+  std::vector<uint64_t> keys = collect(first_threshold);
+  if (static_cast<int64_t>(keys.size()) < wanted && first_threshold != kAll) keys = collect(kAll);
   if (static_cast<int64_t>(keys.size()) > wanted) {
     std::nth_element(keys.begin(), keys.begin() + wanted, keys.end());
     keys.resize(static_cast<size_t>(wanted));
@@ -414,35 +484,10 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
                          tirl_policy_loss_result* result) {
   const tirl_ppo_options& p = o.ppo;
   const PolicyConstants c = policy_constants(o);
-  std::vector<GeoMeanSequence> seqs(static_cast<size_t>(in.num_seqs));
-  const auto sequence_sums = TIRL_SIMD_SELECT(geo_mean_sums);
-  auto sums = [&](int64_t chunk) {
-    const int64_t first = chunk * kSequencesPerChunk;
-    const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
-    for (int64_t s = first; s < last; ++s) {
-      seqs[static_cast<size_t>(s)] = sequence_sums(in, in.seq_offsets[s], in.seq_offsets[s + 1], c);
-    }
-  };
-  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), sums, per_sequence_chunks(in, kMinTokensPerThread));
   const double normaliser =
       p.seq_normalizer > 0 ? p.seq_normalizer : static_cast<double>(in.num_seqs);
   const double scale = normaliser > 0 ? p.dp_size / normaliser : 0.0;
-  std::vector<float> coefficient(static_cast<size_t>(in.num_seqs));
-  Totals total;
-  for (int64_t s = 0; s < in.num_seqs; ++s) {
-    const GeoMeanSequence& q = seqs[static_cast<size_t>(s)];
-    const double n = static_cast<double>(q.masked);
-    const double loss =
-        geo_mean_sequence_loss(q.log_ratio, q.advantage, q.log_weight, q.masked, in.weights != nullptr);
-    total.pg_loss += scale * loss;
-    coefficient[static_cast<size_t>(s)] = static_cast<float>(n > 0 ? scale * loss / n : 0.0);
-    total.neg_log_ratio += q.kl_stat;
-    total.masked += q.masked;
-    total.clipped += q.clipped_upper;
-    total.clipped_lower += q.clipped_lower;
-  }
-
-  // The gradient, with the KL term aggregated by `aggregation`.
+  // The KL term, aggregated by `aggregation`.
   const bool kl = in.ref_logp != nullptr;
   SequenceCounts counts;
   Scales kl_scales;
@@ -452,26 +497,47 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   }
   const TokenKernelConstants k{c, kl ? TIRL_SIMD_SELECT(select_kl_block)(p.kl_estimator) : nullptr,
                                static_cast<float>(p.kl_coef)};
+  const auto sequence_sums = TIRL_SIMD_SELECT(geo_mean_sums);
   const auto block = TIRL_SIMD_SELECT(geo_mean_block);
+  // Each sequence's sums, then at once its gradient (the sequence is still in cache): one
+  // read of the batch from memory.
+  std::vector<GeoMeanSequence> seqs(static_cast<size_t>(in.num_seqs));
+  std::vector<double> losses(static_cast<size_t>(in.num_seqs));
   std::vector<Totals> partial(static_cast<size_t>(chunk_count(in.num_seqs, kSequencesPerChunk)));
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kSequencesPerChunk;
     const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
     Lanes lanes;
     for (int64_t s = first; s < last; ++s) {
+      const int64_t begin = in.seq_offsets[s], end = in.seq_offsets[s + 1];
+      const GeoMeanSequence q = sequence_sums(in, begin, end, c);
+      seqs[static_cast<size_t>(s)] = q;
+      const double loss =
+          geo_mean_sequence_loss(q.log_ratio, q.advantage, q.log_weight, q.masked, in.weights != nullptr);
+      losses[static_cast<size_t>(s)] = loss;
+      const double n = static_cast<double>(q.masked);
+      const float coefficient = static_cast<float>(n > 0 ? scale * loss / n : 0.0);
       const float kl_scale =
           !kl ? 0.0f
               : kl_scales.per_sequence.empty() ? kl_scales.shared
                                                : kl_scales.per_sequence[static_cast<size_t>(s)];
-      for (int64_t b = in.seq_offsets[s]; b < in.seq_offsets[s + 1]; b += kTokensPerBlock) {
+      for (int64_t b = begin; b < end; b += kTokensPerBlock) {
         // coefficient * dl/dlogp: dl/dlogp is 1 or 0 (or 0.5 + 0.5), so the product is exact.
-        block(in, b, std::min<int64_t>(kTokensPerBlock, in.seq_offsets[s + 1] - b),
-              coefficient[static_cast<size_t>(s)], kl_scale, k, lanes);
+        block(in, b, std::min<int64_t>(kTokensPerBlock, end - b), coefficient, kl_scale, k, lanes);
       }
     }
     partial[static_cast<size_t>(chunk)] = lanes.totals();
   };
   parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body, per_sequence_chunks(in, kMinTokensPerThread));
+  Totals total;
+  for (int64_t s = 0; s < in.num_seqs; ++s) {
+    const GeoMeanSequence& q = seqs[static_cast<size_t>(s)];
+    total.pg_loss += scale * losses[static_cast<size_t>(s)];
+    total.neg_log_ratio += q.kl_stat;
+    total.masked += q.masked;
+    total.clipped += q.clipped_upper;
+    total.clipped_lower += q.clipped_lower;
+  }
   for (const Totals& t : partial) {
     total.kl_loss += t.kl_loss;
     total.non_finite += t.non_finite;

@@ -236,7 +236,9 @@ TIRL_HD inline double path_variance(const Problem& p, int64_t t) {
 }
 
 // The backward recurrences of the token pass: one call per token, t from q.end - 1 down to
-// q.begin, `r` starting at {0, 0}. Each writes p.advantages[t] (and p.returns[t]).
+// q.begin, `r` starting at {0, 0}. Each writes p.advantages[t] (and p.returns[t]). The CPU
+// runs reinforce_step and gae_step on 8 sequences in vector lanes, operation for operation
+// (recurrence_lanes in cpu/advantages_kernels.inc: a change here is a change there).
 struct Recurrence {
   double running = 0.0;
   double next_value = 0.0;
@@ -252,6 +254,18 @@ TIRL_HD inline void reinforce_step(const Problem& p, const SequenceSummary& q, i
   }
   p.advantages[t] = value;
   if (p.returns != nullptr) p.returns[t] = value;
+}
+// reinforce_plus_plus with gamma = 1 and a score per sequence (p.token_rewards null) has a
+// closed form: r.running is 0 + score from q.last down (later steps compute 0 + 1 * x,
+// which is x for any x but -0, and 0 + score is never -0) and untouched (+0) after q.last,
+// where every token is masked out. So each masked-in token's value is
+// static_cast<float>(this), masked-out ones 0, as reinforce_step would write.
+TIRL_HD inline bool reinforce_is_constant(const Problem& p) {
+  return p.estimator == TIRL_ADV_REINFORCE_PLUS_PLUS && p.gamma == 1.0 &&
+         p.token_rewards == nullptr && p.rewards != nullptr;
+}
+TIRL_HD inline double reinforce_constant(const Problem& p, int64_t s) {
+  return 0.0 + static_cast<double>(p.rewards[s]);
 }
 // gae: TD errors and their lambda-return; masked-out tokens carry next value and running
 // advantage through (verl's "skip values and TD-error on observation tokens").
@@ -349,6 +363,17 @@ struct DirectPathVariances {
 TIRL_HD inline DirectPathVariances direct_path_variances(const Problem& p) {
   return DirectPathVariances{&p};
 }
+// A = G - b on the masked-in tokens t of [from, to), 0 on the others; b = baselines[t -
+// from].numerator (a column's B_k, left there by token_baseline_group), or 0 where
+// baselines is null.
+TIRL_HD inline void subtract_baseline(const Problem& p, int64_t from, int64_t to,
+                                      const ColumnSums* baselines) {
+  float* adv = p.advantages;
+  for (int64_t t = from; t < to; ++t) {
+    const double b = baselines != nullptr ? baselines[t - from].numerator : 0.0;
+    adv[t] = p.mask[t] != 0 ? static_cast<float>(static_cast<double>(adv[t]) - b) : 0.0f;
+  }
+}
 template <class Member, class Scratch, class Variances>
 TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summary, Member member,
                                   int64_t count, Scratch scratch, Variances variances) {
@@ -402,6 +427,10 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
       }
     }
   }
+  // B_k once per column, in place of its numerator.
+  for (int64_t k = 0; baseline && k < columns; ++k) {
+    sums[k].numerator = sums[k].numerator / (sums[k].denominator + p.epsilon);
+  }
   const int64_t tail_member =
       baseline && p.handle_zero_tail && longest_count == 1 &&
               summary[member(longest)].length > second_length
@@ -409,19 +438,35 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
           : -1;
   for (int64_t j = 0; j < count; ++j) {
     const SequenceSummary& q = summary[member(j)];
+    // Columns from `zero_from` on take B = 0: all without a baseline, the zero tail of the
+    // tail member.
+    const int64_t zero_from = !baseline ? 0 : j == tail_member ? second_length : columns;
+    if (!tir) {
+      // Column k is token q.first + k: B on [q.first, q.first + min(zero_from, span)), 0
+      // on the tokens around (where those before q.first and after q.last are masked out).
+      const int64_t from = q.length > 0 ? q.first : q.end;
+      const int64_t to = q.length > 0 ? from + (zero_from < span(q) ? zero_from : span(q)) : q.end;
+      subtract_baseline(p, q.begin, from, nullptr);
+      subtract_baseline(p, from, to, sums);
+      subtract_baseline(p, to, q.end, nullptr);
+      continue;
+    }
+    // tir: column k is the member's k-th masked-in token; a run of masked-in tokens takes
+    // consecutive columns (B below zero_from, 0 from there), a masked-out run 0.
     int64_t k = 0;
-    for (int64_t t = q.begin; t < q.end; ++t) {
+    for (int64_t t = q.begin; t < q.end;) {
+      int64_t stop = t + 1;
       if (p.mask[t] == 0) {
-        p.advantages[t] = 0.0f;
-        continue;
+        while (stop < q.end && p.mask[stop] == 0) ++stop;
+        subtract_baseline(p, t, stop, nullptr);
+      } else {
+        while (stop < q.end && p.mask[stop] != 0) ++stop;
+        const int64_t with_b = k >= zero_from ? t : zero_from - k < stop - t ? t + (zero_from - k) : stop;
+        subtract_baseline(p, t, with_b, sums + k);
+        subtract_baseline(p, with_b, stop, nullptr);
+        k += stop - t;
       }
-      if (!tir) k = t - q.first;
-      double b = 0.0;
-      if (baseline && !(j == tail_member && k >= second_length)) {
-        b = sums[k].numerator / (sums[k].denominator + p.epsilon);
-      }
-      p.advantages[t] = static_cast<float>(static_cast<double>(p.advantages[t]) - b);
-      ++k;
+      t = stop;
     }
   }
 }
@@ -453,7 +498,8 @@ inline Problem make_problem(const tirl_advantages_inputs& in, int64_t num_tokens
                  returns};
 }
 
-// Whitening statistics: partial sums over tokens [first, last), combined in chunk order.
+// Whitening statistics: partial sums over tokens [first, last), combined in chunk order
+// (vector forms: masked_sum and friends in cpu/advantages_kernels.inc).
 // Within a chunk, token first + i adds to partial sum i % kWhitenLanes and the partial sums
 // are added in lane order at the end (add_lanes), so that a CPU vector of kWhitenLanes
 // doubles (cpu/advantages_kernels.inc) computes these very sums, without a dependent add

@@ -14,20 +14,24 @@
 
 namespace tirl {
 
-// log(1 + e) for e in [0, 1] as 2 atanh(s), s = e / (2 + e) in [0, 1/3]: the odd series
-// 2 s (1 + s^2/3 + s^4/5 + ...) to s^12/13 (truncation below 2e-8, relative). Exact for
-// tiny e (no 1 + e rounding) and no range reduction, so it is short and branch-free.
+// log(1 + e) for e in [0, 1] as e q(e), q a polynomial of degree 8 (a least-squares fit
+// of log1p(e) / e at 4,000 Chebyshev nodes of [0, 1], the coefficients rounded to f32):
+// within 2e-7 relative over [0, 1] with or without fused multiply-adds (checked in f32
+// against log1p in double at 2M points and at tiny e), as the series it replaced was.
+// Exact for tiny e (q(0) = 1, no 1 + e rounding), no range reduction and no division (the
+// series 2 atanh(e / (2 + e)) took one: the divider was dpoLoss's costliest unit on the
+// CPU), so it is short and branch-free.
 TIRL_HD inline float log1p_unit(float e) {
-  const float s = e / (2.0f + e);
-  const float w = s * s;
-  float p = 1.0f / 13.0f;
-  p = p * w + 1.0f / 11.0f;
-  p = p * w + 1.0f / 9.0f;
-  p = p * w + 1.0f / 7.0f;
-  p = p * w + 1.0f / 5.0f;
-  p = p * w + 1.0f / 3.0f;
-  p = p * w + 1.0f;
-  return 2.0f * s * p;
+  float q = 0.005253457929939032f;
+  q = q * e - 0.02958850748836994f;
+  q = q * e + 0.07836166769266129f;
+  q = q * e - 0.13674770295619965f;
+  q = q * e + 0.19111430644989014f;
+  q = q * e - 0.24844369292259216f;
+  q = q * e + 0.33319270610809326f;
+  q = q * e - 0.49999502301216125f;
+  q = q * e + 1.0f;
+  return e * q;
 }
 
 // Per-call constants of the loss. The sigmoid and robust variants share one form: with
@@ -38,7 +42,7 @@ TIRL_HD inline float log1p_unit(float e) {
 //   robust   (-(1-ls) log sigmoid(z) + ls log sigmoid(-z)) / (1-2ls)
 //              = t - ((1-ls) min(z, 0) + ls max(z, 0)) / (1-2ls), d/dz = -ls/(1-2ls) - sigmoid(-z)
 // (using min(-z, 0) = -max(z, 0) and sigmoid(z) = 1 - sigmoid(-z)), so each pair needs one
-// exp, one log1p and one division.
+// exp, one log1p and one division (the sigmoid's).
 struct DpoParams {
   float beta;
   float ipo_target;       // 1 / (2 beta)

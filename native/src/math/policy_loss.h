@@ -27,7 +27,23 @@ struct PolicyTerm {
   int32_t clipped;        // counted in clipFraction (verl's pg_clipfrac)
   int32_t clipped_lower;  // counted in clipFractionLower (verl's pg_clipfrac_lower)
   float kl_stat;          // averaged into approxKl (verl's ppo_kl)
+  // Set by the kBounded terms where an exponent left [-80, 80] (or is NaN): the value is
+  // then not exp_any's, and the caller computes the token again with kBounded false.
+  int32_t out_of_range = 0;
 };
+
+// exp_any(x), or with kBounded exp_bounded(x), which has exp_any's bits for |x| <= 80
+// (math/exp.h) at about half the work, noting in `far` an x outside that range. The CPU
+// kernels run a block of tokens bounded first, and again unbounded if any was far.
+template <bool kBounded>
+TIRL_HD inline float policy_exp(float x, int32_t& far) {
+  if constexpr (kBounded) {
+    far |= static_cast<int32_t>(!((x >= -80.0f) & (x <= 80.0f)));
+    return exp_bounded(x);
+  } else {
+    return exp_any(x);
+  }
+}
 
 // The per-loss constants, as floats (the kernels run in f32 as verl's do).
 struct PolicyConstants {
@@ -64,14 +80,15 @@ TIRL_HD inline float as_float(bool flag) { return select(flag, 1.0f, 0.0f); }
 
 // pg = -A * sg(min(r, c)) * logp * valid: only logp carries the gradient. `valid` keeps a
 // token unless its probability moved past the divergence bound in the advantage's direction.
-template <bool kBinaryKl>
+template <bool kBinaryKl, bool kBounded = false>
 TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
                                     const PolicyConstants& c) {
   const Ratio r = token_ratio(logp, old_logp);
   // torch.clamp(ratio, max=c): NaN passes.
   const float truncated = select(r.ratio > c.clip_ratio_c, c.clip_ratio_c, r.ratio);
-  const float prob = exp_any(logp);
-  const float old_prob = exp_any(old_logp);
+  int32_t far = 0;
+  const float prob = policy_exp<kBounded>(logp, far);
+  const float old_prob = policy_exp<kBounded>(old_logp, far);
   bool valid_positive, valid_negative;
   if constexpr (kBinaryKl) {
     const float binary_kl =
@@ -90,25 +107,27 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
   const float coefficient = -advantage * truncated;
   return {coefficient * logp * v, v * coefficient, static_cast<int32_t>(!valid),
           static_cast<int32_t>((r.ratio > c.clip_ratio_c) & valid),
-          -clamped_log_ratio(logp, old_logp)};
+          -clamped_log_ratio(logp, old_logp), far};
 }
 
 // ---------------------------------------------------------------- SAPO
 
 // pg = -A * sigmoid(tau (r - 1)) * 4 / tau, tau = tau_pos for A > 0 else tau_neg; the gate's
 // derivative is 4 s (1 - s) dr/dlogp.
+template <bool kBounded = false>
 TIRL_HD inline PolicyTerm sapo_term(float logp, float old_logp, float advantage,
                                     const PolicyConstants& c) {
   const Ratio r = token_ratio(logp, old_logp);
   const float tau = select(advantage > 0.0f, c.tau_pos, c.tau_neg);
-  const float e = exp_any(-(tau * (r.ratio - 1.0f)));
+  int32_t far = 0;
+  const float e = policy_exp<kBounded>(-(tau * (r.ratio - 1.0f)), far);
   const float s = 1.0f / (1.0f + e);
   // 1 - s without cancellation where s is near 1 (e small).
   const float one_minus_s = select(s < 0.5f, 1.0f - s, e / (1.0f + e));
   const float gate = s * (4.0f / tau);
   const float dgate_dratio = (4.0f / tau) * (s * one_minus_s) * tau;
   return {-gate * advantage, -advantage * dgate_dratio * r.dratio_dlogp, 0, 0,
-          -clamped_log_ratio(logp, old_logp)};
+          -clamped_log_ratio(logp, old_logp), far};
 }
 
 // ---------------------------------------------------------------- GPG, REINFORCE
@@ -150,13 +169,15 @@ TIRL_HD inline float unclamped_ratio(float logp, float old_logp) { return exp_an
 
 // Clip-Cov: max(L1, L2) as vanilla without the dual clip and with the unclamped ratio,
 // times corr = 0 for the selected tokens (their loss and gradient are 0 unless NaN).
+template <bool kBounded = false>
 TIRL_HD inline PolicyTerm clip_cov_term(float logp, float old_logp, float advantage, bool selected,
                                         const PolicyConstants& c) {
-  const float ratio = unclamped_ratio(logp, old_logp);
+  int32_t far = 0;
+  const float ratio = policy_exp<kBounded>(logp - old_logp, far);  // unclamped_ratio
   const PpoTerm t = ppo_term(advantage, ratio, c.ratio_low, c.ratio_high, 0.0f);
   const float corr = as_float(!selected);
   return {t.loss * corr, t.dloss_dratio * ratio * corr, static_cast<int32_t>(selected), 0,
-          -(logp - old_logp)};
+          -(logp - old_logp), far};
 }
 
 // Clip-Cov's random pick: among the candidates, those with the smallest
@@ -189,15 +210,16 @@ TIRL_HD inline int64_t pick_count(int64_t masked, double ratio, bool kl_cov) {
 
 // KL-Cov's order as one 64-bit key, smaller first: the larger covariance first (NaN above
 // everything, as in torch.topk; -0 and +0 equal), then the earlier token (t < 2^32).
+// kl_cov_order is the high 32 bits alone, branch-free (so that a CPU loop over tokens
+// vectorises): at most 0xFF800000 (-Inf) for every covariance, so 0xFFFFFFFF can stand for
+// "not a candidate".
+TIRL_HD inline uint32_t kl_cov_order(float cov) {
+  const uint32_t bits = cov == 0.0f ? 0u : float_bits(cov);
+  const uint32_t ordered = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
+  return cov != cov ? 0u : ~ordered;
+}
 TIRL_HD inline uint64_t kl_cov_rank_key(float cov, uint64_t token) {
-  uint32_t ordered;
-  if (cov != cov) {
-    ordered = 0xFFFFFFFFu;
-  } else {
-    const uint32_t bits = cov == 0.0f ? 0u : float_bits(cov);
-    ordered = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
-  }
-  return (static_cast<uint64_t>(~ordered) << 32) | token;
+  return (static_cast<uint64_t>(kl_cov_order(cov)) << 32) | token;
 }
 
 // Whether a token may be picked by Clip-Cov: not already clipped (L2 > L1) and its
@@ -212,16 +234,18 @@ TIRL_HD inline bool clip_cov_candidate(float logp, float old_logp, float advanta
 
 // KL-Cov: -A r, plus ppo_kl_coef |logp - old_logp| on the selected tokens. approxKl is the
 // masked mean of |logp - old_logp| (verl's ppo_kl for kl_cov).
+template <bool kBounded = false>
 TIRL_HD inline PolicyTerm kl_cov_term(float logp, float old_logp, float advantage, bool selected,
                                       const PolicyConstants& c) {
   const float log_ratio = logp - old_logp;
-  const float ratio = exp_any(log_ratio);
+  int32_t far = 0;
+  const float ratio = policy_exp<kBounded>(log_ratio, far);
   const float abs_kl = select(log_ratio < 0.0f, -log_ratio, log_ratio);
   const float sign = select(log_ratio > 0.0f, 1.0f, select(log_ratio < 0.0f, -1.0f, 0.0f));
   const float base = -advantage * ratio;
   return {select(selected, base + c.ppo_kl_coef * abs_kl, base),
           select(selected, -advantage * ratio + c.ppo_kl_coef * sign, -advantage * ratio), 0, 0,
-          abs_kl};
+          abs_kl, far};
 }
 
 // The token's part of the covariance both pick by: (A - mean A)(logp - mean logp).
@@ -287,25 +311,32 @@ TIRL_HD inline float rollout_is_weight(float log_ratio, float lower, float upper
 
 // ---------------------------------------------------------------- one token, by loss
 
+// The losses whose term has an exp_any that policy_exp<true> may stand in for.
+constexpr bool has_bounded_term(tirl_policy_loss_kind loss) {
+  return loss == TIRL_POLICY_DPPO_TV || loss == TIRL_POLICY_DPPO_KL || loss == TIRL_POLICY_SAPO ||
+         loss == TIRL_POLICY_CLIP_COV || loss == TIRL_POLICY_KL_COV;
+}
+
 // The token term of each token-local loss (every policy loss but 'vanilla', 'gspo' and
-// 'geo_mean'); `selected` is clip_cov's / kl_cov's pick (0 for the others).
-template <tirl_policy_loss_kind Loss>
+// 'geo_mean'); `selected` is clip_cov's / kl_cov's pick (0 for the others). kBounded: see
+// policy_exp.
+template <tirl_policy_loss_kind Loss, bool kBounded = false>
 TIRL_HD inline PolicyTerm policy_term(float logp, float old_logp, float advantage, float selected,
                                       const PolicyConstants& c) {
   if constexpr (Loss == TIRL_POLICY_DPPO_TV) {
-    return dppo_term<false>(logp, old_logp, advantage, c);
+    return dppo_term<false, kBounded>(logp, old_logp, advantage, c);
   } else if constexpr (Loss == TIRL_POLICY_DPPO_KL) {
-    return dppo_term<true>(logp, old_logp, advantage, c);
+    return dppo_term<true, kBounded>(logp, old_logp, advantage, c);
   } else if constexpr (Loss == TIRL_POLICY_SAPO) {
-    return sapo_term(logp, old_logp, advantage, c);
+    return sapo_term<kBounded>(logp, old_logp, advantage, c);
   } else if constexpr (Loss == TIRL_POLICY_CISPO) {
     return cispo_term(logp, old_logp, advantage, c);
   } else if constexpr (Loss == TIRL_POLICY_DRO) {
     return dro_term(logp, old_logp, advantage, c);
   } else if constexpr (Loss == TIRL_POLICY_CLIP_COV) {
-    return clip_cov_term(logp, old_logp, advantage, selected != 0.0f, c);
+    return clip_cov_term<kBounded>(logp, old_logp, advantage, selected != 0.0f, c);
   } else if constexpr (Loss == TIRL_POLICY_KL_COV) {
-    return kl_cov_term(logp, old_logp, advantage, selected != 0.0f, c);
+    return kl_cov_term<kBounded>(logp, old_logp, advantage, selected != 0.0f, c);
   } else {
     static_assert(Loss == TIRL_POLICY_GPG || Loss == TIRL_POLICY_REINFORCE, "not a token loss");
     return log_prob_term(logp, old_logp, advantage);
