@@ -165,7 +165,10 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
                     int64_t group_size) {
   const int64_t num_seqs = p.num_seqs;
   const tirl_advantage_estimator e = p.estimator;
-  const int64_t min_tokens = broadcast_only(e) ? kMinBroadcastTokensPerThread : kMinTokensPerThread;
+  // reinforce_plus_plus in its closed form (below) is as light as the broadcast estimators.
+  const int64_t min_tokens = broadcast_only(e) || advantages::reinforce_is_constant(p)
+                                 ? kMinBroadcastTokensPerThread
+                                 : kMinTokensPerThread;
   std::vector<SequenceSummary> summary(static_cast<size_t>(num_seqs));
   auto over_sequences = [&](auto&& per_sequence) {
     auto body = [&](int64_t chunk) {
