@@ -165,7 +165,10 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
                     int64_t group_size) {
   const int64_t num_seqs = p.num_seqs;
   const tirl_advantage_estimator e = p.estimator;
-  const int64_t min_tokens = broadcast_only(e) ? kMinBroadcastTokensPerThread : kMinTokensPerThread;
+  // reinforce_plus_plus in its closed form (below) is as light as the broadcast estimators.
+  const int64_t min_tokens = broadcast_only(e) || advantages::reinforce_is_constant(p)
+                                 ? kMinBroadcastTokensPerThread
+                                 : kMinTokensPerThread;
   std::vector<SequenceSummary> summary(static_cast<size_t>(num_seqs));
   auto over_sequences = [&](auto&& per_sequence) {
     auto body = [&](int64_t chunk) {
@@ -175,7 +178,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
     parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
   };
-  const bool extent = advantages::reads_mask_summary(e);
+  // reinforce_plus_plus's closed form (below) needs no mask statistics.
+  const bool extent = advantages::reads_mask_summary(e) && !advantages::reinforce_is_constant(p);
   const auto mask_extent = TIRL_SIMD_SELECT(mask_extent);
   over_sequences([&](int64_t s) {
     // advantages::summarize, its mask scan vectorised.
@@ -217,7 +221,14 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   // sequence's advantage (token_pass's broadcast), so the whitening passes take that value
   // from seq_adv (the *_of_values kernels), instead of one pass writing every token and two
   // reading them back: the sums read the mask alone and the last pass writes each token once.
-  const bool whiten_from_sequences = advantages::is_outcome(e) && advantages::is_whitened(e);
+  // So is reinforce_plus_plus at gamma 1 with sequence scores (advantages::reinforce_constant).
+  const bool reinforce_constant = advantages::reinforce_is_constant(p);
+  if (reinforce_constant) {
+    seq_adv.resize(static_cast<size_t>(num_seqs));
+    for (int64_t s = 0; s < num_seqs; ++s) seq_adv[s] = advantages::reinforce_constant(p, s);
+  }
+  const bool whiten_from_sequences =
+      (advantages::is_outcome(e) && advantages::is_whitened(e)) || reinforce_constant;
   // The whitening sums, per chunk of kChunk tokens. gae and reinforce_plus_plus sum a token
   // chunk that lies within one chunk of sequences right after their token pass wrote it,
   // while it is in cache (summed[c]); the whitening sums the others. Which chunk is summed
@@ -245,7 +256,13 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   };
 
   if (whiten_from_sequences) {
-    // No token pass.
+    // No token pass; reinforce_plus_plus's returns are its values before whitening.
+    if (reinforce_constant && p.returns != nullptr) {
+      over_sequences([&](int64_t s) {
+        const float a = static_cast<float>(seq_adv[s]);
+        for (int64_t t = summary[s].begin; t < summary[s].end; ++t) p.returns[t] = p.mask[t] != 0 ? a : 0.0f;
+      });
+    }
   } else if (advantages::is_outcome(e)) {
     over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
   } else {
@@ -310,6 +327,9 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
         TIRL_SIMD_SELECT(masked_squared_deviations_of_values);
     const auto whiten_values = TIRL_SIMD_SELECT(whiten_values);
     const SequenceValues values{seq_offsets, num_seqs, seq_adv.data()};
+    // whiten_values copies into returns where they are the advantages (an outcome estimator's).
+    Problem whitened_problem = p;
+    if (!advantages::is_outcome(e)) whitened_problem.returns = nullptr;
     auto sum_body = [&](int64_t c) {
       if (summed[c] != 0) return;
       if (whiten_from_sequences) {
@@ -344,7 +364,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     auto whiten_body = [&](int64_t c) {
       const int64_t first = c * kChunk, last = std::min(p.num_tokens, first + kChunk);
       if (whiten_from_sequences) {
-        whiten_values(p, values, first, last, mean, inverse_std);
+        whiten_values(whitened_problem, values, first, last, mean, inverse_std);
         return;
       }
       whiten(p, first, last, mean, inverse_std);
