@@ -187,6 +187,12 @@ class Options {
   //   o.refuse("dualClip", "not read by policyLoss 'cispo'");
   void allow(const char* name);
   void refuse(const char* name, const std::string& because);
+  // As refuse, for a reason that costs something to make (a string built per call): it is
+  // made only when the key is present, e.g. o.refuse("weights", [&] { return not_read_by(q); }).
+  template <class Because, class = std::enable_if_t<std::is_invocable_r_v<std::string, Because>>>
+  void refuse(const char* name, Because&& because) {
+    if (has(name)) refuse(name, std::string(because()));
+  }
   // TypeError for the first key present that no one read, allowed or refused.
   void check_unknown_keys();
 
@@ -286,8 +292,10 @@ class Options {
                   int64_t output_length = 0);
   // TypeError unless every array of the call is on the same device as the first one.
   void place(tirl_device device, const std::string& label, Napi::Value value);
-  // TypeError unless `value` is a non-detached typed array of `kind`.
-  void check_typed_array(Napi::Value value, const std::string& label, napi_typedarray_type kind,
+  // TypeError unless `value` is a non-detached typed array of `kind` (`typed_array`: whether
+  // napi_is_typedarray said it is one).
+  void check_typed_array(Napi::Value value, bool typed_array, const std::string& label,
+                         napi_typedarray_type kind,
                          const char* type_name, void** data, size_t* length);
   Napi::Object out_object();
   // object[name] with the cached key (the members of `out`).
@@ -300,18 +308,28 @@ class Options {
   // by key. Keys that a getter adds while the options are read, and values that a Proxy
   // invents for keys it does not list, are not seen.
   struct OwnKey {
-    char text[40];  // longer keys are no option's name: they stay unread, hence unknown
-    napi_value key;
+    const char* text;  // in own_names_ (the key's UTF-8, NUL-terminated)
     bool read;
   };
   void snapshot_own_keys();
   OwnKey* own_key(const char* name);
+  // One bit per own key, chosen by its first two characters (own_key_bit): most of the ~40
+  // names an op asks for are absent, and a clear bit says so without comparing any text.
+  static uint64_t own_key_bit(const char* name) {
+    const unsigned first = static_cast<unsigned char>(name[0]);
+    const unsigned second = first == 0 ? 0 : static_cast<unsigned char>(name[1]);
+    return uint64_t{1} << ((first * 31 + second) & 63);
+  }
+  uint64_t own_key_bits_ = 0;
 
   Napi::Env env_;
   const char* op_;
   Napi::Object object_;
   bool plain_ = false;  // own_keys_ lists every key of object_ that can hold an option
   std::vector<OwnKey> own_keys_;
+  // The own keys' texts, each followed by a NUL: in the inline buffer when they fit.
+  char own_names_inline_[256];
+  std::string own_names_long_;
   // The keys read, allowed or refused (string literals or static tables, which outlive the
   // call), with repeats.
   std::vector<const char*> known_keys_;
@@ -366,7 +384,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
   } else {
     void* data = nullptr;
     size_t length = 0;
-    check_typed_array(value, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name, &data, &length);
+    check_typed_array(value, typed_array, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name, &data, &length);
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
     seen = data;
     if (staging_ && access != Access::fresh_output) {
@@ -467,6 +485,7 @@ class KernelWorker : public Napi::AsyncWorker {
         snapshot_(std::move(snapshot)),
         names_(std::move(names)),
         deferred_(Napi::Promise::Deferred::New(env)) {
+    held_.reserve(inputs.size());
     for (const Napi::Value& v : inputs) {
       held_.push_back(Napi::Persistent(v.As<Napi::Object>()));
       if (void* lease = begin_device_array_lease(env, v)) leases_.push_back(lease);

@@ -1,5 +1,5 @@
-#include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common.h"
@@ -37,34 +37,51 @@ std::vector<const char*> make_own_options(tirl_policy_loss_kind loss, bool bypas
   }
 }
 
-// make_own_options, made once for every loss (read on every call).
-const std::vector<const char*>& own_options(tirl_policy_loss_kind loss, bool bypass_reinforce) {
-  static const std::vector<std::vector<const char*>> tables = [] {
-    std::vector<std::vector<const char*>> t;
-    for (int k = 0; k <= TIRL_POLICY_BYPASS_MODE; ++k) {
-      t.push_back(make_own_options(static_cast<tirl_policy_loss_kind>(k), false));
-    }
-    t.push_back(make_own_options(TIRL_POLICY_BYPASS_MODE, true));
-    return t;
-  }();
-  return tables[bypass_reinforce ? TIRL_POLICY_BYPASS_MODE + 1 : loss];
-}
-
-// Whether the loss (and bypass_mode's lossType) chosen in `q` reads the option `name`.
-bool loss_reads(const tirl_policy_loss_options& q, const char* name) {
-  const bool bypass_reinforce = q.policy_loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE;
-  for (const char* n : own_options(q.policy_loss, bypass_reinforce)) {
-    if (std::strcmp(n, name) == 0) return true;
-  }
-  return false;
-}
-
 // Every loss-specific option name.
 constexpr const char* kLossOptions[] = {
     "clipLow",      "clipHigh",  "dualClip",  "ratioLevel", "weights",    "clipRatioC",
     "tauPos",       "tauNeg",    "clipCovRatio", "clipCovLb", "clipCovUb", "seed",
     "klCovRatio",   "ppoKlCoef", "droBeta",   "lossType",   "rolloutIs",  "rolloutIsThreshold",
     "rolloutIsThresholdLower", "rolloutIsBatchNormalize"};
+constexpr size_t kLossOptionCount = sizeof kLossOptions / sizeof kLossOptions[0];
+static_assert(kLossOptionCount <= 32, "a loss's options are a 32-bit set");
+
+// The index of `name` in kLossOptions (kLossOptionCount if it is none).
+constexpr size_t loss_option(std::string_view name) {
+  for (size_t i = 0; i < kLossOptionCount; ++i) {
+    if (name == kLossOptions[i]) return i;
+  }
+  return kLossOptionCount;
+}
+// The indices options_before and options_after ask for, found when compiled.
+constexpr size_t kClipLow = loss_option("clipLow"), kDualClip = loss_option("dualClip"),
+                 kRatioLevel = loss_option("ratioLevel"), kWeights = loss_option("weights");
+
+// make_own_options as a set of kLossOptions indices, made once for every loss: asked ~25
+// times a call, comparing names cost more than the kernel's own setup.
+uint32_t own_option_set(tirl_policy_loss_kind loss, bool bypass_reinforce) {
+  static const std::vector<uint32_t> sets = [] {
+    const auto set_of = [](const std::vector<const char*>& names) {
+      uint32_t set = 0;
+      for (const char* name : names) set |= uint32_t{1} << loss_option(name);
+      return set;
+    };
+    std::vector<uint32_t> t;
+    for (int k = 0; k <= TIRL_POLICY_BYPASS_MODE; ++k) {
+      t.push_back(set_of(make_own_options(static_cast<tirl_policy_loss_kind>(k), false)));
+    }
+    t.push_back(set_of(make_own_options(TIRL_POLICY_BYPASS_MODE, true)));
+    return t;
+  }();
+  return sets[bypass_reinforce ? TIRL_POLICY_BYPASS_MODE + 1 : loss];
+}
+
+// Whether the loss (and bypass_mode's lossType) chosen in `q` reads kLossOptions[option]
+// (loss_option(name) is the index of a name).
+bool loss_reads(const tirl_policy_loss_options& q, size_t option) {
+  const bool bypass_reinforce = q.policy_loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE;
+  return (own_option_set(q.policy_loss, bypass_reinforce) >> option & 1) != 0;
+}
 
 // What a call's options decide, read once by preparePpoLoss.
 struct PpoLossSettings {
@@ -106,14 +123,10 @@ struct PpoLossCall {
           o.choice("lossType", {"ppo_clip", "reinforce"}, q.loss_type));
     }
     // An option this loss does not read is a TypeError naming it and the loss.
-    const auto reads = [&](const char* name) { return loss_reads(q, name); };
-    std::string label;
-    for (const char* name : kLossOptions) {
-      if (reads(name)) continue;
-      if (label.empty()) label = not_read_by(q);
-      o.refuse(name, label);
+    for (size_t i = 0; i < kLossOptionCount; ++i) {
+      if (!loss_reads(q, i)) o.refuse(kLossOptions[i], [&] { return not_read_by(q); });
     }
-    s.reads_weights = reads("weights");
+    s.reads_weights = loss_reads(q, kWeights);
   }
 
   // The arrays and the output, for options already read.
@@ -136,7 +149,7 @@ struct PpoLossCall {
       c.weights = o.array<float>("weights", false);
       o.require_length(c.weights, "weights", n, per_token);
     } else {
-      o.refuse("weights", not_read_by(s.options));
+      o.refuse("weights", [&] { return not_read_by(s.options); });
     }
     c.seq_offsets = o.array<int32_t>("seqOffsets", false);
     if (c.seq_offsets.present && c.seq_offsets.length < 1) {
@@ -151,15 +164,15 @@ struct PpoLossCall {
   static void options_after(Options& o, Settings& s) {
     tirl_policy_loss_options& q = s.options;
     const tirl_policy_loss_kind loss = q.policy_loss;
-    const auto reads = [&](const char* name) { return loss_reads(q, name); };
+    const auto reads = [&](size_t option) { return loss_reads(q, option); };
     // Values pass through: the C call checks their ranges (and which arrays they need).
     tirl_ppo_options& p = q.ppo;
-    if (reads("clipLow")) {
+    if (reads(kClipLow)) {
       p.clip_low = o.number("clipLow", p.clip_low);
       // From JavaScript, clipHigh defaults to clipLow (a symmetric clip).
       p.clip_high = o.number("clipHigh", p.clip_low);
     }
-    if (reads("dualClip")) p.dual_clip = o.unless_zero("dualClip", p.dual_clip);
+    if (reads(kDualClip)) p.dual_clip = o.unless_zero("dualClip", p.dual_clip);
     // verl's GSPO and SAPO aggregate with seq-mean-token-mean whatever loss_agg_mode says:
     // that is their default here.
     const bool sequence_mean = loss == TIRL_POLICY_GSPO || loss == TIRL_POLICY_SAPO;
@@ -180,7 +193,7 @@ struct PpoLossCall {
     p.kl_estimator = kEstimators[o.choice(
         "klEstimator",
         {"k1", "k2", "k3", "abs", "low_var_kl", "mse", "k1+", "k3+", "low_var_kl+", "abs+"}, 2)];
-    if (reads("ratioLevel")) {
+    if (reads(kRatioLevel)) {
       p.ratio_level = static_cast<tirl_ratio_level>(
           o.choice("ratioLevel", {"token", "sequence"}, p.ratio_level));
     }

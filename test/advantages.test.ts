@@ -130,6 +130,10 @@ describe('advantages', () => {
         }, `${estimator} long ${tokenLevel ? 'token' : 'sequence'} rewards`);
       }
     }
+    // reinforce_plus_plus at gamma 1 with sequence scores: its closed form (a constant per sequence).
+    check({
+      estimator: 'reinforce_plus_plus', rewards: sequenceRewards(rng, 20), mask: batch.mask, seqOffsets: batch.seqOffsets, gamma: 1,
+    }, 'reinforce_plus_plus long, gamma 1');
   });
 
   it('follows each estimator option', () => {

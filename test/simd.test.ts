@@ -142,6 +142,10 @@ function runOps(): Outputs {
       out[`advantages ${estimator} ${rewards} returns`] = r.returns!;
     }
   }
+  // reinforce_plus_plus at gamma 1 with sequence scores takes its closed form.
+  const constant = estimate({ estimator: 'reinforce_plus_plus', rewards: scores.subarray(0, 21), mask: advMask, seqOffsets: advOffsets, gamma: 1, withReturns: true });
+  out['advantages reinforce_plus_plus gamma 1 advantages'] = constant.advantages;
+  out['advantages reinforce_plus_plus gamma 1 returns'] = constant.returns!;
   return out;
 }
 

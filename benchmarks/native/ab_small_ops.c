@@ -3,7 +3,7 @@
 // the op's bytes as `tirl bench` has it (half of them read, half written, the target half a
 // page and a line past the source; copied once untimed first, so that it runs warm):
 // rounds alternate A, B, copy, so that both builds see the same machine state.
-//   cc -O2 benchmarks/native/ab_small_ops.c -o /tmp/ab_small_ops -ldl
+//   cc -O2 -Inative/include benchmarks/native/ab_small_ops.c -o /tmp/ab_small_ops -ldl
 //   cp build/Release/libtirl.so /tmp/a.so   (before the change; the build after it as b.so)
 //   /tmp/ab_small_ops /tmp/a.so /tmp/b.so [rounds]
 // Each library is its own copy on disk (dlopen shares one mapping per path). Threads:
@@ -16,24 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-  int32_t scale_by_std;
-  double epsilon;
-} group_options;
-typedef struct {
-  double beta, label_smoothing;
-  int32_t variant;
-} dpo_options;
-typedef struct {
-  double loss, reward_accuracy;
-} dpo_result;
-typedef struct {
-  int32_t type, index;
-} device;
-typedef int (*group_fn)(const float*, int64_t, const int32_t*, int64_t, const group_options*,
-                        float*, device);
-typedef int (*dpo_fn)(const float*, const float*, const float*, const float*, int64_t,
-                      const dpo_options*, float*, float*, float*, float*, dpo_result*, device);
+#include "tirl/tirl.h"
+
+typedef __typeof__(tirl_group_advantages)* group_fn;
+typedef __typeof__(tirl_dpo_loss)* dpo_fn;
 
 enum { N = 65536, CASES = 3 };
 static float in[4][N], out[4][N];
@@ -86,10 +72,17 @@ int main(int argc, char** argv) {
     ids[i] = ids[j];
     ids[j] = t;
   }
-  const group_options gopt = {1, 1e-6};
-  const dpo_options dopt = {0.1, 0.0, 0};
-  const device cpu = {0, 0};
-  dpo_result result;
+  tirl_group_advantages_options gopt;
+  gopt.scale_by_std = 1;
+  gopt.epsilon = 1e-6;
+  tirl_dpo_options dopt;
+  dopt.beta = 0.1;
+  dopt.label_smoothing = 0.0;
+  dopt.variant = TIRL_DPO_SIGMOID;
+  tirl_device cpu;
+  memset(&cpu, 0, sizeof cpu);
+  cpu.type = TIRL_DEVICE_CPU;
+  tirl_dpo_result result;
   static const char* names[CASES] = {"groupAdvantages/65536 (groups of 8)",
                                      "groupAdvantages/65536/random-ids", "dpoLoss/65536"};
   static const size_t bytes[CASES] = {8 * N, 12 * N, 32 * N};
@@ -104,19 +97,24 @@ int main(int argc, char** argv) {
       for (int v = 0; v < 3; ++v) {
         const int lib = (r & 1) ? 1 - v : v;  // which build goes first alternates (v < 2)
         if (v == 2) memmove(targets[c], copy_buffer, bytes[c] / 2);  // warm, as the op's data
+        tirl_status status = TIRL_OK;
         const double t0 = now();
         if (v == 2) {
           memmove(targets[c], copy_buffer, bytes[c] / 2);
         } else if (c == 0) {
-          group[lib](in[0], N, NULL, 8, &gopt, out[0], cpu);
+          status = group[lib](in[0], N, NULL, 8, &gopt, out[0], cpu);
         } else if (c == 1) {
-          group[lib](in[0], N, ids, 0, &gopt, out[0], cpu);
+          status = group[lib](in[0], N, ids, 0, &gopt, out[0], cpu);
         } else {
-          dpo[lib](in[0], in[1], in[2], in[3], N, &dopt, out[0], out[1], out[2], out[3], &result,
-                   cpu);
+          status = dpo[lib](in[0], in[1], in[2], in[3], N, &dopt, out[0], out[1], out[2], out[3],
+                            &result, cpu);
         }
         __asm__ volatile("" ::: "memory");
         const double dt = now() - t0;
+        if (status != TIRL_OK) {
+          fprintf(stderr, "%s failed (status %d)\n", names[c], (int)status);
+          return 1;
+        }
         if (r >= 0) t[c][v == 2 ? 2 : lib][r] = dt;
       }
     }

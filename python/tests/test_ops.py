@@ -118,6 +118,28 @@ def test_ppo_loss_fully_masked_gives_zero():
     assert got.loss == 0 and got.masked_tokens == 0
 
 
+@pytest.mark.parametrize("policy_loss", ["vanilla", "cispo"])
+def test_ppo_loss_without_a_gradient_gives_the_same_loss_and_stats(policy_loss):
+    # Where no gradient can flow (no requires_grad, or torch.no_grad()) the loss skips the
+    # autograd node: the same value and statistics, and a tensor with no grad_fn.
+    batch = ragged_batch([5, 3], seed=11)
+    args = (batch["old"], batch["adv"], batch["mask"])
+    kwargs = dict(cu_seqlens=torch.tensor(batch["offsets"], dtype=torch.int32), policy_loss=policy_loss)
+    with_grad, stats = tirl.ppo_loss(batch["logp"].clone().requires_grad_(), *args, **kwargs)
+    assert with_grad.grad_fn is not None
+    plain, plain_stats = tirl.ppo_loss(batch["logp"], *args, **kwargs)
+    with torch.no_grad():
+        no_grad, no_grad_stats = tirl.ppo_loss(batch["logp"].clone().requires_grad_(), *args, **kwargs)
+    for loss, got in ((plain, plain_stats), (no_grad, no_grad_stats)):
+        assert loss.grad_fn is None and not loss.requires_grad
+        assert loss.dtype == torch.float32 and loss.dim() == 0
+        assert loss.item() == with_grad.item()
+        assert got == stats and hash(got) == hash(stats) and repr(got) == repr(stats)
+    assert stats == tirl.PpoStats(**{name: getattr(stats, name) for name in stats.__dataclass_fields__})
+    with pytest.raises(AttributeError):
+        stats.loss = 0.0  # still frozen
+
+
 def test_ppo_loss_non_finite_masked_out_and_counted():
     logp = torch.tensor([[-1.0, float("nan"), -0.5]], requires_grad=True)
     old = torch.tensor([[-1.1, -1.0, float("inf")]])

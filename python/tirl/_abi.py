@@ -377,15 +377,17 @@ def tensor(name: str, value: object, dtypes: Tuple[torch.dtype, ...],
     if value.dtype not in dtypes:
         expected = " or ".join(str(d) for d in dtypes)
         raise type_error(name, f"a {expected} tensor", value)
-    if device is not None and value.device != device:
+    value_device = value.device  # each .device makes a new torch.device: read once
+    if device is not None and value_device != device:
         raise value_error(name, f"a tensor on {device}", value)
-    if value.device.type not in ("cpu", "cuda"):
+    if value_device.type not in ("cpu", "cuda"):
         raise value_error(name, "a CPU or CUDA tensor", value)
     return value if value.is_contiguous() else value.contiguous()
 
 
 def shape(name: str, value: torch.Tensor, expected: Sequence[int]) -> None:
-    if tuple(value.shape) != tuple(expected):
+    actual = value.shape
+    if actual != expected and tuple(actual) != tuple(expected):  # a torch.Size is a tuple
         raise value_error(name, f"shape {tuple(expected)}", value)
 
 

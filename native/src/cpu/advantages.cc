@@ -60,11 +60,17 @@ constexpr int64_t kMinWhitenedPerThread = 262144;
 // token's advantage (5 B a token moved): bound by memory bandwidth, they ran 0.99x on 2
 // threads at 1M tokens (best of 15 interleaved rounds) and 0.60-0.74x with the machine
 // loaded (tirl bench of 2026-12-02), so they take a second thread only from 2M tokens, as
-// feedbackMask does.
+// feedbackMask does. So do those whose passes became as light: opo (a mask scan, then the
+// broadcast), remax (the reward-to-go of a score in closed form), and gdpo and
+// reinforce_plus_plus_baseline (whitened from the sequence advantages: two mask scans and
+// one write); at 1M tokens they ran 0.88-1.01x on 2 threads (median of 15 paired rounds of
+// `tirl bench --scaling-only`, the machine loaded).
 constexpr int64_t kMinBroadcastTokensPerThread = int64_t{1} << 20;
 
 bool broadcast_only(tirl_advantage_estimator e) {
-  return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_RLOO || e == TIRL_ADV_GPG;
+  return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_RLOO ||
+         e == TIRL_ADV_GPG || e == TIRL_ADV_OPO || e == TIRL_ADV_REMAX || e == TIRL_ADV_GDPO ||
+         e == TIRL_ADV_REINFORCE_PLUS_PLUS_BASELINE;
 }
 
 // min_chunks_per_thread for `chunks` chunks over `tokens` tokens.
@@ -159,7 +165,10 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
                     int64_t group_size) {
   const int64_t num_seqs = p.num_seqs;
   const tirl_advantage_estimator e = p.estimator;
-  const int64_t min_tokens = broadcast_only(e) ? kMinBroadcastTokensPerThread : kMinTokensPerThread;
+  // reinforce_plus_plus in its closed form (below) is as light as the broadcast estimators.
+  const int64_t min_tokens = broadcast_only(e) || advantages::reinforce_is_constant(p)
+                                 ? kMinBroadcastTokensPerThread
+                                 : kMinTokensPerThread;
   std::vector<SequenceSummary> summary(static_cast<size_t>(num_seqs));
   auto over_sequences = [&](auto&& per_sequence) {
     auto body = [&](int64_t chunk) {
@@ -169,7 +178,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
     parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
   };
-  const bool extent = advantages::reads_mask_summary(e);
+  // reinforce_plus_plus's closed form (below) needs no mask statistics.
+  const bool extent = advantages::reads_mask_summary(e) && !advantages::reinforce_is_constant(p);
   const auto mask_extent = TIRL_SIMD_SELECT(mask_extent);
   over_sequences([&](int64_t s) {
     // advantages::summarize, its mask scan vectorised.
@@ -211,7 +221,14 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   // sequence's advantage (token_pass's broadcast), so the whitening passes take that value
   // from seq_adv (the *_of_values kernels), instead of one pass writing every token and two
   // reading them back: the sums read the mask alone and the last pass writes each token once.
-  const bool whiten_from_sequences = advantages::is_outcome(e) && advantages::is_whitened(e);
+  // So is reinforce_plus_plus at gamma 1 with sequence scores (advantages::reinforce_constant).
+  const bool reinforce_constant = advantages::reinforce_is_constant(p);
+  if (reinforce_constant) {
+    seq_adv.resize(static_cast<size_t>(num_seqs));
+    for (int64_t s = 0; s < num_seqs; ++s) seq_adv[s] = advantages::reinforce_constant(p, s);
+  }
+  const bool whiten_from_sequences =
+      (advantages::is_outcome(e) && advantages::is_whitened(e)) || reinforce_constant;
   // The whitening sums, per chunk of kChunk tokens. gae and reinforce_plus_plus sum a token
   // chunk that lies within one chunk of sequences right after their token pass wrote it,
   // while it is in cache (summed[c]); the whitening sums the others. Which chunk is summed
@@ -239,7 +256,13 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   };
 
   if (whiten_from_sequences) {
-    // No token pass.
+    // No token pass; reinforce_plus_plus's returns are its values before whitening.
+    if (reinforce_constant && p.returns != nullptr) {
+      over_sequences([&](int64_t s) {
+        const float a = static_cast<float>(seq_adv[s]);
+        for (int64_t t = summary[s].begin; t < summary[s].end; ++t) p.returns[t] = p.mask[t] != 0 ? a : 0.0f;
+      });
+    }
   } else if (advantages::is_outcome(e)) {
     over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
   } else {
@@ -304,6 +327,9 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
         TIRL_SIMD_SELECT(masked_squared_deviations_of_values);
     const auto whiten_values = TIRL_SIMD_SELECT(whiten_values);
     const SequenceValues values{seq_offsets, num_seqs, seq_adv.data()};
+    // whiten_values copies into returns where they are the advantages (an outcome estimator's).
+    Problem whitened_problem = p;
+    if (!advantages::is_outcome(e)) whitened_problem.returns = nullptr;
     auto sum_body = [&](int64_t c) {
       if (summed[c] != 0) return;
       if (whiten_from_sequences) {
@@ -313,7 +339,8 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       }
       masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c], &counts[c]);
     };
-    const int64_t whiten_min = min_chunks(kMinWhitenedPerThread, kChunk);
+    const int64_t whiten_min =
+        min_chunks(whiten_from_sequences ? kMinBroadcastTokensPerThread : kMinWhitenedPerThread, kChunk);
     parallel_for(chunks, sum_body, whiten_min);
     double sum = 0.0;
     int64_t count = 0;
@@ -337,7 +364,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     auto whiten_body = [&](int64_t c) {
       const int64_t first = c * kChunk, last = std::min(p.num_tokens, first + kChunk);
       if (whiten_from_sequences) {
-        whiten_values(p, values, first, last, mean, inverse_std);
+        whiten_values(whitened_problem, values, first, last, mean, inverse_std);
         return;
       }
       whiten(p, first, last, mean, inverse_std);

@@ -255,6 +255,18 @@ TIRL_HD inline void reinforce_step(const Problem& p, const SequenceSummary& q, i
   p.advantages[t] = value;
   if (p.returns != nullptr) p.returns[t] = value;
 }
+// reinforce_plus_plus with gamma = 1 and a score per sequence (p.token_rewards null) has a
+// closed form: r.running is 0 + score from q.last down (later steps compute 0 + 1 * x,
+// which is x for any x but -0, and 0 + score is never -0) and untouched (+0) after q.last,
+// where every token is masked out. So each masked-in token's value is
+// static_cast<float>(this), masked-out ones 0, as reinforce_step would write.
+TIRL_HD inline bool reinforce_is_constant(const Problem& p) {
+  return p.estimator == TIRL_ADV_REINFORCE_PLUS_PLUS && p.gamma == 1.0 &&
+         p.token_rewards == nullptr && p.rewards != nullptr;
+}
+TIRL_HD inline double reinforce_constant(const Problem& p, int64_t s) {
+  return 0.0 + static_cast<double>(p.rewards[s]);
+}
 // gae: TD errors and their lambda-return; masked-out tokens carry next value and running
 // advantage through (verl's "skip values and TD-error on observation tokens").
 TIRL_HD inline void gae_step(const Problem& p, const SequenceSummary& q, int64_t s, int64_t t,
