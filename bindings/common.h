@@ -308,8 +308,7 @@ class Options {
   // by key. Keys that a getter adds while the options are read, and values that a Proxy
   // invents for keys it does not list, are not seen.
   struct OwnKey {
-    char text[40];  // longer keys are no option's name: they stay unread, hence unknown
-    napi_value key;
+    const char* text;  // in own_names_ (the key's UTF-8, NUL-terminated)
     bool read;
   };
   void snapshot_own_keys();
@@ -328,6 +327,9 @@ class Options {
   Napi::Object object_;
   bool plain_ = false;  // own_keys_ lists every key of object_ that can hold an option
   std::vector<OwnKey> own_keys_;
+  // The own keys' texts, each followed by a NUL: in the inline buffer when they fit.
+  char own_names_inline_[256];
+  std::string own_names_long_;
   // The keys read, allowed or refused (string literals or static tables, which outlive the
   // call), with repeats.
   std::vector<const char*> known_keys_;
@@ -434,7 +436,8 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
     access = Access::fresh_output;
   }
   read_array(value, label, &view, access, length);
-  require_length(view, label.c_str(), length, "the size of the result");
+  static const std::string kResultSize = "the size of the result";  // made once, not per call
+  require_length(view, label.c_str(), length, kResultSize);
   holder = Napi::Persistent(value.As<Napi::Object>());
   return view;
 }

@@ -42,6 +42,24 @@ describe('option keys', () => {
     });
   }
 
+  it('reads the own keys of any plain options object: long, many, non-enumerable, null-prototype, holding a NUL', async () => {
+    // The binding lists an object's own keys in one string (NUL-separated, with their count):
+    // past its 256-byte buffer, a key holding a NUL, and keys that are not enumerable.
+    const ppo = CALLS.ppoLoss;
+    const expected = op('ppoLoss')(ppo);
+    const misspelt = (key: string) => new RegExp(`^ppoLoss: Expected no option named '${key.replace('\0', '\\0')}' \\(ppoLoss reads `);
+    const many: Record<string, unknown> = { ...ppo };
+    for (let i = 0; i < 40; ++i) many[`an_unused_key_of_some_length_${i}`] = undefined;
+    assert.deepEqual(op('ppoLoss')({ ...many, clipLow: 0.2 }), expected);
+    await throwsBoth('ppoLoss', { ...many, ['x'.repeat(300)]: 1 }, TypeError, misspelt('x'.repeat(300)));
+    await throwsBoth('ppoLoss', { ...ppo, 'clip\0Low': 0.3 }, TypeError, /Expected no option named 'clip/);
+    assert.deepEqual(op('ppoLoss')({ ...ppo, 'clip\0Low': undefined }), expected);
+    const hidden = Object.defineProperty({ ...ppo }, 'clipLow', { value: 0.5, enumerable: false });
+    assert.deepEqual(op('ppoLoss')(hidden), op('ppoLoss')({ ...ppo, clipLow: 0.5 }));
+    const bare = Object.assign(Object.create(null) as Record<string, unknown>, ppo, { kLcoef: 1 });
+    await throwsBoth('ppoLoss', bare, TypeError, misspelt('kLcoef'));
+  });
+
   it('tokenLogprobsBackward refuses the forward-only withEntropy', async () => {
     await throwsBoth('tokenLogprobsBackward', { ...CALLS.tokenLogprobsBackward, withEntropy: true }, TypeError, /'withEntropy'/);
   });

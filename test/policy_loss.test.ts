@@ -265,8 +265,9 @@ describe('ppoLoss policy losses', () => {
   });
 
   it('clip_cov, kl_cov on 65,536 tokens: the picks of the sampled threshold, and of the full pass where the sample misleads', () => {
-    // The CPU picks keep only the keys under a threshold drawn from every 128th token
-    // (cpu/policy_loss.cc) and redo the pass with every key when too few fall under it.
+    // The CPU picks keep only the keys under a threshold drawn from 16 tokens in every
+    // 2,048 (cpu/policy_loss.cc, sample_run_start) and redo the pass with every key when too
+    // few fall under it.
     const n = 1 << 16;
     const rng = new Random(21);
     const logp = rng.floats(n, -5, 0);
@@ -293,9 +294,13 @@ describe('ppoLoss policy losses', () => {
     assert.deepEqual(klPicked(klCov), [...klCovPick(klCov)].sort((x, y) => x - y), 'kl_cov');
     assertBitwiseEqual(withThreads(1, () => ppoLoss(klCov)).grad, withThreads(4, () => ppoLoss(klCov)).grad, 'kl_cov: 1 and 4 threads');
 
-    // Every 128th token (the sample) has the largest covariance, or is the only clip_cov
-    // candidate: the threshold passes too few, and the full pass must find the rest.
-    const sampled = (t: number) => t % 128 === 0;
+    // The sampled tokens have the largest covariance, or are the only clip_cov candidates:
+    // the threshold passes too few, and the full pass must find the rest.
+    const sampled = (t: number) => {
+      const w = Math.floor(t / 2048);
+      const first = w * 2048 + ((Math.imul(w, 2654435761 | 0) >>> 0) % 2032);
+      return t >= first && t < first + 16;
+    };
     const all = new Uint8Array(n).fill(1);
     const tilted = {
       logp: logp.map((x, t) => (sampled(t) ? -0.1 : -1 - 0.8 * -x)),
@@ -313,7 +318,7 @@ describe('ppoLoss policy losses', () => {
       advantages: advantages.map((a, t) => (sampled(t) ? 2 : 0.05 * a)),
       clipCovRatio: 0.05,
     };
-    assert.equal(checkClipCov(clipTilted, 'clip_cov, misleading sample'), n / 128);
+    assert.equal(checkClipCov(clipTilted, 'clip_cov, misleading sample'), (n / 2048) * 16);
   });
 
   it('a block with an exponent beyond ±80 (logp -90, a steep SAPO gate) is computed again unbounded: the same bits for its other tokens', () => {

@@ -228,12 +228,31 @@ Means masked_means(const Inputs& in) {
 }
 
 // The picks find their `wanted` smallest keys among the eligible tokens without ordering all
-// of them: a threshold from a sample (every kSampleStride-th token), set so that the keys
+// of them: a threshold from a sample (kSampleRun tokens in every kSampleSpacing, a cache
+// line of each input, not one line for every sampled token; at a Weyl-sequence offset in
+// each window, so that it follows no period of the batch, such as its prompts), set so that the keys
 // up to it number at least `wanted` but for a negligible chance, then one pass that keeps
 // only the keys up to it, then nth_element over those. Should they number fewer than
 // `wanted` (and the threshold exclude anything), the pass runs again with every key. The
 // set is the same whatever the sample: the `wanted` smallest of distinct keys.
-constexpr int64_t kSampleStride = 128;
+constexpr int64_t kSampleRun = 16;
+constexpr int64_t kSampleSpacing = 2048;
+
+// The first token of window w's sampled run: w * kSampleSpacing + (w * 2654435761 mod 2^32)
+// mod (kSampleSpacing - kSampleRun) (test/policy_loss.test.ts builds a batch on it).
+int64_t sample_run_start(int64_t w) {
+  const uint32_t weyl = static_cast<uint32_t>(static_cast<uint64_t>(w) * 2654435761u);
+  return w * kSampleSpacing + static_cast<int64_t>(weyl % static_cast<uint32_t>(kSampleSpacing - kSampleRun));
+}
+
+// f(first, count) for every sampled run that lies in the batch.
+template <class F>
+void for_sample_runs(int64_t num_tokens, F f) {
+  for (int64_t w = 0; w * kSampleSpacing < num_tokens; ++w) {
+    const int64_t first = sample_run_start(w);
+    if (first < num_tokens) f(first, std::min(kSampleRun, num_tokens - first));
+  }
+}
 
 // Of the sampled eligible tokens, how many must lie at or below the threshold: the expected
 // count of the `wanted` smallest, 6 standard deviations and 32 more.
@@ -287,10 +306,10 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
     return in_window(t) && clip_cov_candidate(in.logp[t], in.old_logp[t], in.advantages[t], cov, c, lb, ub);
   };
   int64_t sampled = 0, sampled_candidates = 0;
-  for (int64_t t = 0; t < in.num_tokens; t += kSampleStride) {
-    sampled_candidates += candidate(t);
-    ++sampled;
-  }
+  for_sample_runs(in.num_tokens, [&](int64_t first, int64_t count) {
+    for (int64_t t = first; t < first + count; ++t) sampled_candidates += candidate(t);
+    sampled += count;
+  });
   // A low estimate of the candidates: the sample's count less 6 standard deviations.
   const double sampled_count = static_cast<double>(sampled_candidates);
   const double low = (sampled_count - 6.0 * std::sqrt(sampled_count)) * static_cast<double>(in.num_tokens) /
@@ -300,15 +319,16 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
   const uint64_t first_threshold =
       low > 0 && margin < low ? static_cast<uint64_t>(margin / low * 18446744073709551616.0) : kAll;
   using Pick = std::pair<uint64_t, int64_t>;  // (key, token)
-  const auto window = TIRL_SIMD_SELECT(clip_cov_window);
+  const auto hits = TIRL_SIMD_SELECT(clip_cov_hits);
   auto collect = [&](uint64_t threshold) {
     return collect_hits<Pick>(in, [&](int64_t b, int64_t count, std::vector<Pick>& out) {
       int32_t index[kTokensPerBlock];
-      const int64_t n = window(in.logp + b, in.advantages + b, in.mask + b, count, m.logp, m.advantage, lb, ub, index);
+      uint64_t keys[kTokensPerBlock];
+      const int64_t n = hits(in.logp + b, in.advantages + b, in.mask + b, b, count, m.logp, m.advantage,
+                             lb, ub, seed_key, threshold, index, keys);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t t = b + index[i];
-        const uint64_t key = pick_key(seed_key, static_cast<uint64_t>(t));
-        if (key <= threshold && candidate(t)) out.emplace_back(key, t);
+        if (candidate(t)) out.emplace_back(keys[i], t);
       }
     });
   };
@@ -334,11 +354,13 @@ int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
   const int64_t wanted = pick_count(m.masked, o.kl_cov_ratio, true);
   const auto orders = TIRL_SIMD_SELECT(kl_cov_orders);
   std::vector<uint32_t> sample;
-  for (int64_t t = 0; t < in.num_tokens; t += kSampleStride) {
-    uint32_t order;
-    orders(in.logp + t, in.advantages + t, in.mask + t, 1, m.logp, m.advantage, 0, &order);
-    if (order != 0xFFFFFFFFu) sample.push_back(order);
-  }
+  for_sample_runs(in.num_tokens, [&](int64_t first, int64_t count) {
+    uint32_t order[kSampleRun];
+    orders(in.logp + first, in.advantages + first, in.mask + first, count, m.logp, m.advantage, 0, order);
+    for (int64_t j = 0; j < count; ++j) {
+      if (order[j] != 0xFFFFFFFFu) sample.push_back(order[j]);
+    }
+  });
   constexpr uint32_t kAll = 0xFFFFFFFEu;  // above every masked-in token's order
   uint32_t first_threshold = kAll;
   const int64_t rank = sample_rank(wanted, m.masked, static_cast<int64_t>(sample.size()));
