@@ -436,7 +436,8 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
     access = Access::fresh_output;
   }
   read_array(value, label, &view, access, length);
-  require_length(view, label.c_str(), length, "the size of the result");
+  static const std::string kResultSize = "the size of the result";  // made once, not per call
+  require_length(view, label.c_str(), length, kResultSize);
   holder = Napi::Persistent(value.As<Napi::Object>());
   return view;
 }

@@ -76,12 +76,13 @@ uint32_t own_option_set(tirl_policy_loss_kind loss, bool bypass_reinforce) {
   return sets[bypass_reinforce ? TIRL_POLICY_BYPASS_MODE + 1 : loss];
 }
 
-// Whether the loss (and bypass_mode's lossType) chosen in `q` reads kLossOptions[option]
-// (loss_option(name) is the index of a name).
-bool loss_reads(const tirl_policy_loss_options& q, size_t option) {
+// The options the loss (and bypass_mode's lossType) chosen in `q` reads: bit i stands for
+// kLossOptions[i] (loss_option(name) is the index of a name; in_set asks for one).
+uint32_t loss_reads(const tirl_policy_loss_options& q) {
   const bool bypass_reinforce = q.policy_loss == TIRL_POLICY_BYPASS_MODE && q.loss_type == TIRL_BYPASS_REINFORCE;
-  return (own_option_set(q.policy_loss, bypass_reinforce) >> option & 1) != 0;
+  return own_option_set(q.policy_loss, bypass_reinforce);
 }
+constexpr bool in_set(uint32_t set, size_t option) { return (set >> option & 1) != 0; }
 
 // What a call's options decide, read once by preparePpoLoss.
 struct PpoLossSettings {
@@ -123,10 +124,11 @@ struct PpoLossCall {
           o.choice("lossType", {"ppo_clip", "reinforce"}, q.loss_type));
     }
     // An option this loss does not read is a TypeError naming it and the loss.
+    const uint32_t reads = loss_reads(q);
     for (size_t i = 0; i < kLossOptionCount; ++i) {
-      if (!loss_reads(q, i)) o.refuse(kLossOptions[i], [&] { return not_read_by(q); });
+      if (!in_set(reads, i)) o.refuse(kLossOptions[i], [&] { return not_read_by(q); });
     }
-    s.reads_weights = loss_reads(q, kWeights);
+    s.reads_weights = in_set(reads, kWeights);
   }
 
   // The arrays and the output, for options already read.
@@ -164,7 +166,8 @@ struct PpoLossCall {
   static void options_after(Options& o, Settings& s) {
     tirl_policy_loss_options& q = s.options;
     const tirl_policy_loss_kind loss = q.policy_loss;
-    const auto reads = [&](size_t option) { return loss_reads(q, option); };
+    const uint32_t read_set = loss_reads(q);
+    const auto reads = [&](size_t option) { return in_set(read_set, option); };
     // Values pass through: the C call checks their ranges (and which arrays they need).
     tirl_ppo_options& p = q.ppo;
     if (reads(kClipLow)) {

@@ -231,6 +231,22 @@ def test_token_logprobs_and_entropy_with_backward(dtype, temperature):
     torch.testing.assert_close(only_logp.grad.double(), leaf64.grad, **tolerance)
 
 
+@pytest.mark.parametrize("with_entropy", [False, True])
+def test_token_logprobs_without_a_gradient_gives_the_same_values(with_entropy):
+    # Where no gradient can flow into the logits the call skips the autograd node.
+    g = torch.Generator().manual_seed(5)
+    logits = torch.randn(3, 4, 7, generator=g)
+    labels = torch.randint(0, 7, (3, 4), generator=g)
+    with_grad = tirl.token_logprobs(logits.clone().requires_grad_(), labels, with_entropy=with_entropy)
+    plain = tirl.token_logprobs(logits, labels, with_entropy=with_entropy)
+    with torch.no_grad():
+        no_grad = tirl.token_logprobs(logits.clone().requires_grad_(), labels, with_entropy=with_entropy)
+    for got in (plain, no_grad):
+        for a, b in zip(got if with_entropy else (got,), with_grad if with_entropy else (with_grad,)):
+            assert a.grad_fn is None and b.grad_fn is not None
+            assert a.shape == labels.shape and torch.equal(a, b.detach())
+
+
 def test_token_logprobs_errors():
     logits = torch.zeros(2, 5)
     with pytest.raises(TypeError, match="logits"):

@@ -49,10 +49,17 @@ TIRL_HD inline double rollout_clamp(double x, double lo, double hi) {
 // The three divergence estimators of a rejection option, from the clamped log-ratio c
 // and rho = exp(c): k1 = -c, k2 = c^2 / 2, k3 = rho - 1 - c.
 // A template so that the CPU's statistics lanes (cpu/rollout_correction_kernels.inc) take
-// it on whole vectors of tokens.
+// it on whole vectors of tokens; by reference and into an out-parameter, because Clang
+// refuses to pass a vector wider than the baseline's registers by value to a function
+// compiled without its ISA (this header is, outside the kernels' target regions).
 template <class T>
-TIRL_HD inline T rollout_k(int k, T c, T rho) {
-  return k == 1 ? -c : (k == 2 ? 0.5 * c * c : (rho - 1.0) - c);
+TIRL_HD inline void rollout_k_as(int k, const T& c, const T& rho, T& out) {
+  out = k == 1 ? -c : (k == 2 ? 0.5 * c * c : (rho - 1.0) - c);
+}
+TIRL_HD inline double rollout_k(int k, double c, double rho) {
+  double out;
+  rollout_k_as(k, c, rho, out);
+  return out;
 }
 
 // ---------------------------------------------------------------- rejection options
@@ -306,8 +313,14 @@ TIRL_HD inline RolloutRatio rollout_ratio(float logp, float rollout_logp) {
 
 // verl's k3_kl term e^d - d - 1 of one token, from d and e^d (unclamped: e^d is rho where
 // c = d, else ::exp(d)).
+// On vectors as rollout_k_as is.
 template <class T>
-TIRL_HD inline T rollout_k3_kl(T d, T exp_d) { return (exp_d - d) - 1.0; }
+TIRL_HD inline void rollout_k3_kl_as(const T& d, const T& exp_d, T& out) { out = (exp_d - d) - 1.0; }
+TIRL_HD inline double rollout_k3_kl(double d, double exp_d) {
+  double out;
+  rollout_k3_kl_as(d, exp_d, out);
+  return out;
+}
 
 // ---------------------------------------------------------------- one sequence
 
