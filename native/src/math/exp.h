@@ -88,18 +88,6 @@ TIRL_HD inline float exp_any(float x) {
   return select(x > 88.7228394f, bits_float(0x7f800000u), select(x < -104.0f, 0.0f, value));
 }
 
-// A double's IEEE-754 bits and back (math/float_bits.h's float_bits for doubles).
-TIRL_HD inline uint64_t exp_double_bits(double x) {
-  uint64_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits;
-}
-TIRL_HD inline double exp_bits_double(uint64_t bits) {
-  double x;
-  std::memcpy(&x, &bits, sizeof x);
-  return x;
-}
-
 // e^x in double for |x| <= 700, branch-free (so that a loop over it vectorises, which
 // libm's exp does not): x = n ln 2 + r with n = round(x / ln 2) (the 1.5 * 2^52 trick) and
 // ln 2 in two parts (fdlibm's, whose high part has 32 trailing zero bits, so n ln2_hi is
@@ -126,8 +114,8 @@ TIRL_HD inline double exp_double_bounded(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   // 2^n from the low bits of `shifted` (any input gives some bits; for NaN, r is NaN).
-  const uint64_t two_to_n = (exp_double_bits(shifted) - exp_double_bits(kRound) + 1023u) << 52;
-  return exp_bits_double(two_to_n) * (1.0 + r * p);
+  const uint64_t two_to_n = (double_bits(shifted) - double_bits(kRound) + 1023u) << 52;
+  return bits_double(two_to_n) * (1.0 + r * p);
 }
 
 }  // namespace tirl

@@ -21,6 +21,19 @@ TIRL_HD inline float bits_float(uint32_t bits) {
   return x;
 }
 
+// The same for a double.
+TIRL_HD inline uint64_t double_bits(double x) {
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+TIRL_HD inline double bits_double(uint64_t bits) {
+  double x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
 // c ? a : b as bit operations: a ?: chain lets the compiler join branches into PHIs that
 // its if-conversion gives up on, and then the token loop does not vectorise.
 TIRL_HD inline float select(bool c, float a, float b) {
