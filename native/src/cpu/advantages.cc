@@ -57,15 +57,15 @@ constexpr int64_t kGroupsPerChunk = 2;
 constexpr int64_t kMinTokensPerThread = 262144;
 constexpr int64_t kMinWhitenedPerThread = 262144;
 // grpo, grpo_passk, rloo and gpg do a few operations a sequence and then only write each
-// token's advantage (5 B a token moved): bound by memory bandwidth, they ran 0.99x on 2
-// threads at 1M tokens (best of 15 interleaved rounds) and 0.60-0.74x with the machine
-// loaded (tirl bench of 2026-12-02), so they take a second thread only from 2M tokens, as
-// feedbackMask does. So do those whose passes became as light: opo (a mask scan, then the
-// broadcast), remax (the reward-to-go of a score in closed form), and gdpo and
-// reinforce_plus_plus_baseline (whitened from the sequence advantages: two mask scans and
-// one write); at 1M tokens they ran 0.88-1.01x on 2 threads (median of 15 paired rounds of
-// `tirl bench --scaling-only`, the machine loaded).
-constexpr int64_t kMinBroadcastTokensPerThread = int64_t{1} << 20;
+// token's advantage (5 B a token moved), and so do those whose passes became as light: opo
+// (a mask scan, then the broadcast), remax (the reward-to-go of a score in closed form), gdpo
+// and reinforce_plus_plus_baseline (whitened from the sequence advantages: two mask scans and
+// one write). Bound by memory bandwidth, they take a second thread from 128K tokens a thread:
+// on the quiet reference VM (`tirl bench --scaling-only --ops advantages`, median of 15
+// paired rounds, two runs) 2 threads vs 1 ran 1.2-1.8x at 1M tokens but 0.79-1.25x at 128K.
+// (An earlier 1M threshold came from runs on a loaded machine, where a second thread had
+// no core.)
+constexpr int64_t kMinBroadcastTokensPerThread = int64_t{1} << 17;
 
 bool broadcast_only(tirl_advantage_estimator e) {
   return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_RLOO ||
