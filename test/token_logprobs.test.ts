@@ -145,6 +145,37 @@ describe('tokenLogprobs', () => {
     assertBitwiseEqual(inPlace, grad, 'in place');
   });
 
+  it('gives the same answer whatever the first entries of a row (its first block is summed from their max)', () => {
+    // The kernel sums a row's first block relative to the max of its first 64 entries, and
+    // redoes it relative to the block's own max when the rest lies far above (more than
+    // 2^64 in exp). Rows here: first entries far below the rest (the redo), a little below
+    // (one pass, exps up to ~2^58 at T = 0.5), -inf (no estimate), far above the rest.
+    const v = 5000;
+    const rng = new Random(21);
+    for (const temperature of [0.5, 1, 2]) {
+      for (const [head, offset] of [[64, -200], [64, -40], [3, -40], [64, -Infinity], [70, 30], [64, 0]]) {
+        const { logits, labels, gradLogp, gradEntropy } = randomCase(rng, 3, v);
+        for (let t = 0; t < 3; t++) for (let i = 0; i < head; i++) logits[t * v + i] += offset;
+        labels[2] = offset === -Infinity ? head + 1 : 1;  // a label among the shifted entries (finite)
+        const want = reference(logits, v, labels, temperature);
+        const label = `first ${head} entries ${offset}, T=${temperature}`;
+        const got = tokenLogprobs({ logits, vocabSize: v, labels, temperature, withEntropy: true });
+        // A label 200 below the rest has logp ~ -200: the relative tolerance covers it.
+        assertClose(got.logp, want.logp, { ...F32, label: `${label} logp` });
+        assertClose(got.entropy!, want.entropy, { ...F32, label: `${label} entropy` });
+        assertBitwiseEqual(tokenLogprobs({ logits, vocabSize: v, labels, temperature }).logp, got.logp, `${label} logp without entropy`);
+        const grad = tokenLogprobsBackward({ logits, vocabSize: v, labels, temperature, gradLogp, gradEntropy });
+        assertClose(grad, referenceGrad(logits, v, labels, temperature, gradLogp, gradEntropy), { ...F32, label: `${label} grad` });
+        const bits = toBf16(logits);
+        const rounded = fromBf16(bits);
+        const exact = reference(rounded, v, labels, temperature);
+        const gotBf16 = tokenLogprobs({ logits: bits, dtype: 'bf16', vocabSize: v, labels, temperature, withEntropy: true });
+        assertClose(gotBf16.logp, exact.logp, { ...F32, label: `${label} bf16 logp` });
+        assertClose(gotBf16.entropy!, exact.entropy, { ...F32, label: `${label} bf16 entropy` });
+      }
+    }
+  });
+
   it('stays exact for huge and tiny logits', () => {
     const labels = Int32Array.from([0, 1, 2, 3]);
     const cases: [number[], number][] = [
