@@ -176,6 +176,35 @@ describe('tokenLogprobs', () => {
     }
   });
 
+  it('stays exact for rows offset by hundreds (the fused exponents and their correction)', () => {
+    // On AVX2/AVX-512 the forward's exponents are x * c - hi with hi = shift * c in float,
+    // up to |hi| < 1024; the rounding of hi (up to 2^-15 here) shifts every exp alike and is
+    // taken back from the sum. A label far above the rest has logp near 0, where an
+    // uncorrected shift (up to ~2e-5 nats) would exceed the tolerance.
+    const v = 4100;
+    const rng = new Random(22);
+    for (const temperature of [0.7, 1, 1.5]) {
+      for (const offset of [300, 700, -650, 2000]) {
+        const { logits, labels } = randomCase(rng, 2, v, 1);
+        for (let i = 0; i < logits.length; i++) logits[i] += offset;
+        // Among the first 64 entries, so that the row's reference is its logit (exponents
+        // near 0 for it; a label 2^40 above the reference would lose 1e-6 to float exponents).
+        labels[0] = 5;
+        logits[5] += 25;  // logp ~ -1e-12 at T = 0.7, -3e-5 at T = 1.5
+        const want = reference(logits, v, labels, temperature);
+        const got = tokenLogprobs({ logits, vocabSize: v, labels, temperature, withEntropy: true });
+        const label = `offset ${offset} T=${temperature}`;
+        assertClose(got.logp, want.logp, { ...F32, label: `${label} logp` });
+        assertClose(got.entropy!, want.entropy, { ...F32, label: `${label} entropy` });
+        const bits = toBf16(logits);
+        const exact = reference(fromBf16(bits), v, labels, temperature);
+        const gotBf16 = tokenLogprobs({ logits: bits, dtype: 'bf16', vocabSize: v, labels, temperature, withEntropy: true });
+        assertClose(gotBf16.logp, exact.logp, { ...F32, label: `${label} bf16 logp` });
+        assertClose(gotBf16.entropy!, exact.entropy, { ...F32, label: `${label} bf16 entropy` });
+      }
+    }
+  });
+
   it('stays exact for huge and tiny logits', () => {
     const labels = Int32Array.from([0, 1, 2, 3]);
     const cases: [number[], number][] = [
