@@ -110,6 +110,31 @@ __global__ void squares_kernel(Problem p, const double* __restrict__ stats, doub
   }
 }
 
+// The same sums where the values are one per sequence (advantages::whitens_sequence_values),
+// per chunk of sequences.
+__global__ void sequence_sum_kernel(Problem p, const SequenceSummary* __restrict__ summary,
+                                    const double* __restrict__ seq_adv, double* __restrict__ sums,
+                                    long long* __restrict__ counts) {
+  constexpr int64_t kChunk = advantages::kSeqsPerWhitenChunk;
+  TIRL_GRID_LOOP(c, (p.num_seqs + kChunk - 1) / kChunk) {
+    const int64_t last = (c + 1) * kChunk < p.num_seqs ? (c + 1) * kChunk : p.num_seqs;
+    int64_t count = 0;
+    advantages::sequence_values_sum(p, summary, seq_adv, c * kChunk, last, &sums[c], &count);
+    counts[c] = count;
+  }
+}
+
+__global__ void sequence_squares_kernel(Problem p, const SequenceSummary* __restrict__ summary,
+                                        const double* __restrict__ seq_adv,
+                                        const double* __restrict__ stats, double* __restrict__ sums) {
+  constexpr int64_t kChunk = advantages::kSeqsPerWhitenChunk;
+  TIRL_GRID_LOOP(c, (p.num_seqs + kChunk - 1) / kChunk) {
+    const int64_t last = (c + 1) * kChunk < p.num_seqs ? (c + 1) * kChunk : p.num_seqs;
+    sums[c] = advantages::sequence_values_squared_deviations(p, summary, seq_adv, c * kChunk, last,
+                                                             stats[0]);
+  }
+}
+
 // stats[0] = mean, stats[1] = inverse std; stats[2] holds the count between the two calls.
 __global__ void combine_kernel(int64_t chunks, const double* sums, const long long* counts,
                                double* stats, bool squares) {
@@ -165,6 +190,11 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
                                                          stream));
     }
     const int64_t chunks = (num_tokens + advantages::kTokensPerChunk - 1) / advantages::kTokensPerChunk;
+    // The whitening's partial sums: per chunk of tokens, or of sequences.
+    const bool from_sequences = advantages::whitens_sequence_values(p);
+    const int64_t sum_chunks =
+        from_sequences ? (num_seqs + advantages::kSeqsPerWhitenChunk - 1) / advantages::kSeqsPerWhitenChunk
+                       : chunks;
     const bool token_baseline = advantages::is_token_baseline(e);
     Layout layout;
     const size_t at_report = layout.add(sizeof(OffsetsReport));
@@ -177,8 +207,8 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
     const size_t at_sort = layout.add(sort_bytes);
     const size_t at_column_sums =
         layout.add(token_baseline ? sizeof(advantages::ColumnSums) * num_tokens : 0);
-    const size_t at_sums = layout.add(sizeof(double) * chunks);
-    const size_t at_counts = layout.add(sizeof(long long) * chunks);
+    const size_t at_sums = layout.add(sizeof(double) * sum_chunks);
+    const size_t at_counts = layout.add(sizeof(long long) * sum_chunks);
     const size_t at_stats = layout.add(3 * sizeof(double));
     Scratch scratch(stream);
     TIRL_CUDA_TRY(kOp, scratch.allocate(layout.bytes));
@@ -229,11 +259,19 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
     }
     if (advantages::is_whitened(e) && num_tokens > 0) {
-      const unsigned chunk_blocks = blocks_for(chunks, kThreads);
-      sum_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, sums, counts);
-      combine_kernel<<<1, 1, 0, stream>>>(chunks, sums, counts, stats, false);
-      squares_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, stats, sums);
-      combine_kernel<<<1, 1, 0, stream>>>(chunks, sums, counts, stats, true);
+      const unsigned chunk_blocks = blocks_for(sum_chunks, kThreads);
+      if (from_sequences) {
+        sequence_sum_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, summary, seq_adv, sums, counts);
+      } else {
+        sum_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, sums, counts);
+      }
+      combine_kernel<<<1, 1, 0, stream>>>(sum_chunks, sums, counts, stats, false);
+      if (from_sequences) {
+        sequence_squares_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, summary, seq_adv, stats, sums);
+      } else {
+        squares_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, stats, sums);
+      }
+      combine_kernel<<<1, 1, 0, stream>>>(sum_chunks, sums, counts, stats, true);
       whiten_kernel<<<blocks_for(num_tokens, kThreads), kThreads, 0, stream>>>(p, stats);
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
     }

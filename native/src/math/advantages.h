@@ -73,9 +73,11 @@ struct SequenceSummary {
   int64_t first, last; // first and last masked-in token; -1 when there are none
 };
 
-// The outcome estimators other than opo read no mask statistics: their pass skips the scan.
+// The outcome estimators other than opo and the whitened ones (gdpo,
+// reinforce_plus_plus_baseline: their whitening counts masked-in tokens per sequence,
+// sequence_values_sum) read no mask statistics: their pass skips the scan.
 TIRL_HD inline bool reads_mask_summary(tirl_advantage_estimator e) {
-  return !is_outcome(e) || e == TIRL_ADV_OPO;
+  return !is_outcome(e) || e == TIRL_ADV_OPO || is_whitened(e);
 }
 
 // A sequence's score alone (the mask statistics left 0, -1, -1).
@@ -542,6 +544,51 @@ TIRL_HD inline double whiten_inverse_std(int64_t count, double squared_deviation
   const double variance =
       count > 1 ? squared_deviations / static_cast<double>(count - 1) : 0.0;
   return 1.0 / sqrt(variance + kWhitenEpsilon);
+}
+// Where every masked-in token of a sequence holds one value before whitening (the whitened
+// outcome estimators, gdpo and reinforce_plus_plus_baseline, broadcast their sequence
+// advantage; reinforce_plus_plus in its closed form holds reinforce_constant), the
+// whitening statistics come from the sequences: sum = sum_s n_s v_s and squared deviations
+// sum_s n_s (v_s - mean)^2, n_s the masked-in count of s (its summary's length) and v_s
+// sequence_value, so no pass over the tokens but the final one. Partial sums over fixed
+// chunks of kSeqsPerWhitenChunk sequences, each in sequence order, combined in chunk order
+// (as the token chunks of masked_sum), on both backends. A sequence without masked-in
+// tokens adds nothing (not even a NaN value times 0).
+constexpr int64_t kSeqsPerWhitenChunk = 1024;
+TIRL_HD inline bool whitens_sequence_values(const Problem& p) {
+  return (is_outcome(p.estimator) && is_whitened(p.estimator)) || reinforce_is_constant(p);
+}
+// The value of sequence s's masked-in tokens before whitening, where
+// whitens_sequence_values(p): seq_adv[s] as token_pass broadcasts it, or
+// reinforce_constant (seq_adv unread).
+TIRL_HD inline float sequence_value(const Problem& p, const double* seq_adv, int64_t s) {
+  return static_cast<float>(reinforce_is_constant(p) ? reinforce_constant(p, s) : seq_adv[s]);
+}
+TIRL_HD inline void sequence_values_sum(const Problem& p, const SequenceSummary* summary,
+                                        const double* seq_adv, int64_t first, int64_t last,
+                                        double* sum, int64_t* count) {
+  double total = 0.0;
+  int64_t n = 0;
+  for (int64_t s = first; s < last; ++s) {
+    const int64_t length = summary[s].length;
+    if (length == 0) continue;
+    total += static_cast<double>(length) * static_cast<double>(sequence_value(p, seq_adv, s));
+    n += length;
+  }
+  *sum = total;
+  *count = n;
+}
+TIRL_HD inline double sequence_values_squared_deviations(const Problem& p,
+                                                         const SequenceSummary* summary,
+                                                         const double* seq_adv, int64_t first,
+                                                         int64_t last, double mean) {
+  double total = 0.0;
+  for (int64_t s = first; s < last; ++s) {
+    const int64_t length = summary[s].length;
+    if (length == 0) continue;
+    total += static_cast<double>(length) * squared_deviation(sequence_value(p, seq_adv, s), mean);
+  }
+  return total;
 }
 // One masked-in token whitened.
 TIRL_HD inline float whitened(float a, double mean, double inverse_std) {
