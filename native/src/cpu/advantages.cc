@@ -228,28 +228,29 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     for (int64_t s = 0; s < num_seqs; ++s) seq_adv[s] = advantages::reinforce_constant(p, s);
   }
   const bool whiten_from_sequences = advantages::whitens_sequence_values(p);
-  // The whitening sums, per chunk of kChunk tokens. gae and reinforce_plus_plus sum a token
-  // chunk that lies within one chunk of sequences right after their token pass wrote it,
-  // while it is in cache (summed[c]); the whitening sums the others. Which chunk is summed
-  // where depends on the sizes only, and each is the same masked_sum.
+  // The whitening statistics (advantages::Moments), per chunk of kChunk tokens, or of
+  // advantages::kSeqsPerWhitenChunk sequences where whiten_from_sequences. gae and
+  // reinforce_plus_plus take those of a token chunk that lies within one chunk of sequences
+  // right after their token pass wrote it, while it is in cache (summed[c]); the whitening
+  // takes the others. Which chunk is taken where depends on the sizes only, and each is the
+  // same masked_moments.
   constexpr int64_t kChunk = advantages::kTokensPerChunk;
   const int64_t token_chunks = chunk_count(p.num_tokens, kChunk);
-  const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
+  const auto masked_moments = TIRL_SIMD_SELECT(masked_moments);
   const bool sums_in_token_pass = e == TIRL_ADV_REINFORCE_PLUS_PLUS || e == TIRL_ADV_GAE;
-  std::vector<double> sums;
-  std::vector<int64_t> counts;
+  std::vector<advantages::Moments> moments;
   std::vector<uint8_t> summed;
   if (advantages::is_whitened(e)) {
-    sums.resize(static_cast<size_t>(token_chunks));
-    counts.resize(static_cast<size_t>(token_chunks));
+    moments.resize(static_cast<size_t>(
+        whiten_from_sequences ? chunk_count(num_seqs, advantages::kSeqsPerWhitenChunk) : token_chunks));
     summed.assign(static_cast<size_t>(token_chunks), 0);
   }
-  // Sums the token chunks within tokens [begin, end) (those starting at or after begin).
+  // The moments of the token chunks within tokens [begin, end) (those starting at or after begin).
   auto sum_chunks_within = [&](int64_t begin, int64_t end) {
     for (int64_t c = begin / kChunk + (begin % kChunk != 0); c * kChunk < end; ++c) {
       const int64_t last = std::min(p.num_tokens, (c + 1) * kChunk);
       if (last > end) break;
-      masked_sum(p, c * kChunk, last, &sums[c], &counts[c]);
+      moments[c] = masked_moments(p, c * kChunk, last);
       summed[c] = 1;
     }
   };
@@ -319,58 +320,31 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
 
   if (advantages::is_whitened(e)) {
     const int64_t chunks = token_chunks;
-    const auto masked_squared_deviations = TIRL_SIMD_SELECT(masked_squared_deviations);
     const auto whiten = TIRL_SIMD_SELECT(whiten);
     const auto whiten_values = TIRL_SIMD_SELECT(whiten_values);
     const SequenceValues values{seq_offsets, num_seqs, seq_adv.data()};
     // whiten_values copies into returns where they are the advantages (an outcome estimator's).
     Problem whitened_problem = p;
     if (!advantages::is_outcome(e)) whitened_problem.returns = nullptr;
-    // The partial sums: over token chunks, or over chunks of sequences (a few operations
-    // a sequence: on the calling thread).
-    constexpr int64_t kSeqChunk = advantages::kSeqsPerWhitenChunk;
-    const int64_t sum_chunks = whiten_from_sequences ? chunk_count(num_seqs, kSeqChunk) : chunks;
-    if (whiten_from_sequences) {
-      sums.resize(static_cast<size_t>(sum_chunks));
-      counts.resize(static_cast<size_t>(sum_chunks));
-    }
     const int64_t whiten_min =
         min_chunks(whiten_from_sequences ? kMinBroadcastTokensPerThread : kMinWhitenedPerThread, kChunk);
     if (whiten_from_sequences) {
-      for (int64_t c = 0; c < sum_chunks; ++c) {
-        advantages::sequence_values_sum(p, summary.data(), seq_adv.data(), c * kSeqChunk,
-                                        std::min(num_seqs, (c + 1) * kSeqChunk), &sums[c],
-                                        &counts[c]);
+      // A few operations a sequence: on the calling thread.
+      constexpr int64_t kSeqChunk = advantages::kSeqsPerWhitenChunk;
+      for (size_t c = 0; c < moments.size(); ++c) {
+        const int64_t first = static_cast<int64_t>(c) * kSeqChunk;
+        moments[c] = advantages::sequence_values_moments(p, summary.data(), seq_adv.data(), first,
+                                                         std::min(num_seqs, first + kSeqChunk));
       }
     } else {
-      auto sum_body = [&](int64_t c) {
-        if (summed[c] != 0) return;
-        masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c], &counts[c]);
+      auto moments_body = [&](int64_t c) {
+        if (summed[c] == 0) moments[c] = masked_moments(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk));
       };
-      parallel_for(chunks, sum_body, whiten_min);
+      parallel_for(chunks, moments_body, whiten_min);
     }
-    double sum = 0.0;
-    int64_t count = 0;
-    for (int64_t c = 0; c < sum_chunks; ++c) {
-      sum += sums[c];
-      count += counts[c];
-    }
-    const double mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
-    if (whiten_from_sequences) {
-      for (int64_t c = 0; c < sum_chunks; ++c) {
-        sums[c] = advantages::sequence_values_squared_deviations(
-            p, summary.data(), seq_adv.data(), c * kSeqChunk,
-            std::min(num_seqs, (c + 1) * kSeqChunk), mean);
-      }
-    } else {
-      auto squares_body = [&](int64_t c) {
-        sums[c] = masked_squared_deviations(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
-      };
-      parallel_for(chunks, squares_body, whiten_min);
-    }
-    double squares = 0.0;
-    for (int64_t c = 0; c < sum_chunks; ++c) squares += sums[c];
-    const double inverse_std = advantages::whiten_inverse_std(count, squares);
+    const advantages::Whitening w =
+        advantages::whitening_of(moments.data(), static_cast<int64_t>(moments.size()));
+    const double mean = w.mean, inverse_std = w.inverse_std;
     auto whiten_body = [&](int64_t c) {
       const int64_t first = c * kChunk, last = std::min(p.num_tokens, first + kChunk);
       if (whiten_from_sequences) {
