@@ -136,7 +136,7 @@ describe('advantages', () => {
     }, 'reinforce_plus_plus long, gamma 1');
   });
 
-  it('whitens values constant per sequence from the sequences, over several chunks of them', () => {
+  it('whitens from chunks of tokens or of sequences, over several chunks', () => {
     // gdpo, reinforce_plus_plus_baseline and reinforce_plus_plus at gamma 1 take the
     // whitening statistics from each sequence's value and masked-in count, in chunks of
     // 1,024 sequences (math/advantages.h, sequence_values_sum): 3,000 short sequences,
@@ -159,6 +159,9 @@ describe('advantages', () => {
     const cases: [string, AdvantagesOptions][] = [
       ['gdpo', { ...base, estimator: 'gdpo', rewards: sequenceRewards(rng, b, 2), rewardWeights: Float32Array.of(1, 0.5) }],
       ['reinforce_plus_plus_baseline', { ...base, estimator: 'reinforce_plus_plus_baseline', rewards }],
+      // Token chunks' moments about their own means, combined (math/advantages.h,
+      // whitening_of): a mean far from 0 against a spread of 1.
+      ['reinforce_plus_plus gamma 0.99, scores 10,000 + N(0, 1)', { mask: base.mask, seqOffsets: base.seqOffsets, estimator: 'reinforce_plus_plus', rewards: Float32Array.from(rewards, () => 1e4 + rng.normal()), gamma: 0.99 }],
       ['reinforce_plus_plus gamma 1, NaN on a fully masked sequence', { mask: base.mask, seqOffsets: base.seqOffsets, estimator: 'reinforce_plus_plus', rewards: nan, gamma: 1 }],
     ];
     for (const [label, options] of cases) {
