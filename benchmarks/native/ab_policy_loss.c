@@ -7,10 +7,11 @@
 //   cc -O2 -Inative/include benchmarks/native/ab_policy_loss.c -o /tmp/ab_pl -ldl -lm
 //   cp build/Release/libtirl.so /tmp/a.so   (before the change; the build after it as b.so)
 //   /tmp/ab_pl /tmp/a.so /tmp/b.so [threads A[,threads B]] [loss] [rounds]
-// loss: clip_cov (default), kl_cov, dppo_kl, dppo_tv, sapo, geo_mean. Threads "1,2" runs A
+// loss: clip_cov (default), kl_cov, dppo_kl, dppo_tv, sapo, geo_mean, gpg, vanilla (dual clip 3). Threads "1,2" runs A
 // on one thread and B on two (give the same file twice, as two copies on disk). Prints min
-// and median milliseconds a call, the % of the copy's median, and the loss and statistics
-// of each (which agree to rounding).
+// and median milliseconds a call, the % of the copy's median, the process CPU time a call
+// (min and median: steadier than the clock on a shared machine), and the loss and
+// statistics of each (which agree to rounding).
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
@@ -36,9 +37,9 @@ static double normal(void) {
   const double u1 = uniform() + 1e-12, u2 = uniform();
   return sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
 }
-static double now(void) {
+static double seconds(clockid_t clock) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 static int by_value(const void* a, const void* b) {
@@ -67,6 +68,11 @@ static void set_loss(tirl_policy_loss_options* o, const char* loss) {
     o->policy_loss = TIRL_POLICY_SAPO;
     o->tau_pos = 1;
     o->tau_neg = 1.05;
+  } else if (strcmp(loss, "gpg") == 0) {
+    o->policy_loss = TIRL_POLICY_GPG;
+  } else if (strcmp(loss, "vanilla") == 0) {
+    o->policy_loss = TIRL_POLICY_VANILLA;
+    o->ppo.dual_clip = 3;
   } else if (strcmp(loss, "geo_mean") == 0) {
     o->policy_loss = TIRL_POLICY_GEO_MEAN;
   } else {
@@ -97,7 +103,11 @@ int main(int argc, char** argv) {
   char* copy_from = malloc(copy_bytes);
   char* copy_to = malloc(copy_bytes);
   double* times[3];
-  for (int k = 0; k < 3; ++k) times[k] = malloc(sizeof(double) * (size_t)rounds);
+  double* cpu_times[3];
+  for (int k = 0; k < 3; ++k) {
+    times[k] = malloc(sizeof(double) * (size_t)rounds);
+    cpu_times[k] = malloc(sizeof(double) * (size_t)rounds);
+  }
   for (int64_t i = 0; i < N; ++i) {
     logp[i] = (float)(-5 * uniform());
     old_logp[i] = (float)(logp[i] + 0.1 * normal());
@@ -136,7 +146,7 @@ int main(int argc, char** argv) {
   for (int r = -1; r < rounds; ++r) {  // round -1 warms up
     for (int i = 0; i < 3; ++i) {
       const int k = (r & 1) && i < 2 ? 1 - i : i;  // A, B, copy; B, A, copy
-      const double start = now();
+      const double start = seconds(CLOCK_MONOTONIC), cpu_start = seconds(CLOCK_PROCESS_CPUTIME_ID);
       if (k == 2) {
         memmove(copy_to, copy_from, copy_bytes);
       } else {
@@ -148,14 +158,21 @@ int main(int argc, char** argv) {
           return 1;
         }
       }
-      if (r >= 0) times[k][r] = now() - start;
+      if (r >= 0) {
+        times[k][r] = seconds(CLOCK_MONOTONIC) - start;
+        cpu_times[k][r] = seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
+      }
     }
   }
-  for (int k = 2; k >= 0; --k) qsort(times[k], (size_t)rounds, sizeof(double), by_value);
+  for (int k = 2; k >= 0; --k) {
+    qsort(times[k], (size_t)rounds, sizeof(double), by_value);
+    qsort(cpu_times[k], (size_t)rounds, sizeof(double), by_value);
+  }
   const double copy = times[2][rounds / 2];
   for (int k = 0; k < 3; ++k) {
-    printf("%-4s min %.3f ms, median %.3f ms (%.0f%% of copy)", names[k], 1e3 * times[k][0],
-           1e3 * times[k][rounds / 2], 100 * copy / times[k][rounds / 2]);
+    printf("%-4s min %.3f ms, median %.3f ms (%.0f%% of copy), CPU min %.3f median %.3f ms", names[k],
+           1e3 * times[k][0], 1e3 * times[k][rounds / 2], 100 * copy / times[k][rounds / 2],
+           1e3 * cpu_times[k][0], 1e3 * cpu_times[k][rounds / 2]);
     if (k < 2) {
       printf("  (loss %.12g, clipFraction %.9g, approxKl %.9g, selected %lld)", result[k].ppo.loss,
              result[k].ppo.clip_fraction, result[k].ppo.approx_kl, (long long)result[k].selected_tokens);
