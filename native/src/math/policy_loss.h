@@ -56,8 +56,6 @@ struct PolicyConstants {
   float tau_neg;
   float ppo_kl_coef;   // kl_cov
   float dro_beta;      // DRO
-  float sapo_scale_pos;  // SAPO's 4 / tau_pos, 4 / tau_neg (a division a token saved)
-  float sapo_scale_neg;
 };
 
 // The constants from the options (shared by the CPU and CUDA kernels).
@@ -66,8 +64,7 @@ inline PolicyConstants policy_constants(const tirl_policy_loss_options& o) {
           static_cast<float>(1.0 - o.ppo.clip_low), static_cast<float>(1.0 + o.ppo.clip_high),
           static_cast<float>(o.clip_ratio_c),     static_cast<float>(o.tau_pos),
           static_cast<float>(o.tau_neg),          static_cast<float>(o.ppo_kl_coef),
-          static_cast<float>(o.dro_beta),
-          4.0f / static_cast<float>(o.tau_pos),   4.0f / static_cast<float>(o.tau_neg)};
+          static_cast<float>(o.dro_beta)};
 }
 
 // torch.minimum / torch.maximum: NaN wins.
@@ -116,22 +113,19 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
 // ---------------------------------------------------------------- SAPO
 
 // pg = -A * sigmoid(tau (r - 1)) * 4 / tau, tau = tau_pos for A > 0 else tau_neg; the gate's
-// derivative is 4 s (1 - s) dr/dlogp. One division a token: 4 / tau is a constant, and
-// 1 - s = e / (1 + e) = e s.
+// derivative is 4 s (1 - s) dr/dlogp.
 template <bool kBounded = false>
 TIRL_HD inline PolicyTerm sapo_term(float logp, float old_logp, float advantage,
                                     const PolicyConstants& c) {
   const Ratio r = token_ratio(logp, old_logp);
-  const bool positive = advantage > 0.0f;
-  const float tau = select(positive, c.tau_pos, c.tau_neg);
-  const float scale = select(positive, c.sapo_scale_pos, c.sapo_scale_neg);  // 4 / tau
+  const float tau = select(advantage > 0.0f, c.tau_pos, c.tau_neg);
   int32_t far = 0;
   const float e = policy_exp<kBounded>(-(tau * (r.ratio - 1.0f)), far);
   const float s = 1.0f / (1.0f + e);
-  // 1 - s without cancellation where s is near 1 (e small): e s, within 2 ulp.
-  const float one_minus_s = select(s < 0.5f, 1.0f - s, e * s);
-  const float gate = s * scale;
-  const float dgate_dratio = scale * (s * one_minus_s) * tau;
+  // 1 - s without cancellation where s is near 1 (e small).
+  const float one_minus_s = select(s < 0.5f, 1.0f - s, e / (1.0f + e));
+  const float gate = s * (4.0f / tau);
+  const float dgate_dratio = (4.0f / tau) * (s * one_minus_s) * tau;
   return {-gate * advantage, -advantage * dgate_dratio * r.dratio_dlogp, 0, 0,
           -clamped_log_ratio(logp, old_logp), far};
 }
