@@ -493,6 +493,36 @@ Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& m
   return error;
 }
 
+napi_value queue_async_work(napi_env env, napi_async_execute_callback execute,
+                            napi_async_complete_callback complete, void* data,
+                            napi_async_work* work, napi_deferred* deferred) {
+  napi_value name = property_key(env, "tirl");
+  if (name == nullptr) NAPI_THROW_IF_FAILED(env, napi_create_string_utf8(env, "tirl", 4, &name), nullptr);
+  NAPI_THROW_IF_FAILED(env, napi_create_async_work(env, nullptr, name, execute, complete, data, work), nullptr);
+  napi_value promise = nullptr;
+  napi_status status = napi_create_promise(env, deferred, &promise);
+  if (status == napi_ok) {
+    status = napi_queue_async_work(env, *work);
+    if (status != napi_ok) {
+      napi_value undefined;
+      napi_get_undefined(env, &undefined);
+      napi_resolve_deferred(env, *deferred, undefined);  // frees it; no one holds the Promise
+    }
+  }
+  if (status != napi_ok) {
+    napi_delete_async_work(env, *work);
+    *work = nullptr;
+    NAPI_THROW_IF_FAILED(env, status, nullptr);
+  }
+  return promise;
+}
+
+Napi::Value rejected_promise(Napi::Env env, const Napi::Error& error) {
+  Napi::Promise::Deferred deferred = Napi::Promise::Deferred::New(env);
+  deferred.Reject(error.Value());
+  return deferred.Promise();
+}
+
 void HostSnapshot::Release::operator()(uint8_t* memory) const { copy_memory().give(memory, capacity); }
 
 void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array, size_t bytes,
