@@ -525,18 +525,13 @@ Napi::Value rejected_promise(Napi::Env env, const Napi::Error& error) {
 
 void HostSnapshot::Release::operator()(uint8_t* memory) const { copy_memory().give(memory, capacity); }
 
-void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array, size_t bytes,
-                          const std::string& label, const std::string* output_expected) {
-  napi_typedarray_type type;
-  size_t length = 0;
-  void* data = nullptr;
-  napi_value buffer;
-  size_t offset = 0;
+void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array, void* data,
+                          napi_value buffer, size_t offset, size_t bytes, const std::string& label,
+                          const std::string* output_expected) {
   bool ordinary = false;
   void* base = nullptr;
   size_t buffer_length = 0;
-  if (napi_get_typedarray_info(env, array, &type, &length, &data, &buffer, &offset) != napi_ok ||
-      napi_is_arraybuffer(env, buffer, &ordinary) != napi_ok) {
+  if (napi_is_arraybuffer(env, buffer, &ordinary) != napi_ok) {
     throw Napi::TypeError::New(env, "tirl: could not read " + label);
   }
   // A SharedArrayBuffer cannot be detached or shrunk: the kernel uses it in place.
@@ -678,7 +673,11 @@ bool Options::present(const char* name, Napi::Value* value) {
     OwnKey* own = own_key(name);
     if (own == nullptr) return false;  // no Node-API call for an absent option
     own->read = true;
-    if (napi_get_named_property(env_, object_, own->text, &raw) != napi_ok) {
+    // The cached key (napi_get_named_property made and internalised a string each time:
+    // ~900 x86 instructions a key, ~5 keys a call).
+    const napi_value key = property_key(env_, name);
+    if ((key != nullptr ? napi_get_property(env_, object_, key, &raw)
+                        : napi_get_named_property(env_, object_, own->text, &raw)) != napi_ok) {
       throw Napi::Error::New(env_);  // a getter threw: its exception is pending
     }
   } else if (napi_value key = property_key(env_, name)) {
@@ -813,14 +812,13 @@ void Options::range_error(const std::string& message) {
 
 void Options::check_typed_array(Napi::Value value, bool typed_array, const std::string& label,
                                 napi_typedarray_type kind, const char* type_name, void** data,
-                                size_t* length) {
+                                size_t* length, napi_value* buffer_out, size_t* offset) {
   // The message's "a Float32Array" is made only for an error.
   const auto expected = [&] { return expected_text({{}, type_name, "", false, nullptr, 0}); };
   if (!typed_array) type_error(expected(), label, value);
   napi_typedarray_type type;
   napi_value buffer;
-  size_t offset = 0;
-  if (napi_get_typedarray_info(env_, value, &type, length, data, &buffer, &offset) != napi_ok) {
+  if (napi_get_typedarray_info(env_, value, &type, length, data, &buffer, offset) != napi_ok) {
     throw Napi::TypeError::New(env_, std::string(op_) + ": could not read " + label);
   }
   if (type != kind) type_error(expected(), label, value);
@@ -830,6 +828,7 @@ void Options::check_typed_array(Napi::Value value, bool typed_array, const std::
     throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected() + " for " +
                                          label + " but received one whose buffer is detached");
   }
+  *buffer_out = buffer;
 }
 
 std::string Options::expected_text(const ReadArray& read) const {

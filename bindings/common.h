@@ -131,8 +131,10 @@ class HostSnapshot {
   // `output_expected` is null for an input; for a caller's output, the "Expected ..." text
   // of the rejection if it is detached before the result is copied into it.
   // A copy the memory cannot hold is a RangeError naming `label`, as for an output.
-  void* stage(Napi::Env env, const char* op, Napi::TypedArray array, size_t bytes,
-              const std::string& label, const std::string* output_expected);
+  // `data`, `buffer` and `offset` are the array's, as napi_get_typedarray_info gave them.
+  void* stage(Napi::Env env, const char* op, Napi::TypedArray array, void* data, napi_value buffer,
+              size_t offset, size_t bytes, const std::string& label,
+              const std::string* output_expected);
   // Copies the results into the caller's outputs (main thread, once the kernel is done).
   // Returns "" or, when an output was detached or resized meanwhile (nothing is then
   // copied), the TypeError message.
@@ -294,10 +296,10 @@ class Options {
   // TypeError unless every array of the call is on the same device as the first one.
   void place(tirl_device device, const std::string& label, Napi::Value value);
   // TypeError unless `value` is a non-detached typed array of `kind` (`typed_array`: whether
-  // napi_is_typedarray said it is one).
+  // napi_is_typedarray said it is one); gives its memory, length, buffer and byte offset.
   void check_typed_array(Napi::Value value, bool typed_array, const std::string& label,
-                         napi_typedarray_type kind,
-                         const char* type_name, void** data, size_t* length);
+                         napi_typedarray_type kind, const char* type_name, void** data,
+                         size_t* length, napi_value* buffer, size_t* offset);
   Napi::Object out_object();
   // object[name] with the cached key (the members of `out`).
   Napi::Value member_of(Napi::Object object, const char* name);
@@ -385,8 +387,10 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     seen = view->data;
   } else {
     void* data = nullptr;
-    size_t length = 0;
-    check_typed_array(value, typed_array, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name, &data, &length);
+    size_t length = 0, offset = 0;
+    napi_value buffer = nullptr;
+    check_typed_array(value, typed_array, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name,
+                      &data, &length, &buffer, &offset);
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
     seen = data;
     if (staging_ && access != Access::fresh_output) {
@@ -394,7 +398,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
       if (access == Access::caller_output) {
         expected = expected_array<T>() + " of length " + std::to_string(output_length);
       }
-      data = snapshot_.stage(env_, op_, value.As<Napi::TypedArray>(), length * sizeof(T), label,
+      data = snapshot_.stage(env_, op_, value.As<Napi::TypedArray>(), data, buffer, offset, length * sizeof(T), label,
                              access == Access::caller_output ? &expected : nullptr);
     }
     view->data = static_cast<T*>(data);
