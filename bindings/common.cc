@@ -673,11 +673,7 @@ bool Options::present(const char* name, Napi::Value* value) {
     OwnKey* own = own_key(name);
     if (own == nullptr) return false;  // no Node-API call for an absent option
     own->read = true;
-    // The cached key (napi_get_named_property made and internalised a string each time:
-    // ~900 x86 instructions a key, ~5 keys a call).
-    const napi_value key = property_key(env_, name);
-    if ((key != nullptr ? napi_get_property(env_, object_, key, &raw)
-                        : napi_get_named_property(env_, object_, own->text, &raw)) != napi_ok) {
+    if (napi_get_named_property(env_, object_, own->text, &raw) != napi_ok) {
       throw Napi::Error::New(env_);  // a getter threw: its exception is pending
     }
   } else if (napi_value key = property_key(env_, name)) {
