@@ -30,6 +30,9 @@ namespace tirl::binding {
 // "undefined", "null", "the number 1.5", "a string", "a Float64Array of length 3", ...
 std::string describe(Napi::Value value);
 
+// A typed array type with its article: "a Float32Array", "an Int32Array".
+std::string a_type_name(const char* type_name);
+
 // A zeroed typed array from JavaScript's own constructor (`type`, e.g. "Float32Array"):
 // memory that cannot be had is then a RangeError "<context> (a <type> of length <n>):
 // Array buffer allocation failed", where napi_create_arraybuffer would abort the process.
@@ -128,13 +131,14 @@ struct ArrayView {
 class HostSnapshot {
  public:
   // Where the kernel reads (and, for an output, writes) the `bytes` bytes of `array`.
-  // `output_expected` is null for an input; for a caller's output, the "Expected ..." text
-  // of the rejection if it is detached before the result is copied into it.
+  // `output_type` is null for an input; for a caller's output, its type name
+  // (TypedArrayTraits<T>::name) and `output_length` its length, for the rejection if it is
+  // detached before the result is copied into it (the text is made only then).
   // A copy the memory cannot hold is a RangeError naming `label`, as for an output.
   // `data`, `buffer` and `offset` are the array's, as napi_get_typedarray_info gave them.
   void* stage(Napi::Env env, const char* op, Napi::TypedArray array, void* data, napi_value buffer,
-              size_t offset, size_t bytes, const std::string& label,
-              const std::string* output_expected);
+              size_t offset, size_t bytes, const std::string& label, const char* output_type,
+              int64_t output_length);
   // Copies the results into the caller's outputs (main thread, once the kernel is done).
   // Returns "" or, when an output was detached or resized meanwhile (nothing is then
   // copied), the TypeError message.
@@ -151,13 +155,18 @@ class HostSnapshot {
     const uint8_t* original;
     size_t length;
     std::unique_ptr<uint8_t, Release> memory;
-    std::vector<std::pair<size_t, size_t>> filled;  // (offset, bytes) already copied
+    // (offset, bytes) already copied: the first inline (a buffer usually holds one array).
+    std::pair<size_t, size_t> first;
+    std::vector<std::pair<size_t, size_t>> more;
+    bool filled(std::pair<size_t, size_t> range) const;
   };
   struct Output {
     Napi::Reference<Napi::TypedArray> array;
     const uint8_t* result;
     size_t bytes;
-    std::string label, expected;
+    std::string label;
+    const char* type;
+    int64_t length;
   };
   std::vector<BufferCopy> buffers_;
   std::vector<Output> outputs_;
@@ -204,6 +213,8 @@ class Options {
   // C names and the JavaScript names for them: the keys read and name_as.
   NameMap names() const;
   NameSource name_source() const;
+  // As name_source, moving the keys read out of this Options (an async call's last use of it).
+  NameSource take_name_source();
   // For a prepared call: the names of the options read when it was prepared, which its
   // C call's messages may name. `names` outlives this Options.
   void inherit_names(const NameSource* names) { inherited_ = names; }
@@ -275,6 +286,8 @@ class Options {
 
  private:
   Napi::Value field(const char* name);
+  // `source` with the names of a prepared call's options (inherit_names) added.
+  NameSource with_inherited(NameSource source) const;
   // Whether the option is present and not undefined; `value` is set when it is.
   bool present(const char* name, Napi::Value* value);
   double number_of(const char* name, Napi::Value value, double fallback);
@@ -394,12 +407,10 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
     seen = data;
     if (staging_ && access != Access::fresh_output) {
-      std::string expected;
-      if (access == Access::caller_output) {
-        expected = expected_array<T>() + " of length " + std::to_string(output_length);
-      }
-      data = snapshot_.stage(env_, op_, value.As<Napi::TypedArray>(), data, buffer, offset, length * sizeof(T), label,
-                             access == Access::caller_output ? &expected : nullptr);
+      data = snapshot_.stage(env_, op_, value.As<Napi::TypedArray>(), data, buffer, offset,
+                             length * sizeof(T), label,
+                             access == Access::caller_output ? TypedArrayTraits<T>::name : nullptr,
+                             output_length);
     }
     view->data = static_cast<T*>(data);
     view->length = static_cast<int64_t>(length);
@@ -505,7 +516,7 @@ class KernelWork {
   // Queues `call`, parsed by `options` (which staged its host arrays); returns its Promise.
   static Napi::Value queue(Napi::Env env, const char* op, Call&& call, Options& options) {
     std::unique_ptr<KernelWork> self(
-        new KernelWork(env, op, std::move(call), std::move(options.snapshot()), options.name_source()));
+        new KernelWork(env, op, std::move(call), std::move(options.snapshot()), options.take_name_source()));
     self->hold(options.in_place());
     napi_value promise = queue_async_work(env, &execute, &complete, self.get(), &self->work_,
                                           &self->deferred_);
