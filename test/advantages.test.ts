@@ -136,6 +136,46 @@ describe('advantages', () => {
     }, 'reinforce_plus_plus long, gamma 1');
   });
 
+  it('whitens from chunks of tokens or of sequences, over several chunks', () => {
+    // gdpo, reinforce_plus_plus_baseline and reinforce_plus_plus at gamma 1 take the
+    // whitening statistics from each sequence's value and masked-in count, in chunks of
+    // 1,024 sequences (math/advantages.h, sequence_values_sum): 3,000 short sequences,
+    // some empty or fully masked; a NaN score on a fully masked sequence reaches no token.
+    const rng = new Random(29);
+    const b = 3000;
+    const mask: number[] = [];
+    const offsets = [0];
+    for (let s = 0; s < b; s++) {
+      const length = rng.int(0, 21);
+      const masked = rng.next() < 0.1;
+      for (let t = 0; t < length; t++) mask.push(!masked && t >= 2 && rng.next() < 0.8 ? 1 : 0);
+      offsets.push(mask.length);
+    }
+    const base = { mask: Uint8Array.from(mask), seqOffsets: Int32Array.from(offsets), groupIds: Int32Array.from({ length: b }, (_, i) => Math.floor(i / 3)) };
+    const hollow = offsets.findIndex((o, s) => s < b && base.mask.subarray(o, offsets[s + 1]).every((m) => m === 0) && offsets[s + 1]! > o);
+    assert.ok(hollow >= 0, 'a fully masked sequence');
+    const rewards = sequenceRewards(rng, b);
+    const nan = Float32Array.from(rewards, (r, s) => (s === hollow ? NaN : r));
+    const cases: [string, AdvantagesOptions][] = [
+      ['gdpo', { ...base, estimator: 'gdpo', rewards: sequenceRewards(rng, b, 2), rewardWeights: Float32Array.of(1, 0.5) }],
+      ['reinforce_plus_plus_baseline', { ...base, estimator: 'reinforce_plus_plus_baseline', rewards }],
+      // Token chunks' moments about their own means, combined (math/advantages.h,
+      // whitening_of): a mean far from 0 against a spread of 1.
+      ['reinforce_plus_plus gamma 0.99, scores 10,000 + N(0, 1)', { mask: base.mask, seqOffsets: base.seqOffsets, estimator: 'reinforce_plus_plus', rewards: Float32Array.from(rewards, () => 1e4 + rng.normal()), gamma: 0.99 }],
+      ['reinforce_plus_plus gamma 1, NaN on a fully masked sequence', { mask: base.mask, seqOffsets: base.seqOffsets, estimator: 'reinforce_plus_plus', rewards: nan, gamma: 1 }],
+    ];
+    for (const [label, options] of cases) {
+      check(options, label);
+      setThreads(1);
+      const one = advantages({ ...options, withReturns: true });
+      setThreads(4);
+      const four = advantages({ ...options, withReturns: true });
+      assertBitwiseEqual(one.advantages, four.advantages, `${label}, 1 vs 4 threads`);
+      assertBitwiseEqual(one.returns!, four.returns!, `${label} returns, 1 vs 4 threads`);
+      assert.ok(one.advantages.every(Number.isFinite), `${label}: finite`);
+    }
+  });
+
   it('follows each estimator option', () => {
     const rng = new Random(7);
     const batch = makeBatch(rng, 30);

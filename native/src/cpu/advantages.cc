@@ -22,8 +22,8 @@
 namespace tirl {
 namespace {
 
-// Outcome estimators' values before whitening, from their sequence advantages (for the
-// whitening kernels of cpu/advantages_kernels.inc, which say more).
+// The values before whitening where they are one per sequence (seq_adv[s], as
+// advantages::sequence_value), for whiten_values of cpu/advantages_kernels.inc.
 struct SequenceValues {
   const int32_t* seq_offsets;
   int64_t num_seqs;
@@ -178,8 +178,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
     parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
   };
-  // reinforce_plus_plus's closed form (below) needs no mask statistics.
-  const bool extent = advantages::reads_mask_summary(e) && !advantages::reinforce_is_constant(p);
+  const bool extent = advantages::reads_mask_summary(e);
   const auto mask_extent = TIRL_SIMD_SELECT(mask_extent);
   over_sequences([&](int64_t s) {
     // advantages::summarize, its mask scan vectorised.
@@ -218,39 +217,40 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     });
   }
   // gdpo and reinforce_plus_plus_baseline: before whitening a masked-in token holds its
-  // sequence's advantage (token_pass's broadcast), so the whitening passes take that value
-  // from seq_adv (the *_of_values kernels), instead of one pass writing every token and two
-  // reading them back: the sums read the mask alone and the last pass writes each token once.
-  // So is reinforce_plus_plus at gamma 1 with sequence scores (advantages::reinforce_constant).
+  // sequence's advantage (token_pass's broadcast), and so does reinforce_plus_plus at gamma
+  // 1 with sequence scores (advantages::reinforce_constant): the whitening statistics come
+  // from the sequences and their masked-in counts (advantages::sequence_values_sum, from the
+  // summary's mask scan), and one pass writes each token once (whiten_values), instead of
+  // one pass writing every token and two reading them back.
   const bool reinforce_constant = advantages::reinforce_is_constant(p);
   if (reinforce_constant) {
     seq_adv.resize(static_cast<size_t>(num_seqs));
     for (int64_t s = 0; s < num_seqs; ++s) seq_adv[s] = advantages::reinforce_constant(p, s);
   }
-  const bool whiten_from_sequences =
-      (advantages::is_outcome(e) && advantages::is_whitened(e)) || reinforce_constant;
-  // The whitening sums, per chunk of kChunk tokens. gae and reinforce_plus_plus sum a token
-  // chunk that lies within one chunk of sequences right after their token pass wrote it,
-  // while it is in cache (summed[c]); the whitening sums the others. Which chunk is summed
-  // where depends on the sizes only, and each is the same masked_sum.
+  const bool whiten_from_sequences = advantages::whitens_sequence_values(p);
+  // The whitening statistics (advantages::Moments), per chunk of kChunk tokens, or of
+  // advantages::kSeqsPerWhitenChunk sequences where whiten_from_sequences. gae and
+  // reinforce_plus_plus take those of a token chunk that lies within one chunk of sequences
+  // right after their token pass wrote it, while it is in cache (summed[c]); the whitening
+  // takes the others. Which chunk is taken where depends on the sizes only, and each is the
+  // same masked_moments.
   constexpr int64_t kChunk = advantages::kTokensPerChunk;
   const int64_t token_chunks = chunk_count(p.num_tokens, kChunk);
-  const auto masked_sum = TIRL_SIMD_SELECT(masked_sum);
+  const auto masked_moments = TIRL_SIMD_SELECT(masked_moments);
   const bool sums_in_token_pass = e == TIRL_ADV_REINFORCE_PLUS_PLUS || e == TIRL_ADV_GAE;
-  std::vector<double> sums;
-  std::vector<int64_t> counts;
+  std::vector<advantages::Moments> moments;
   std::vector<uint8_t> summed;
   if (advantages::is_whitened(e)) {
-    sums.resize(static_cast<size_t>(token_chunks));
-    counts.resize(static_cast<size_t>(token_chunks));
+    moments.resize(static_cast<size_t>(
+        whiten_from_sequences ? chunk_count(num_seqs, advantages::kSeqsPerWhitenChunk) : token_chunks));
     summed.assign(static_cast<size_t>(token_chunks), 0);
   }
-  // Sums the token chunks within tokens [begin, end) (those starting at or after begin).
+  // The moments of the token chunks within tokens [begin, end) (those starting at or after begin).
   auto sum_chunks_within = [&](int64_t begin, int64_t end) {
     for (int64_t c = begin / kChunk + (begin % kChunk != 0); c * kChunk < end; ++c) {
       const int64_t last = std::min(p.num_tokens, (c + 1) * kChunk);
       if (last > end) break;
-      masked_sum(p, c * kChunk, last, &sums[c], &counts[c]);
+      moments[c] = masked_moments(p, c * kChunk, last);
       summed[c] = 1;
     }
   };
@@ -320,47 +320,31 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
 
   if (advantages::is_whitened(e)) {
     const int64_t chunks = token_chunks;
-    const auto masked_squared_deviations = TIRL_SIMD_SELECT(masked_squared_deviations);
     const auto whiten = TIRL_SIMD_SELECT(whiten);
-    const auto masked_sum_of_values = TIRL_SIMD_SELECT(masked_sum_of_values);
-    const auto masked_squared_deviations_of_values =
-        TIRL_SIMD_SELECT(masked_squared_deviations_of_values);
     const auto whiten_values = TIRL_SIMD_SELECT(whiten_values);
     const SequenceValues values{seq_offsets, num_seqs, seq_adv.data()};
     // whiten_values copies into returns where they are the advantages (an outcome estimator's).
     Problem whitened_problem = p;
     if (!advantages::is_outcome(e)) whitened_problem.returns = nullptr;
-    auto sum_body = [&](int64_t c) {
-      if (summed[c] != 0) return;
-      if (whiten_from_sequences) {
-        masked_sum_of_values(p, values, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk),
-                             &sums[c], &counts[c]);
-        return;
-      }
-      masked_sum(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), &sums[c], &counts[c]);
-    };
     const int64_t whiten_min =
         min_chunks(whiten_from_sequences ? kMinBroadcastTokensPerThread : kMinWhitenedPerThread, kChunk);
-    parallel_for(chunks, sum_body, whiten_min);
-    double sum = 0.0;
-    int64_t count = 0;
-    for (int64_t c = 0; c < chunks; ++c) {
-      sum += sums[c];
-      count += counts[c];
-    }
-    const double mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
-    auto squares_body = [&](int64_t c) {
-      if (whiten_from_sequences) {
-        sums[c] = masked_squared_deviations_of_values(
-            p, values, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
-        return;
+    if (whiten_from_sequences) {
+      // A few operations a sequence: on the calling thread.
+      constexpr int64_t kSeqChunk = advantages::kSeqsPerWhitenChunk;
+      for (size_t c = 0; c < moments.size(); ++c) {
+        const int64_t first = static_cast<int64_t>(c) * kSeqChunk;
+        moments[c] = advantages::sequence_values_moments(p, summary.data(), seq_adv.data(), first,
+                                                         std::min(num_seqs, first + kSeqChunk));
       }
-      sums[c] = masked_squared_deviations(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk), mean);
-    };
-    parallel_for(chunks, squares_body, whiten_min);
-    double squares = 0.0;
-    for (int64_t c = 0; c < chunks; ++c) squares += sums[c];
-    const double inverse_std = advantages::whiten_inverse_std(count, squares);
+    } else {
+      auto moments_body = [&](int64_t c) {
+        if (summed[c] == 0) moments[c] = masked_moments(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk));
+      };
+      parallel_for(chunks, moments_body, whiten_min);
+    }
+    const advantages::Whitening w =
+        advantages::whitening_of(moments.data(), static_cast<int64_t>(moments.size()));
+    const double mean = w.mean, inverse_std = w.inverse_std;
     auto whiten_body = [&](int64_t c) {
       const int64_t first = c * kChunk, last = std::min(p.num_tokens, first + kChunk);
       if (whiten_from_sequences) {

@@ -91,39 +91,30 @@ __global__ void token_baseline_kernel(Problem p, const SequenceSummary* __restri
   }
 }
 
-// Whitening: per-chunk partial sums, combined in chunk order by one thread, as on the CPU.
-__global__ void sum_kernel(Problem p, double* __restrict__ sums, long long* __restrict__ counts) {
-  constexpr int64_t kChunk = advantages::kTokensPerChunk;
-  TIRL_GRID_LOOP(c, (p.num_tokens + kChunk - 1) / kChunk) {
-    const int64_t last = (c + 1) * kChunk < p.num_tokens ? (c + 1) * kChunk : p.num_tokens;
-    int64_t count = 0;
-    advantages::masked_sum(p, c * kChunk, last, &sums[c], &count);
-    counts[c] = count;
+// Whitening: each chunk's moments (advantages::Moments: of token chunks, or of chunks of
+// sequences where the values are one per sequence), combined in chunk order by one thread,
+// as on the CPU. stats[0] = mean, stats[1] = inverse std.
+__global__ void moments_kernel(Problem p, const SequenceSummary* __restrict__ summary,
+                               const double* __restrict__ seq_adv, bool from_sequences,
+                               int64_t chunks, advantages::Moments* __restrict__ moments) {
+  TIRL_GRID_LOOP(c, chunks) {
+    if (from_sequences) {
+      constexpr int64_t kChunk = advantages::kSeqsPerWhitenChunk;
+      const int64_t last = (c + 1) * kChunk < p.num_seqs ? (c + 1) * kChunk : p.num_seqs;
+      moments[c] = advantages::sequence_values_moments(p, summary, seq_adv, c * kChunk, last);
+    } else {
+      constexpr int64_t kChunk = advantages::kTokensPerChunk;
+      const int64_t last = (c + 1) * kChunk < p.num_tokens ? (c + 1) * kChunk : p.num_tokens;
+      moments[c] = advantages::masked_moments(p, c * kChunk, last);
+    }
   }
 }
 
-__global__ void squares_kernel(Problem p, const double* __restrict__ stats, double* __restrict__ sums) {
-  constexpr int64_t kChunk = advantages::kTokensPerChunk;
-  TIRL_GRID_LOOP(c, (p.num_tokens + kChunk - 1) / kChunk) {
-    const int64_t last = (c + 1) * kChunk < p.num_tokens ? (c + 1) * kChunk : p.num_tokens;
-    sums[c] = advantages::masked_squared_deviations(p, c * kChunk, last, stats[0]);
-  }
-}
-
-// stats[0] = mean, stats[1] = inverse std; stats[2] holds the count between the two calls.
-__global__ void combine_kernel(int64_t chunks, const double* sums, const long long* counts,
-                               double* stats, bool squares) {
+__global__ void combine_kernel(int64_t chunks, const advantages::Moments* moments, double* stats) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  double total = 0.0;
-  for (int64_t c = 0; c < chunks; ++c) total += sums[c];
-  if (!squares) {
-    long long count = 0;
-    for (int64_t c = 0; c < chunks; ++c) count += counts[c];
-    stats[0] = count > 0 ? total / static_cast<double>(count) : 0.0;
-    stats[2] = static_cast<double>(count);
-  } else {
-    stats[1] = advantages::whiten_inverse_std(static_cast<int64_t>(stats[2]), total);
-  }
+  const advantages::Whitening w = advantages::whitening_of(moments, chunks);
+  stats[0] = w.mean;
+  stats[1] = w.inverse_std;
 }
 
 __global__ void whiten_kernel(Problem p, const double* __restrict__ stats) {
@@ -165,6 +156,11 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
                                                          stream));
     }
     const int64_t chunks = (num_tokens + advantages::kTokensPerChunk - 1) / advantages::kTokensPerChunk;
+    // The whitening's partial sums: per chunk of tokens, or of sequences.
+    const bool from_sequences = advantages::whitens_sequence_values(p);
+    const int64_t sum_chunks =
+        from_sequences ? (num_seqs + advantages::kSeqsPerWhitenChunk - 1) / advantages::kSeqsPerWhitenChunk
+                       : chunks;
     const bool token_baseline = advantages::is_token_baseline(e);
     Layout layout;
     const size_t at_report = layout.add(sizeof(OffsetsReport));
@@ -177,9 +173,8 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
     const size_t at_sort = layout.add(sort_bytes);
     const size_t at_column_sums =
         layout.add(token_baseline ? sizeof(advantages::ColumnSums) * num_tokens : 0);
-    const size_t at_sums = layout.add(sizeof(double) * chunks);
-    const size_t at_counts = layout.add(sizeof(long long) * chunks);
-    const size_t at_stats = layout.add(3 * sizeof(double));
+    const size_t at_moments = layout.add(sizeof(advantages::Moments) * sum_chunks);
+    const size_t at_stats = layout.add(2 * sizeof(double));
     Scratch scratch(stream);
     TIRL_CUDA_TRY(kOp, scratch.allocate(layout.bytes));
     char* base = scratch.as<char>();
@@ -191,8 +186,7 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
     auto* sorted_ids = reinterpret_cast<int32_t*>(base + at_ids);
     auto* order = reinterpret_cast<int32_t*>(base + at_order);
     auto* column_sums = reinterpret_cast<advantages::ColumnSums*>(base + at_column_sums);
-    auto* sums = reinterpret_cast<double*>(base + at_sums);
-    auto* counts = reinterpret_cast<long long*>(base + at_counts);
+    auto* moments = reinterpret_cast<advantages::Moments*>(base + at_moments);
     auto* stats = reinterpret_cast<double*>(base + at_stats);
 
     // The offsets first: nothing indexes with them before they are known good.
@@ -229,11 +223,9 @@ tirl_status advantages(const tirl_advantages_inputs* inputs, int64_t num_tokens,
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
     }
     if (advantages::is_whitened(e) && num_tokens > 0) {
-      const unsigned chunk_blocks = blocks_for(chunks, kThreads);
-      sum_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, sums, counts);
-      combine_kernel<<<1, 1, 0, stream>>>(chunks, sums, counts, stats, false);
-      squares_kernel<<<chunk_blocks, kThreads, 0, stream>>>(p, stats, sums);
-      combine_kernel<<<1, 1, 0, stream>>>(chunks, sums, counts, stats, true);
+      moments_kernel<<<blocks_for(sum_chunks, kThreads), kThreads, 0, stream>>>(
+          p, summary, seq_adv, from_sequences, sum_chunks, moments);
+      combine_kernel<<<1, 1, 0, stream>>>(sum_chunks, moments, stats);
       whiten_kernel<<<blocks_for(num_tokens, kThreads), kThreads, 0, stream>>>(p, stats);
       TIRL_CUDA_TRY(kOp, cudaGetLastError());
     }

@@ -73,9 +73,11 @@ struct SequenceSummary {
   int64_t first, last; // first and last masked-in token; -1 when there are none
 };
 
-// The outcome estimators other than opo read no mask statistics: their pass skips the scan.
+// The outcome estimators other than opo and the whitened ones (gdpo,
+// reinforce_plus_plus_baseline: their whitening counts masked-in tokens per sequence,
+// sequence_values_sum) read no mask statistics: their pass skips the scan.
 TIRL_HD inline bool reads_mask_summary(tirl_advantage_estimator e) {
-  return !is_outcome(e) || e == TIRL_ADV_OPO;
+  return !is_outcome(e) || e == TIRL_ADV_OPO || is_whitened(e);
 }
 
 // A sequence's score alone (the mask statistics left 0, -1, -1).
@@ -542,6 +544,111 @@ TIRL_HD inline double whiten_inverse_std(int64_t count, double squared_deviation
   const double variance =
       count > 1 ? squared_deviations / static_cast<double>(count - 1) : 0.0;
   return 1.0 / sqrt(variance + kWhitenEpsilon);
+}
+// Where every masked-in token of a sequence holds one value before whitening (the whitened
+// outcome estimators, gdpo and reinforce_plus_plus_baseline, broadcast their sequence
+// advantage; reinforce_plus_plus in its closed form holds reinforce_constant), the
+// whitening statistics come from the sequences: sum = sum_s n_s v_s and squared deviations
+// sum_s n_s (v_s - mean)^2, n_s the masked-in count of s (its summary's length) and v_s
+// sequence_value, so no pass over the tokens but the final one. Partial sums over fixed
+// chunks of kSeqsPerWhitenChunk sequences, each in sequence order, combined in chunk order
+// (sequence_values_moments, whitening_of), on both backends. A sequence without masked-in
+// tokens adds nothing (not even a NaN value times 0).
+constexpr int64_t kSeqsPerWhitenChunk = 1024;
+TIRL_HD inline bool whitens_sequence_values(const Problem& p) {
+  return (is_outcome(p.estimator) && is_whitened(p.estimator)) || reinforce_is_constant(p);
+}
+// The value of sequence s's masked-in tokens before whitening, where
+// whitens_sequence_values(p): seq_adv[s] as token_pass broadcasts it, or
+// reinforce_constant (seq_adv unread).
+TIRL_HD inline float sequence_value(const Problem& p, const double* seq_adv, int64_t s) {
+  return static_cast<float>(reinforce_is_constant(p) ? reinforce_constant(p, s) : seq_adv[s]);
+}
+TIRL_HD inline void sequence_values_sum(const Problem& p, const SequenceSummary* summary,
+                                        const double* seq_adv, int64_t first, int64_t last,
+                                        double* sum, int64_t* count) {
+  double total = 0.0;
+  int64_t n = 0;
+  for (int64_t s = first; s < last; ++s) {
+    const int64_t length = summary[s].length;
+    if (length == 0) continue;
+    total += static_cast<double>(length) * static_cast<double>(sequence_value(p, seq_adv, s));
+    n += length;
+  }
+  *sum = total;
+  *count = n;
+}
+TIRL_HD inline double sequence_values_squared_deviations(const Problem& p,
+                                                         const SequenceSummary* summary,
+                                                         const double* seq_adv, int64_t first,
+                                                         int64_t last, double mean) {
+  double total = 0.0;
+  for (int64_t s = first; s < last; ++s) {
+    const int64_t length = summary[s].length;
+    if (length == 0) continue;
+    total += static_cast<double>(length) * squared_deviation(sequence_value(p, seq_adv, s), mean);
+  }
+  return total;
+}
+// A chunk's whitening statistics: its masked-in count, their sum and their squared
+// deviations about the chunk's own mean (chunk_mean), so that one chunk's two passes run
+// while it is in cache (the token pass's output, or a chunk read once into cache) and no
+// third pass over the tokens waits for the batch's mean; whitening_of combines the
+// chunks in chunk order (Chan, Golub and LeVeque's pairwise update, taken sequentially:
+// squares = sum_c [M2_c + n_c (mean_c - mean)^2]), as stable as the two-pass sums.
+// moments_of(sum, squares): sum(&sum, &count) and squares(mean) over one chunk (masked_sum
+// and masked_squared_deviations, or their CPU vector forms, or the sequence_values ones).
+struct Moments {
+  double sum = 0.0;
+  double squared_deviations = 0.0;
+  int64_t count = 0;
+};
+TIRL_HD inline double chunk_mean(double sum, int64_t count) {
+  return count > 0 ? sum / static_cast<double>(count) : 0.0;
+}
+template <class Sum, class Squares>
+TIRL_HD Moments moments_of(Sum sum, Squares squares) {
+  Moments m;
+  sum(&m.sum, &m.count);
+  m.squared_deviations = squares(chunk_mean(m.sum, m.count));
+  return m;
+}
+TIRL_HD inline Moments masked_moments(const Problem& p, int64_t first, int64_t last) {
+  return moments_of([&](double* sum, int64_t* count) { masked_sum(p, first, last, sum, count); },
+                    [&](double mean) { return masked_squared_deviations(p, first, last, mean); });
+}
+TIRL_HD inline Moments sequence_values_moments(const Problem& p, const SequenceSummary* summary,
+                                               const double* seq_adv, int64_t first,
+                                               int64_t last) {
+  return moments_of(
+      [&](double* sum, int64_t* count) {
+        sequence_values_sum(p, summary, seq_adv, first, last, sum, count);
+      },
+      [&](double mean) {
+        return sequence_values_squared_deviations(p, summary, seq_adv, first, last, mean);
+      });
+}
+// The batch's mean and whiten_inverse_std from `chunks` chunks' moments.
+struct Whitening {
+  double mean;
+  double inverse_std;
+};
+TIRL_HD inline Whitening whitening_of(const Moments* moments, int64_t chunks) {
+  double sum = 0.0;
+  int64_t count = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    sum += moments[c].sum;
+    count += moments[c].count;
+  }
+  const double mean = chunk_mean(sum, count);
+  double squares = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (moments[c].count == 0) continue;
+    const double deviation = chunk_mean(moments[c].sum, moments[c].count) - mean;
+    squares += moments[c].squared_deviations +
+               static_cast<double>(moments[c].count) * (deviation * deviation);
+  }
+  return Whitening{mean, whiten_inverse_std(count, squares)};
 }
 // One masked-in token whitened.
 TIRL_HD inline float whitened(float a, double mean, double inverse_std) {
