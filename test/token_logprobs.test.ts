@@ -145,6 +145,66 @@ describe('tokenLogprobs', () => {
     assertBitwiseEqual(inPlace, grad, 'in place');
   });
 
+  it('gives the same answer whatever the first entries of a row (its first block is summed from their max)', () => {
+    // The kernel sums a row's first block relative to the max of its first 64 entries, and
+    // redoes it relative to the block's own max when the rest lies far above (more than
+    // 2^64 in exp). Rows here: first entries far below the rest (the redo), a little below
+    // (one pass, exps up to ~2^58 at T = 0.5), -inf (no estimate), far above the rest.
+    const v = 5000;
+    const rng = new Random(21);
+    for (const temperature of [0.5, 1, 2]) {
+      for (const [head, offset] of [[64, -200], [64, -40], [3, -40], [64, -Infinity], [70, 30], [64, 0]]) {
+        const { logits, labels, gradLogp, gradEntropy } = randomCase(rng, 3, v);
+        for (let t = 0; t < 3; t++) for (let i = 0; i < head; i++) logits[t * v + i] += offset;
+        labels[2] = offset === -Infinity ? head + 1 : 1;  // a label among the shifted entries (finite)
+        const want = reference(logits, v, labels, temperature);
+        const label = `first ${head} entries ${offset}, T=${temperature}`;
+        const got = tokenLogprobs({ logits, vocabSize: v, labels, temperature, withEntropy: true });
+        // A label 200 below the rest has logp ~ -200: the relative tolerance covers it.
+        assertClose(got.logp, want.logp, { ...F32, label: `${label} logp` });
+        assertClose(got.entropy!, want.entropy, { ...F32, label: `${label} entropy` });
+        assertBitwiseEqual(tokenLogprobs({ logits, vocabSize: v, labels, temperature }).logp, got.logp, `${label} logp without entropy`);
+        const grad = tokenLogprobsBackward({ logits, vocabSize: v, labels, temperature, gradLogp, gradEntropy });
+        assertClose(grad, referenceGrad(logits, v, labels, temperature, gradLogp, gradEntropy), { ...F32, label: `${label} grad` });
+        const bits = toBf16(logits);
+        const rounded = fromBf16(bits);
+        const exact = reference(rounded, v, labels, temperature);
+        const gotBf16 = tokenLogprobs({ logits: bits, dtype: 'bf16', vocabSize: v, labels, temperature, withEntropy: true });
+        assertClose(gotBf16.logp, exact.logp, { ...F32, label: `${label} bf16 logp` });
+        assertClose(gotBf16.entropy!, exact.entropy, { ...F32, label: `${label} bf16 entropy` });
+      }
+    }
+  });
+
+  it('stays exact for rows offset by hundreds (the fused exponents and their correction)', () => {
+    // On AVX2/AVX-512 the forward's exponents are x * c - hi with hi = shift * c in float,
+    // up to |hi| < 1024; the rounding of hi (up to 2^-15 here) shifts every exp alike and is
+    // taken back from the sum. A label far above the rest has logp near 0, where an
+    // uncorrected shift (up to ~2e-5 nats) would exceed the tolerance.
+    const v = 4100;
+    const rng = new Random(22);
+    for (const temperature of [0.7, 1, 1.5]) {
+      for (const offset of [300, 700, -650, 2000]) {
+        const { logits, labels } = randomCase(rng, 2, v, 1);
+        for (let i = 0; i < logits.length; i++) logits[i] += offset;
+        // Among the first 64 entries, so that the row's reference is its logit (exponents
+        // near 0 for it; a label 2^40 above the reference would lose 1e-6 to float exponents).
+        labels[0] = 5;
+        logits[5] += 25;  // logp ~ -1e-12 at T = 0.7, -3e-5 at T = 1.5
+        const want = reference(logits, v, labels, temperature);
+        const got = tokenLogprobs({ logits, vocabSize: v, labels, temperature, withEntropy: true });
+        const label = `offset ${offset} T=${temperature}`;
+        assertClose(got.logp, want.logp, { ...F32, label: `${label} logp` });
+        assertClose(got.entropy!, want.entropy, { ...F32, label: `${label} entropy` });
+        const bits = toBf16(logits);
+        const exact = reference(fromBf16(bits), v, labels, temperature);
+        const gotBf16 = tokenLogprobs({ logits: bits, dtype: 'bf16', vocabSize: v, labels, temperature, withEntropy: true });
+        assertClose(gotBf16.logp, exact.logp, { ...F32, label: `${label} bf16 logp` });
+        assertClose(gotBf16.entropy!, exact.entropy, { ...F32, label: `${label} bf16 entropy` });
+      }
+    }
+  });
+
   it('stays exact for huge and tiny logits', () => {
     const labels = Int32Array.from([0, 1, 2, 3]);
     const cases: [number[], number][] = [

@@ -40,6 +40,17 @@ struct SequenceValues {
   float value(int64_t s) const { return static_cast<float>(seq_adv[s]); }
 };
 
+// What the optimal-token baselines' group pass keeps per thread between calls: a group's
+// column sums and a member's path variances (each a sequence long).
+struct TokenBaselineBuffers {
+  std::vector<advantages::ColumnSums> sums;
+  std::vector<double> variances;
+};
+TokenBaselineBuffers& token_baseline_buffers() {
+  thread_local TokenBaselineBuffers kept;
+  return kept;
+}
+
 // The per-token loops run as vectors, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/advantages_kernels.inc"
 #include "common/simd_kernels.h"
@@ -128,17 +139,6 @@ void reward_to_go_of_score(const Problem& p, const SequenceSummary& q, int64_t s
     std::fill(p.returns + q.begin, p.returns + split, to_go);
     std::fill(p.returns + split, p.returns + q.end, 0.0f);
   }
-}
-
-// What the optimal-token baselines' group pass keeps per thread between calls: a group's
-// column sums and a member's path variances (each a sequence long).
-struct TokenBaselineBuffers {
-  std::vector<advantages::ColumnSums> sums;
-  std::vector<double> variances;
-};
-TokenBaselineBuffers& token_baseline_buffers() {
-  thread_local TokenBaselineBuffers kept;
-  return kept;
 }
 
 // Sequence indices ordered by group id (stably: members keep their input order), and the
@@ -299,23 +299,16 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   }
 
   if (advantages::is_token_baseline(e)) {
-    const auto path_variances = TIRL_SIMD_SELECT(path_variances);
-    over_groups([&](auto member, int64_t count) {
-      // The group's column sums and each member's path variances in the calling thread's
-      // kept buffers (a sequence long), filled as the group asks for them.
-      TokenBaselineBuffers& kept = token_baseline_buffers();
-      auto scratch = [&kept](int64_t, int64_t columns) {
-        if (kept.sums.size() < static_cast<size_t>(columns)) kept.sums.resize(static_cast<size_t>(columns));
-        return kept.sums.data();
-      };
-      auto variances = [&kept, &p, path_variances](const SequenceSummary& q) {
-        const size_t tokens = static_cast<size_t>(q.last - q.first + 1);
-        if (kept.variances.size() < tokens) kept.variances.resize(tokens);
-        path_variances(p, q.first, q.last, kept.variances.data());
-        return [w = kept.variances.data(), first = q.first](int64_t t) { return w[t - first]; };
-      };
-      advantages::token_baseline_group(p, summary.data(), member, count, scratch, variances);
-    });
+    const auto group = TIRL_SIMD_SELECT(token_baseline_group);
+    const int64_t num_groups = static_cast<int64_t>(group_start.size()) - 1;
+    auto body = [&](int64_t chunk) {
+      const int64_t last = std::min(num_groups, (chunk + 1) * kGroupsPerChunk);
+      for (int64_t g = chunk * kGroupsPerChunk; g < last; ++g) {
+        group(p, summary.data(), members.data() + group_start[g], group_start[g + 1] - group_start[g]);
+      }
+    };
+    const int64_t chunks = chunk_count(num_groups, kGroupsPerChunk);
+    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
   }
 
   if (advantages::is_whitened(e)) {

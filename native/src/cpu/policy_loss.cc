@@ -70,8 +70,33 @@ struct TokenKernelConstants {
   float kl_coef;
 };
 
+// What the clip_cov / kl_cov pass that picks while it computes tests (pick_pass_hits in
+// cpu/policy_loss_kernels.inc): the batch means, clip_cov's bounds and seed, and the
+// threshold of its pick (the one the loss uses).
+struct PickPass {
+  float mean_logp;
+  float mean_advantage;
+  float lb;
+  float ub;
+  uint64_t seed_key;
+  uint64_t clip_cov_threshold;  // on pick_key
+  uint32_t kl_cov_threshold;    // on kl_cov_order
+};
+
+// A token under the pick's threshold: its key, and what it adds unselected and selected
+// (loss and gradient with the aggregation's scale; the clip count's change).
+struct PickHit {
+  uint64_t key;
+  int64_t token;
+  float pg_loss;
+  float picked_pg_loss;
+  float picked_grad;
+  int32_t picked_clipped;
+};
+
+// With a PickPass (and its hits), clip_cov's and kl_cov's chunk picks while it computes.
 using ChunkKernel = Totals (*)(const Inputs&, int64_t, float, const std::vector<float>&,
-                               const TokenKernelConstants&);
+                               const TokenKernelConstants&, const PickPass*, std::vector<PickHit>*);
 
 // GMPO's masked sums over one sequence (geo_mean_cpu).
 struct GeoMeanSequence {
@@ -280,66 +305,79 @@ std::vector<T> collect_hits(const Inputs& in, Hits hits) {
   return all;
 }
 
+// What a pick needs before its passes: the batch means, how many tokens it takes, and the
+// threshold drawn from the sample (`pass`); `sampled` when that threshold leaves keys out,
+// so that the loss pass can pick as it computes (pick_while_computing).
+struct PickPlan {
+  Means means;
+  int64_t wanted;
+  PickPass pass;
+  bool sampled;
+};
+
 // Clip-Cov: of the candidates (not clipped by the ratio, covariance in (lb, ub)), the
 // max(floor(clip_cov_ratio * masked), 1) with the smallest pick_key(seed, t): a uniform
 // random subset, as verl's randperm gives, reproducible from the seed. The keys are uniform
 // over 64 bits whatever the data, so the threshold is a fraction of 2^64: wanted (with
-// margin) over a low estimate of the candidates from the sample. The pass tests the cheap
+// margin) over a low estimate of the candidates from the sample. The passes test the cheap
 // part first (masked in, covariance inside the bounds), then the key, and the ratio's clip
-// only for the few tokens left.
+// only for the few tokens left (clip_cov_candidate_at).
 // The tests are baseline code, unfused: they must have the bits of the CUDA pick (built
 // --fmad=false).
-int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const PolicyConstants& c,
-                      std::vector<uint8_t>& selected) {
-  const Means m = masked_means(in);
-  const float lb = static_cast<float>(o.clip_cov_lb);
-  const float ub = static_cast<float>(o.clip_cov_ub);
-  const int64_t wanted = pick_count(m.masked, o.clip_cov_ratio, false);
-  const uint64_t seed_key = pick_key_seed(o.seed);
-  auto in_window = [&](int64_t t) {
-    const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
-    return (in.mask[t] != 0) & (cov < ub) & (cov > lb);
-  };
-  // clip_cov_candidate given in_window(t): the covariance test again changes nothing.
-  auto candidate = [&](int64_t t) {
-    const float cov = covariance_term(in.logp[t], in.advantages[t], m.logp, m.advantage);
-    return in_window(t) && clip_cov_candidate(in.logp[t], in.old_logp[t], in.advantages[t], cov, c, lb, ub);
-  };
+constexpr uint64_t kEveryPickKey = ~uint64_t{0};
+
+bool clip_cov_candidate_at(const Inputs& in, const PickPlan& plan, const PolicyConstants& c, int64_t t) {
+  const PickPass& p = plan.pass;
+  const float cov = covariance_term(in.logp[t], in.advantages[t], p.mean_logp, p.mean_advantage);
+  return (in.mask[t] != 0) & (cov < p.ub) & (cov > p.lb) &&
+         clip_cov_candidate(in.logp[t], in.old_logp[t], in.advantages[t], cov, c, p.lb, p.ub);
+}
+
+PickPlan plan_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const PolicyConstants& c) {
+  PickPlan plan;
+  plan.means = masked_means(in);
+  plan.wanted = pick_count(plan.means.masked, o.clip_cov_ratio, false);
+  plan.pass = {plan.means.logp, plan.means.advantage, static_cast<float>(o.clip_cov_lb),
+               static_cast<float>(o.clip_cov_ub), pick_key_seed(o.seed), kEveryPickKey, 0};
   int64_t sampled = 0, sampled_candidates = 0;
   for_sample_runs(in.num_tokens, [&](int64_t first, int64_t count) {
-    for (int64_t t = first; t < first + count; ++t) sampled_candidates += candidate(t);
+    for (int64_t t = first; t < first + count; ++t) sampled_candidates += clip_cov_candidate_at(in, plan, c, t);
     sampled += count;
   });
   // A low estimate of the candidates: the sample's count less 6 standard deviations.
   const double sampled_count = static_cast<double>(sampled_candidates);
   const double low = (sampled_count - 6.0 * std::sqrt(sampled_count)) * static_cast<double>(in.num_tokens) /
                      static_cast<double>(std::max<int64_t>(1, sampled));
-  const double margin = static_cast<double>(wanted) + 6.0 * std::sqrt(static_cast<double>(wanted)) + 32.0;
-  constexpr uint64_t kAll = ~uint64_t{0};
-  const uint64_t first_threshold =
-      low > 0 && margin < low ? static_cast<uint64_t>(margin / low * 18446744073709551616.0) : kAll;
+  const double margin = static_cast<double>(plan.wanted) + 6.0 * std::sqrt(static_cast<double>(plan.wanted)) + 32.0;
+  if (low > 0 && margin < low) {
+    plan.pass.clip_cov_threshold = static_cast<uint64_t>(margin / low * 18446744073709551616.0);
+  }
+  plan.sampled = plan.pass.clip_cov_threshold != kEveryPickKey;
+  return plan;
+}
+
+// The pick over every candidate (where the sample's threshold passed too few, or left
+// nothing out), into `selected`; how many.
+int64_t pick_clip_cov(const Inputs& in, const PickPlan& plan, const PolicyConstants& c,
+                      std::vector<uint8_t>& selected) {
   using Pick = std::pair<uint64_t, int64_t>;  // (key, token)
   const auto hits = TIRL_SIMD_SELECT(clip_cov_hits);
-  auto collect = [&](uint64_t threshold) {
-    return collect_hits<Pick>(in, [&](int64_t b, int64_t count, std::vector<Pick>& out) {
-      int32_t index[kTokensPerBlock];
-      uint64_t keys[kTokensPerBlock];
-      const int64_t n = hits(in.logp + b, in.advantages + b, in.mask + b, b, count, m.logp, m.advantage,
-                             lb, ub, seed_key, threshold, index, keys);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t t = b + index[i];
-        if (candidate(t)) out.emplace_back(keys[i], t);
-      }
-    });
-  };
-  std::vector<Pick> picks = collect(first_threshold);
-  // Too few under the threshold: all the candidates (the set is then whatever they are).
-  if (static_cast<int64_t>(picks.size()) < wanted && first_threshold != kAll) picks = collect(kAll);
-  if (static_cast<int64_t>(picks.size()) > wanted) {
-    std::nth_element(picks.begin(), picks.begin() + wanted, picks.end());
-    picks.resize(static_cast<size_t>(wanted));
+  const PickPass& p = plan.pass;
+  std::vector<Pick> picks = collect_hits<Pick>(in, [&](int64_t b, int64_t count, std::vector<Pick>& out) {
+    int32_t index[kTokensPerBlock];
+    uint64_t keys[kTokensPerBlock];
+    const int64_t n = hits(in.logp + b, in.advantages + b, in.mask + b, b, count, p.mean_logp,
+                           p.mean_advantage, p.lb, p.ub, p.seed_key, kEveryPickKey, index, keys);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = b + index[i];
+      if (clip_cov_candidate_at(in, plan, c, t)) out.emplace_back(keys[i], t);
+    }
+  });
+  if (static_cast<int64_t>(picks.size()) > plan.wanted) {
+    std::nth_element(picks.begin(), picks.begin() + plan.wanted, picks.end());
+    picks.resize(static_cast<size_t>(plan.wanted));
   }
-  for (const Pick& p : picks) selected[static_cast<size_t>(p.second)] = 1;
+  for (const Pick& pick : picks) selected[static_cast<size_t>(pick.second)] = 1;
   return static_cast<int64_t>(picks.size());
 }
 
@@ -347,49 +385,102 @@ int64_t pick_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, const
 // covariance (NaN counts as largest, as in torch.topk; ties go to the earlier token): the
 // smallest kl_cov_rank_key, the order the CUDA pick uses too. The threshold is on the
 // key's high half (kl_cov_order), from the sampled masked-in tokens; ties at it are all kept.
-int64_t pick_kl_cov(const Inputs& in, const tirl_policy_loss_options& o,
-                    std::vector<uint8_t>& selected) {
-  const Means m = masked_means(in);
-  if (m.masked == 0) return 0;
-  const int64_t wanted = pick_count(m.masked, o.kl_cov_ratio, true);
+constexpr uint32_t kEveryKlCovOrder = 0xFFFFFFFEu;  // above every masked-in token's order
+
+PickPlan plan_kl_cov(const Inputs& in, const tirl_policy_loss_options& o) {
+  PickPlan plan;
+  plan.means = masked_means(in);
+  plan.wanted = pick_count(plan.means.masked, o.kl_cov_ratio, true);
+  plan.pass = {plan.means.logp, plan.means.advantage, 0.0f, 0.0f, 0, 0, kEveryKlCovOrder};
+  plan.sampled = false;
+  if (plan.means.masked == 0) return plan;
   const auto orders = TIRL_SIMD_SELECT(kl_cov_orders);
   std::vector<uint32_t> sample;
   for_sample_runs(in.num_tokens, [&](int64_t first, int64_t count) {
     uint32_t order[kSampleRun];
-    orders(in.logp + first, in.advantages + first, in.mask + first, count, m.logp, m.advantage, 0, order);
+    orders(in.logp + first, in.advantages + first, in.mask + first, count, plan.means.logp,
+           plan.means.advantage, 0, order);
     for (int64_t j = 0; j < count; ++j) {
       if (order[j] != 0xFFFFFFFFu) sample.push_back(order[j]);
     }
   });
-  constexpr uint32_t kAll = 0xFFFFFFFEu;  // above every masked-in token's order
-  uint32_t first_threshold = kAll;
-  const int64_t rank = sample_rank(wanted, m.masked, static_cast<int64_t>(sample.size()));
+  const int64_t rank = sample_rank(plan.wanted, plan.means.masked, static_cast<int64_t>(sample.size()));
   if (rank < static_cast<int64_t>(sample.size())) {
     std::nth_element(sample.begin(), sample.begin() + rank, sample.end());
-    first_threshold = sample[static_cast<size_t>(rank)];
+    plan.pass.kl_cov_threshold = sample[static_cast<size_t>(rank)];
   }
-  auto collect = [&](uint32_t threshold) {
-    return collect_hits<uint64_t>(in, [&](int64_t b, int64_t count, std::vector<uint64_t>& out) {
-      uint32_t order[kTokensPerBlock];
-      for (uint32_t groups = orders(in.logp + b, in.advantages + b, in.mask + b, count, m.logp,
-                                    m.advantage, threshold, order);
-           groups != 0; groups &= groups - 1) {
-        const int64_t first = 16 * __builtin_ctz(groups);
-        for (int64_t j = first; j < std::min(count, first + 16); ++j) {
-          if (order[j] <= threshold) out.push_back((static_cast<uint64_t>(order[j]) << 32) | static_cast<uint64_t>(b + j));
-        }
-      }
-    });
-  };
-  std::vector<uint64_t> keys = collect(first_threshold);
-  if (static_cast<int64_t>(keys.size()) < wanted && first_threshold != kAll) keys = collect(kAll);
-  if (static_cast<int64_t>(keys.size()) > wanted) {
-    std::nth_element(keys.begin(), keys.begin() + wanted, keys.end());
-    keys.resize(static_cast<size_t>(wanted));
+  plan.sampled = plan.pass.kl_cov_threshold != kEveryKlCovOrder;
+  return plan;
+}
+
+// The pick over every masked-in token (as pick_clip_cov), into `selected`; how many.
+int64_t pick_kl_cov(const Inputs& in, const PickPlan& plan, std::vector<uint8_t>& selected) {
+  if (plan.wanted == 0) return 0;
+  const auto orders = TIRL_SIMD_SELECT(kl_cov_orders);
+  std::vector<uint64_t> keys = collect_hits<uint64_t>(in, [&](int64_t b, int64_t count, std::vector<uint64_t>& out) {
+    uint32_t order[kTokensPerBlock];
+    orders(in.logp + b, in.advantages + b, in.mask + b, count, plan.means.logp, plan.means.advantage,
+           kEveryKlCovOrder, order);
+    for (int64_t j = 0; j < count; ++j) {
+      if (order[j] != 0xFFFFFFFFu) out.push_back((static_cast<uint64_t>(order[j]) << 32) | static_cast<uint64_t>(b + j));
+    }
+  });
+  if (static_cast<int64_t>(keys.size()) > plan.wanted) {
+    std::nth_element(keys.begin(), keys.begin() + plan.wanted, keys.end());
+    keys.resize(static_cast<size_t>(plan.wanted));
   }
   // The token is the key's low 32 bits (the front door keeps kl_cov batches below 2^32).
   for (uint64_t k : keys) selected[static_cast<size_t>(k & 0xFFFFFFFFu)] = 1;
   return static_cast<int64_t>(keys.size());
+}
+
+// The loss pass of clip_cov / kl_cov that picks as it computes, when the sample's
+// threshold leaves keys out: every token computed unselected, those under the threshold
+// (the hits) also selected and kept aside; then the pick among the hits (clip_cov's pass
+// the ratio's test), and the hits' losses added in token order after the chunks' sums, the
+// picked ones' gradients written. One pass over the batch after the means, not two and a
+// byte array; the same tokens picked. False (and nothing to keep) where fewer than `wanted`
+// hits are eligible: the caller then picks over every key and runs the loss pass again.
+bool pick_while_computing(const Inputs& in, tirl_policy_loss_kind loss, const PickPlan& plan,
+                          const PolicyConstants& c, ChunkKernel kernel, const Scales& scales,
+                          const TokenKernelConstants& k, Totals* total, int64_t* picked) {
+  const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
+  std::vector<Totals> partial(static_cast<size_t>(num_chunks));
+  std::vector<std::vector<PickHit>> parts(static_cast<size_t>(num_chunks));
+  auto body = [&](int64_t chunk) {
+    partial[static_cast<size_t>(chunk)] =
+        kernel(in, chunk, scales.shared, scales.per_sequence, k, &plan.pass, &parts[static_cast<size_t>(chunk)]);
+  };
+  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
+  std::vector<PickHit> hits;
+  for (auto& p : parts) hits.insert(hits.end(), p.begin(), p.end());
+  std::vector<std::pair<uint64_t, size_t>> eligible;  // (key, hit)
+  for (size_t i = 0; i < hits.size(); ++i) {
+    if (loss != TIRL_POLICY_CLIP_COV || clip_cov_candidate_at(in, plan, c, hits[i].token)) {
+      eligible.emplace_back(hits[i].key, i);
+    }
+  }
+  if (static_cast<int64_t>(eligible.size()) < plan.wanted) return false;
+  if (static_cast<int64_t>(eligible.size()) > plan.wanted) {
+    std::nth_element(eligible.begin(), eligible.begin() + plan.wanted, eligible.end());
+    eligible.resize(static_cast<size_t>(plan.wanted));
+  }
+  std::vector<uint8_t> chosen(hits.size(), 0);
+  for (const auto& e : eligible) chosen[e.second] = 1;
+  *total = Totals{};
+  for (const Totals& t : partial) total->add(t);
+  for (size_t i = 0; i < hits.size(); ++i) {
+    const PickHit& h = hits[i];
+    if (chosen[i] != 0) {
+      total->pg_loss += h.picked_pg_loss;
+      total->clipped += h.picked_clipped;
+      if (in.grad != nullptr) in.grad[h.token] = h.picked_grad;
+    } else {
+      total->pg_loss += h.pg_loss;
+    }
+  }
+  *picked = static_cast<int64_t>(eligible.size());
+  return true;
 }
 
 // ---------------------------------------------------------------- bypass_mode's IS weights
@@ -471,24 +562,30 @@ tirl_status token_loss_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   const Scales scales = aggregation_scales(in, p, per_sequence ? &counts : nullptr);
   const PolicyConstants c = policy_constants(o);
 
+  const TokenKernelConstants k{c, kl ? TIRL_SIMD_SELECT(select_kl_block)(p.kl_estimator) : nullptr,
+                               static_cast<float>(p.kl_coef)};
+  const ChunkKernel kernel = TIRL_SIMD_SELECT(select_chunk_kernel)(loss, in.weights != nullptr);
   std::vector<uint8_t> selected;
   Inputs run = in;
   result->selected_tokens = 0;
   if (loss == TIRL_POLICY_CLIP_COV || loss == TIRL_POLICY_KL_COV) {
+    const PickPlan plan = loss == TIRL_POLICY_CLIP_COV ? plan_clip_cov(in, o, c) : plan_kl_cov(in, o);
+    Totals total;
+    if (plan.sampled && pick_while_computing(in, loss, plan, c, kernel, scales, k, &total, &result->selected_tokens)) {
+      fill_result(total, kl, p.kl_coef, result);
+      return ok();
+    }
     selected.assign(static_cast<size_t>(in.num_tokens), 0);
-    result->selected_tokens = loss == TIRL_POLICY_CLIP_COV ? pick_clip_cov(in, o, c, selected)
-                                                           : pick_kl_cov(in, o, selected);
+    result->selected_tokens = loss == TIRL_POLICY_CLIP_COV ? pick_clip_cov(in, plan, c, selected)
+                                                           : pick_kl_cov(in, plan, selected);
     run.selected = selected.data();
   }
 
-  const TokenKernelConstants k{c, kl ? TIRL_SIMD_SELECT(select_kl_block)(p.kl_estimator) : nullptr,
-                               static_cast<float>(p.kl_coef)};
-  const ChunkKernel kernel = TIRL_SIMD_SELECT(select_chunk_kernel)(loss, run.weights != nullptr);
   const int64_t num_chunks = chunk_count(in.num_tokens, kTokensPerChunk);
   std::vector<Totals> partial(static_cast<size_t>(num_chunks));
   auto body = [&](int64_t chunk) {
     partial[static_cast<size_t>(chunk)] =
-        kernel(run, chunk, scales.shared, scales.per_sequence, k);
+        kernel(run, chunk, scales.shared, scales.per_sequence, k, nullptr, nullptr);
   };
   parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
   Totals total;

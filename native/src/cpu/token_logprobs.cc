@@ -3,20 +3,22 @@
 // Rows (tokens) are independent and each is computed whole by one thread in a fixed order,
 // so results are bitwise identical for any thread count. A row is walked in L1-sized
 // blocks, each summarised (math/token_logprobs.h) and merged into the row's summary; the
-// logits are read from memory once. The row's first block is summarised relative to its
-// own max (a max pass, then the exp pass over the block in L1); every later block in one
-// pass relative to the row's summary so far, its max found on the way, redone the first
-// way only if it lies more than 2^kMaxExponent above (rare: a block of far larger logits,
-// or +inf). While a block's exps are computed the next block is prefetched, so the memory
-// reads overlap the arithmetic (without it they alternated, and the f32 forward took the
-// sum of the two). bf16 logits are widened in registers (one vpmovzxwd per vector), so
-// they cost half the bytes. The backward makes the same pass, keeping the exps in a
-// per-thread scratch row (in L2), then a second pass turning them into gradients, so each
-// logit costs one exp (rows over 256 blocks recompute the exps instead). A large gradient
-// goes out with non-temporal stores, which spare the read for ownership of every line: the
+// logits are read from memory once. Each block is summed in one pass relative to a
+// reference: the row's summary so far, or for its first block the max of its first 64
+// entries; the block's max is found on the way, and the block redone relative to it (a max
+// pass, then the exps over the block in L1) only if it lies more than 2^kMaxExponent above
+// the reference (rare: a block of far larger logits, or +inf). While a block's exps are
+// computed the next kBlock entries (the next row's first block after a row's last) are
+// prefetched, so the memory reads overlap the arithmetic (without it they alternated, and
+// the f32 forward took the sum of the two). bf16 logits are widened in registers, so they
+// cost half the bytes. The backward makes the same pass, keeping the exps in a per-thread
+// scratch row (in L2), then a second pass turning them into gradients, so each logit
+// costs one exp (rows over 256 blocks recompute the exps instead). A large gradient goes
+// out with non-temporal stores, which spare the read for ownership of every line: the
 // backward then moves the bytes of its model (logits read, gradient written) and no more.
-// Per vector of 16 logits (AVX-512) the exp pass is 16 instructions: widen (bf16), max,
-// shift, scale, clamp, round (3), exponent bits, a degree-5 polynomial, scale and sum.
+// Per vector of 16 logits (AVX-512) the forward's exp pass is 13 instructions: widen (bf16:
+// one shift or and, two vectors a load), max, exponent (one FMA), reduce, round, a
+// degree-5 polynomial, scalef (zero-masked by a compare) and sum; the backward's, 15.
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
