@@ -9,7 +9,7 @@
 //   - a copy of the bench's 17 B/token.
 //   g++ -O3 -std=c++17 -march=native -mprefer-vector-width=512 -fno-math-errno
 //     -fno-trapping-math -Inative/include -Inative/src benchmarks/native/policy_loss_floor.cc -o /tmp/floor
-// (-mavx2 -mfma for the AVX2 path). With two threads the copy is bandwidth-bound and these
+// With two threads the copy is bandwidth-bound and these
 // loops are not: a loop of t ms here costs (t / 2) / (copy ms at two threads) of the copy.
 #include <algorithm>
 #include <chrono>
@@ -88,7 +88,6 @@ int main() {
   const double dppo_kl = term_ms(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_DPPO_KL>{});
   const double clip_cov = term_ms(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_CLIP_COV>{});
   const double kl_cov = term_ms(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_KL_COV>{});
-  const double gpg = term_ms(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_GPG>{});
   double sums[2] = {};
   const double means = best_ms([&] {  // 4 chunks of 16,384 tokens at once, two sums each
     constexpr int kChunk = 16384, kChains = 4;
@@ -123,8 +122,8 @@ int main() {
   std::printf("1M tokens, one thread, ms (min of 30):\n");
   std::printf("  exps and logs alone: 1 exp (clip_cov, kl_cov, vanilla) %.3f; sapo's 2 exps + division %.3f; "
               "dppo_kl's 3 exps + log + division %.3f\n", exp1, sapo_core, dppo_kl_core);
-  std::printf("  policy_term: gpg %.3f, sapo %.3f, dppo_kl %.3f, clip_cov %.3f, kl_cov %.3f\n", gpg, sapo,
-              dppo_kl, clip_cov, kl_cov);
+  std::printf("  policy_term: sapo %.3f, dppo_kl %.3f, clip_cov %.3f, kl_cov %.3f\n", sapo, dppo_kl,
+              clip_cov, kl_cov);
   std::printf("  clip_cov / kl_cov means (ordered double sums) %.3f; clip_cov pick keys %.3f\n", means, keys);
   std::printf("  copy of 17 B/token %.3f\n", copy);
   return (sums[0] + static_cast<double>(key_sum) + y[kTokens / 2] + z[7]) != 12345.0 ? 0 : 1;

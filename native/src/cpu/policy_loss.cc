@@ -107,6 +107,7 @@ struct GeoMeanSequence {
   int64_t masked = 0;
   int64_t clipped_upper = 0;
   int64_t clipped_lower = 0;
+  int64_t non_finite = 0;  // masked-in tokens with a non-finite input
 };
 
 // The masked sums of one chunk of kTokensPerChunk tokens, in token order (as the CUDA pick
@@ -618,8 +619,9 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
                                static_cast<float>(p.kl_coef)};
   const auto sequence_sums = TIRL_SIMD_SELECT(geo_mean_sums);
   const auto block = TIRL_SIMD_SELECT(geo_mean_block);
-  // Each sequence's sums, then at once its gradient (the sequence is still in cache): one
-  // read of the batch from memory.
+  // Each sequence's sums and its tokens' d(clipped log-ratio)/dlogp, then at once its
+  // gradient from those (still in cache): one read of the batch from memory, one token term
+  // a token.
   std::vector<GeoMeanSequence> seqs(static_cast<size_t>(in.num_seqs));
   std::vector<double> losses(static_cast<size_t>(in.num_seqs));
   std::vector<Totals> partial(static_cast<size_t>(chunk_count(in.num_seqs, kSequencesPerChunk)));
@@ -627,9 +629,11 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
     const int64_t first = chunk * kSequencesPerChunk;
     const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
     Lanes lanes;
+    std::vector<float> dlog_ratio;
     for (int64_t s = first; s < last; ++s) {
       const int64_t begin = in.seq_offsets[s], end = in.seq_offsets[s + 1];
-      const GeoMeanSequence q = sequence_sums(in, begin, end, c);
+      dlog_ratio.resize(static_cast<size_t>(std::max<int64_t>(end - begin, static_cast<int64_t>(dlog_ratio.size()))));
+      const GeoMeanSequence q = sequence_sums(in, begin, end, c, dlog_ratio.data());
       seqs[static_cast<size_t>(s)] = q;
       const double loss =
           geo_mean_sequence_loss(q.log_ratio, q.advantage, q.log_weight, q.masked, in.weights != nullptr);
@@ -642,7 +646,8 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
                                                : kl_scales.per_sequence[static_cast<size_t>(s)];
       for (int64_t b = begin; b < end; b += kTokensPerBlock) {
         // coefficient * dl/dlogp: dl/dlogp is 1 or 0 (or 0.5 + 0.5), so the product is exact.
-        block(in, b, std::min<int64_t>(kTokensPerBlock, end - b), coefficient, kl_scale, k, lanes);
+        block(in, b, std::min<int64_t>(kTokensPerBlock, end - b), coefficient, kl_scale, k,
+              dlog_ratio.data() + (b - begin), lanes);
       }
     }
     partial[static_cast<size_t>(chunk)] = lanes.totals();
@@ -656,11 +661,9 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
     total.masked += q.masked;
     total.clipped += q.clipped_upper;
     total.clipped_lower += q.clipped_lower;
+    total.non_finite += q.non_finite;
   }
-  for (const Totals& t : partial) {
-    total.kl_loss += t.kl_loss;
-    total.non_finite += t.non_finite;
-  }
+  for (const Totals& t : partial) total.kl_loss += t.kl_loss;
   fill_result(total, kl, p.kl_coef, result);
   result->selected_tokens = 0;
   return ok();
