@@ -16,6 +16,7 @@ export type PeerKind =
   | 'tirl-async' // the …Async form (binding-overhead case)
   | 'tirl-prepared' // a prepared call (preparePpoLoss), options read once (binding-overhead case)
   | 'pool-hop' // Node's own libuv thread-pool round trip, no kernel (binding-overhead case)
+  | 'napi-hop' // a bare Node-API async work (native.poolRoundTrip), no kernel (binding-overhead case)
   | 'typescript' // the plain TypeScript peer from test/reference/<op>.ts
   | 'torch' // PyTorch eager, in the Python co-process
   | 'copy'; // Float32Array.prototype.set of the same number of bytes (memcpy)

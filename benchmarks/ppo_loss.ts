@@ -3,8 +3,9 @@
  * masked in), with and without the k3 KL term; every other policy loss on the same batch
  * (the TypeScript peer is the float64 reference of the loss and its statistics, without a
  * gradient; the PyTorch peer is verl's code for the loss, with autograd's backward); and
- * the fixed cost of one call on 1,024 tokens, sync, prepared and async, beside libuv's own
- * thread-pool round trip, for the binding-overhead line.
+ * the fixed cost of one call on 1,024 tokens, sync, prepared and async, beside two floors
+ * of an async call (libuv's own thread-pool round trip, and a bare Node-API async work),
+ * for the binding-overhead line.
  */
 import { pbkdf2 } from 'node:crypto';
 import { promisify } from 'node:util';
@@ -12,6 +13,7 @@ import { promisify } from 'node:util';
 import { POLICY_LOSSES, ppoLoss, ppoLossAsync, preparePpoLoss, type PolicyLoss, type PpoLossOptions } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
 import { asyncPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { native } from '../lib/native.js';
 import { ppoLossTs } from '../test/reference/ppo_loss.js';
 import { policyReference } from '../test/reference/policy_loss.js';
 
@@ -195,6 +197,9 @@ function callOverheadCase(): BenchCase {
           // The floor of any call through libuv's pool: Node's own pbkdf2 of one iteration
           // (microseconds of work), a queue to a pool thread and a wake-up of the event loop.
           asyncPeer("libuv's pool round trip (node:crypto pbkdf2, 1 iteration)", 'pool-hop', () => pbkdf2Async(HOP_PASSWORD, HOP_SALT, 1, 8, 'sha1')),
+          // The floor of our own async form: the same Node-API work item and Promise, with
+          // an empty body and no arguments, copies or result (bindings/library.cc).
+          asyncPeer('Node-API async round trip (poolRoundTrip, empty work item)', 'napi-hop', () => native.poolRoundTrip()),
           syncPeer('tirl sync, allocating', 'tirl-alloc', () => ppoLoss(options)),
           syncPeer('TypeScript, 1 thread', 'typescript', () =>
             ppoLossTs(logp, oldLogp, advantages, mask, undefined, CLIP, CLIP, 0, 0, tsGrad),

@@ -32,6 +32,17 @@ export interface BindingOverhead {
    * one by one like the async form: the floor of any call that leaves the event loop.
    */
   poolHopUs?: number;
+  /**
+   * The addon's bare Node-API async round trip (`poolRoundTrip`: the async form's own work
+   * item and Promise with an empty body), awaited one by one: the floor of our async form,
+   * which costs this, the C call and the binding's own work.
+   */
+  napiHopUs?: number;
+  /**
+   * Median CPU µs per call of the whole process (all threads) for each form: what a call
+   * costs the machine, without the waits for a core that a loaded machine adds to wall time.
+   */
+  cpuUs?: { sync: number; prepared?: number; async?: number; poolHop?: number; napiHop?: number };
 }
 
 export interface BenchReport {
@@ -147,18 +158,32 @@ function overheadLines(r: BenchReport): string[] {
   const o = r.bindingOverhead;
   if (!o) return [];
   const c = o.cAbiUs;
-  const form = (name: keyof typeof OVERHEAD_TARGETS_US, us: number | undefined) => {
+  const cpu = (us: number | undefined) => (us === undefined ? '' : ` (CPU ${fixed(us, 2)} µs)`);
+  const form = (name: keyof typeof OVERHEAD_TARGETS_US, us: number | undefined, cpuUs: number | undefined) => {
     if (us === undefined) return [];
-    if (c === undefined) return [`${name} ${fixed(us, 2)} µs`];
+    if (c === undefined) return [`${name} ${fixed(us, 2)} µs${cpu(cpuUs)}`];
     const target = OVERHEAD_TARGETS_US[name];
-    return [`${name} ${fixed(us, 2)} µs = ${fixed(us - c, 2)} µs above (target < ${target} µs: ${us - c < target ? 'met' : 'MISSED'})`];
+    return [`${name} ${fixed(us, 2)} µs${cpu(cpuUs)} = ${fixed(us - c, 2)} µs above (target < ${target} µs: ${us - c < target ? 'met' : 'MISSED'})`];
   };
-  const forms = [...form('sync', o.syncUs), ...form('prepared', o.preparedUs), ...form('async', o.asyncUs)];
+  const forms = [
+    ...form('sync', o.syncUs, o.cpuUs?.sync),
+    ...form('prepared', o.preparedUs, o.cpuUs?.prepared),
+    ...form('async', o.asyncUs, o.cpuUs?.async),
+  ];
+  const floors = [
+    ...(o.napiHopUs === undefined ? [] : [`Node-API's bare async work (poolRoundTrip, empty body) ${fixed(o.napiHopUs, 2)} µs${cpu(o.cpuUs?.napiHop)}`]),
+    ...(o.poolHopUs === undefined ? [] : [`libuv's own pool round trip (crypto.pbkdf2, 1 iteration) ${fixed(o.poolHopUs, 2)} µs${cpu(o.cpuUs?.poolHop)}`]),
+  ];
+  // What the async form costs beyond its floor and the kernel: the binding's own share.
+  const own =
+    o.asyncUs === undefined || o.napiHopUs === undefined || c === undefined
+      ? ''
+      : `; async above that floor and the C call: ${fixed(o.asyncUs - o.napiHopUs - c, 2)} µs`;
   return [
-    `Binding overhead, ppoLoss on 1,024 tokens: kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
+    `Binding overhead, ppoLoss on 1,024 tokens (median wall time a call, CPU time of all threads in brackets): kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
       forms.join('; ') +
       (o.asyncUs === undefined ? '' : ' (async: one call in flight, awaited one by one)') +
-      (o.poolHopUs === undefined ? '' : `; libuv's own pool round trip (crypto.pbkdf2, 1 iteration, no kernel) ${fixed(o.poolHopUs, 2)} µs, the floor of an async call`),
+      (floors.length === 0 ? '' : `; the floors of an async call, no kernel: ${floors.join(', ')}${own}`),
   ];
 }
 

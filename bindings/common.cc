@@ -493,20 +493,45 @@ Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& m
   return error;
 }
 
+napi_value queue_async_work(napi_env env, napi_async_execute_callback execute,
+                            napi_async_complete_callback complete, void* data,
+                            napi_async_work* work, napi_deferred* deferred) {
+  napi_value name = property_key(env, "tirl");
+  if (name == nullptr) NAPI_THROW_IF_FAILED(env, napi_create_string_utf8(env, "tirl", 4, &name), nullptr);
+  NAPI_THROW_IF_FAILED(env, napi_create_async_work(env, nullptr, name, execute, complete, data, work), nullptr);
+  napi_value promise = nullptr;
+  napi_status status = napi_create_promise(env, deferred, &promise);
+  if (status == napi_ok) {
+    status = napi_queue_async_work(env, *work);
+    if (status != napi_ok) {
+      napi_value undefined;
+      napi_get_undefined(env, &undefined);
+      napi_resolve_deferred(env, *deferred, undefined);  // frees it; no one holds the Promise
+    }
+  }
+  if (status != napi_ok) {
+    napi_delete_async_work(env, *work);
+    *work = nullptr;
+    NAPI_THROW_IF_FAILED(env, status, nullptr);
+  }
+  return promise;
+}
+
+Napi::Value rejected_promise(Napi::Env env, const Napi::Error& error) {
+  Napi::Promise::Deferred deferred = Napi::Promise::Deferred::New(env);
+  deferred.Reject(error.Value());
+  return deferred.Promise();
+}
+
 void HostSnapshot::Release::operator()(uint8_t* memory) const { copy_memory().give(memory, capacity); }
 
-void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array, size_t bytes,
-                          const std::string& label, const std::string* output_expected) {
-  napi_typedarray_type type;
-  size_t length = 0;
-  void* data = nullptr;
-  napi_value buffer;
-  size_t offset = 0;
+void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array, void* data,
+                          napi_value buffer, size_t offset, size_t bytes, const std::string& label,
+                          const char* output_type, int64_t output_length) {
   bool ordinary = false;
   void* base = nullptr;
   size_t buffer_length = 0;
-  if (napi_get_typedarray_info(env, array, &type, &length, &data, &buffer, &offset) != napi_ok ||
-      napi_is_arraybuffer(env, buffer, &ordinary) != napi_ok) {
+  if (napi_is_arraybuffer(env, buffer, &ordinary) != napi_ok) {
     throw Napi::TypeError::New(env, "tirl: could not read " + label);
   }
   // A SharedArrayBuffer cannot be detached or shrunk: the kernel uses it in place.
@@ -532,40 +557,55 @@ void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array,
     }
     if (buffers_.empty()) buffers_.reserve(8);  // a call's usual arrays, one allocation
     buffers_.push_back(BufferCopy{original, buffer_length,
-                                  std::unique_ptr<uint8_t, Release>(memory, Release{capacity}), {}});
+                                  std::unique_ptr<uint8_t, Release>(memory, Release{capacity}),
+                                  {0, 0}, {}});
     copy = &buffers_.back();
   }
   uint8_t* staged = copy->memory.get() + offset;
   const std::pair<size_t, size_t> range{offset, bytes};
-  if (std::find(copy->filled.begin(), copy->filled.end(), range) == copy->filled.end()) {
+  if (!copy->filled(range)) {
     copy_bytes(staged, original + offset, bytes);
-    copy->filled.push_back(range);
+    if (copy->first.second == 0) {
+      copy->first = range;
+    } else {
+      copy->more.push_back(range);
+    }
   }
-  if (output_expected != nullptr) {
+  if (output_type != nullptr) {
+    if (outputs_.empty()) outputs_.reserve(4);
     outputs_.push_back(Output{Napi::Reference<Napi::TypedArray>::New(array, 1), staged, bytes, label,
-                              *output_expected});
+                              output_type, output_length});
   }
   return staged;
 }
 
+bool HostSnapshot::BufferCopy::filled(std::pair<size_t, size_t> range) const {
+  return first == range || std::find(more.begin(), more.end(), range) != more.end();
+}
+
 std::string HostSnapshot::copy_back(Napi::Env env, const char* op) {
-  std::vector<uint8_t*> targets;
-  for (Output& output : outputs_) {
+  // Every output is checked before any is written: an op's outputs are all or none.
+  constexpr size_t kInline = 8;
+  uint8_t* inline_targets[kInline];
+  std::vector<uint8_t*> more_targets;
+  if (outputs_.size() > kInline) more_targets.resize(outputs_.size());
+  uint8_t** targets = outputs_.size() > kInline ? more_targets.data() : inline_targets;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const Output& output = outputs_[i];
     napi_typedarray_type type;
     size_t length = 0;
     void* data = nullptr;
     napi_value buffer;
     size_t offset = 0;
     bool detached = true;
-    Napi::TypedArray array = output.array.Value();
-    if (napi_get_typedarray_info(env, array, &type, &length, &data, &buffer, &offset) != napi_ok ||
+    if (napi_get_typedarray_info(env, output.array.Value(), &type, &length, &data, &buffer, &offset) != napi_ok ||
         napi_is_detached_arraybuffer(env, buffer, &detached) != napi_ok || detached ||
-        array.ByteLength() != output.bytes) {
-      return std::string(op) + ": Expected " + output.expected + " for " + output.label +
-             " but received one whose buffer was " + (detached ? "detached" : "resized") +
-             " before the call settled";
+        static_cast<int64_t>(length) != output.length) {
+      return std::string(op) + ": Expected " + a_type_name(output.type) + " of length " +
+             std::to_string(output.length) + " for " + output.label + " but received one whose buffer was " +
+             (detached ? "detached" : "resized") + " before the call settled";
     }
-    targets.push_back(static_cast<uint8_t*>(data));
+    targets[i] = static_cast<uint8_t*>(data);
   }
   for (size_t i = 0; i < outputs_.size(); ++i) {
     copy_bytes(targets[i], outputs_[i].result, outputs_[i].bytes);
@@ -756,13 +796,18 @@ NameMap NameSource::names() const {
   return names;
 }
 
-NameSource Options::name_source() const {
-  NameSource source{aliases_, known_keys_};
+NameSource Options::with_inherited(NameSource source) const {
   if (inherited_ != nullptr) {
     source.aliases.insert(source.aliases.end(), inherited_->aliases.begin(), inherited_->aliases.end());
     source.keys.insert(source.keys.end(), inherited_->keys.begin(), inherited_->keys.end());
   }
   return source;
+}
+
+NameSource Options::name_source() const { return with_inherited({aliases_, known_keys_}); }
+
+NameSource Options::take_name_source() {
+  return with_inherited({std::move(aliases_), std::move(known_keys_)});
 }
 
 NameMap Options::names() const { return name_source().names(); }
@@ -783,14 +828,13 @@ void Options::range_error(const std::string& message) {
 
 void Options::check_typed_array(Napi::Value value, bool typed_array, const std::string& label,
                                 napi_typedarray_type kind, const char* type_name, void** data,
-                                size_t* length) {
+                                size_t* length, napi_value* buffer_out, size_t* offset) {
   // The message's "a Float32Array" is made only for an error.
   const auto expected = [&] { return expected_text({{}, type_name, "", false, nullptr, 0}); };
   if (!typed_array) type_error(expected(), label, value);
   napi_typedarray_type type;
   napi_value buffer;
-  size_t offset = 0;
-  if (napi_get_typedarray_info(env_, value, &type, length, data, &buffer, &offset) != napi_ok) {
+  if (napi_get_typedarray_info(env_, value, &type, length, data, &buffer, offset) != napi_ok) {
     throw Napi::TypeError::New(env_, std::string(op_) + ": could not read " + label);
   }
   if (type != kind) type_error(expected(), label, value);
@@ -800,10 +844,15 @@ void Options::check_typed_array(Napi::Value value, bool typed_array, const std::
     throw Napi::TypeError::New(env_, std::string(op_) + ": Expected " + expected() + " for " +
                                          label + " but received one whose buffer is detached");
   }
+  *buffer_out = buffer;
+}
+
+std::string a_type_name(const char* type_name) {
+  return std::string(type_name[0] == 'I' ? "an " : "a ") + type_name;
 }
 
 std::string Options::expected_text(const ReadArray& read) const {
-  std::string text = std::string(read.type_name[0] == 'I' ? "an " : "a ") + read.type_name;
+  std::string text = a_type_name(read.type_name);
   if (device_arrays_allowed_ && read.on_device) {
     text += std::string(" or a DeviceArray of ") + read.device_dtypes;
   }

@@ -30,6 +30,9 @@ namespace tirl::binding {
 // "undefined", "null", "the number 1.5", "a string", "a Float64Array of length 3", ...
 std::string describe(Napi::Value value);
 
+// A typed array type with its article: "a Float32Array", "an Int32Array".
+std::string a_type_name(const char* type_name);
+
 // A zeroed typed array from JavaScript's own constructor (`type`, e.g. "Float32Array"):
 // memory that cannot be had is then a RangeError "<context> (a <type> of length <n>):
 // Array buffer allocation failed", where napi_create_arraybuffer would abort the process.
@@ -128,11 +131,14 @@ struct ArrayView {
 class HostSnapshot {
  public:
   // Where the kernel reads (and, for an output, writes) the `bytes` bytes of `array`.
-  // `output_expected` is null for an input; for a caller's output, the "Expected ..." text
-  // of the rejection if it is detached before the result is copied into it.
+  // `output_type` is null for an input; for a caller's output, its type name
+  // (TypedArrayTraits<T>::name) and `output_length` its length, for the rejection if it is
+  // detached before the result is copied into it (the text is made only then).
   // A copy the memory cannot hold is a RangeError naming `label`, as for an output.
-  void* stage(Napi::Env env, const char* op, Napi::TypedArray array, size_t bytes,
-              const std::string& label, const std::string* output_expected);
+  // `data`, `buffer` and `offset` are the array's, as napi_get_typedarray_info gave them.
+  void* stage(Napi::Env env, const char* op, Napi::TypedArray array, void* data, napi_value buffer,
+              size_t offset, size_t bytes, const std::string& label, const char* output_type,
+              int64_t output_length);
   // Copies the results into the caller's outputs (main thread, once the kernel is done).
   // Returns "" or, when an output was detached or resized meanwhile (nothing is then
   // copied), the TypeError message.
@@ -149,13 +155,18 @@ class HostSnapshot {
     const uint8_t* original;
     size_t length;
     std::unique_ptr<uint8_t, Release> memory;
-    std::vector<std::pair<size_t, size_t>> filled;  // (offset, bytes) already copied
+    // (offset, bytes) already copied: the first inline (a buffer usually holds one array).
+    std::pair<size_t, size_t> first;
+    std::vector<std::pair<size_t, size_t>> more;
+    bool filled(std::pair<size_t, size_t> range) const;
   };
   struct Output {
     Napi::Reference<Napi::TypedArray> array;
     const uint8_t* result;
     size_t bytes;
-    std::string label, expected;
+    std::string label;
+    const char* type;
+    int64_t length;
   };
   std::vector<BufferCopy> buffers_;
   std::vector<Output> outputs_;
@@ -202,6 +213,8 @@ class Options {
   // C names and the JavaScript names for them: the keys read and name_as.
   NameMap names() const;
   NameSource name_source() const;
+  // As name_source, moving the keys read out of this Options (an async call's last use of it).
+  NameSource take_name_source();
   // For a prepared call: the names of the options read when it was prepared, which its
   // C call's messages may name. `names` outlives this Options.
   void inherit_names(const NameSource* names) { inherited_ = names; }
@@ -257,8 +270,9 @@ class Options {
                                Napi::Value value);
   [[noreturn]] void range_error(const std::string& message);
 
-  // Every array the call reads or writes; the async form keeps them alive while it runs.
-  std::vector<Napi::Value>& inputs() { return inputs_; }
+  // The arrays an async call uses in place, not copied (on a SharedArrayBuffer, empty,
+  // DeviceArrays, outputs it allocated): it keeps them alive while it runs.
+  const std::vector<Napi::Value>& in_place() const { return in_place_; }
 
   // For the async form (called before parse): arrays on ordinary ArrayBuffers are copied
   // into snapshot(), which the kernel then uses instead of them.
@@ -272,6 +286,8 @@ class Options {
 
  private:
   Napi::Value field(const char* name);
+  // `source` with the names of a prepared call's options (inherit_names) added.
+  NameSource with_inherited(NameSource source) const;
   // Whether the option is present and not undefined; `value` is set when it is.
   bool present(const char* name, Napi::Value* value);
   double number_of(const char* name, Napi::Value value, double fallback);
@@ -293,10 +309,10 @@ class Options {
   // TypeError unless every array of the call is on the same device as the first one.
   void place(tirl_device device, const std::string& label, Napi::Value value);
   // TypeError unless `value` is a non-detached typed array of `kind` (`typed_array`: whether
-  // napi_is_typedarray said it is one).
+  // napi_is_typedarray said it is one); gives its memory, length, buffer and byte offset.
   void check_typed_array(Napi::Value value, bool typed_array, const std::string& label,
-                         napi_typedarray_type kind,
-                         const char* type_name, void** data, size_t* length);
+                         napi_typedarray_type kind, const char* type_name, void** data,
+                         size_t* length, napi_value* buffer, size_t* offset);
   Napi::Object out_object();
   // object[name] with the cached key (the members of `out`).
   Napi::Value member_of(Napi::Object object, const char* name);
@@ -334,7 +350,8 @@ class Options {
   // call), with repeats.
   std::vector<const char*> known_keys_;
   NameMap aliases_;                      // name_as
-  std::vector<Napi::Value> inputs_;
+  std::vector<Napi::Value> inputs_;  // every array the call reads or writes
+  std::vector<Napi::Value> in_place_;
   // Each array as it was read (same order as inputs_), for verify_not_detached; the
   // message texts are made only for an error.
   struct ReadArray {
@@ -383,23 +400,24 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     seen = view->data;
   } else {
     void* data = nullptr;
-    size_t length = 0;
-    check_typed_array(value, typed_array, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name, &data, &length);
+    size_t length = 0, offset = 0;
+    napi_value buffer = nullptr;
+    check_typed_array(value, typed_array, label, TypedArrayTraits<T>::kind, TypedArrayTraits<T>::name,
+                      &data, &length, &buffer, &offset);
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
     seen = data;
     if (staging_ && access != Access::fresh_output) {
-      std::string expected;
-      if (access == Access::caller_output) {
-        expected = expected_array<T>() + " of length " + std::to_string(output_length);
-      }
-      data = snapshot_.stage(env_, op_, value.As<Napi::TypedArray>(), length * sizeof(T), label,
-                             access == Access::caller_output ? &expected : nullptr);
+      data = snapshot_.stage(env_, op_, value.As<Napi::TypedArray>(), data, buffer, offset,
+                             length * sizeof(T), label,
+                             access == Access::caller_output ? TypedArrayTraits<T>::name : nullptr,
+                             output_length);
     }
     view->data = static_cast<T*>(data);
     view->length = static_cast<int64_t>(length);
   }
   view->present = true;
   inputs_.push_back(value);
+  if (staging_ && static_cast<const void*>(view->data) == seen) in_place_.push_back(value);
   read_arrays_.push_back({label, TypedArrayTraits<T>::name, TypedArrayTraits<T>::device_dtypes,
                           on_device, seen, view->length});
 }
@@ -475,50 +493,71 @@ Call parse_call(Options& options) {
   options.verify_not_detached();
   return call;
 }
+// Queues one work item on libuv's thread pool through a bare Node-API async work (its
+// resource name the cached key "tirl", no resource object of ours) and returns the Promise
+// that `complete` settles through `*deferred`: the least a Promise-returning call off the
+// event loop costs in Node-API. Every op's async form and the bench's floor peer
+// (poolRoundTrip, bindings/library.cc) go through it. On failure nothing stays queued and
+// it throws.
+napi_value queue_async_work(napi_env env, napi_async_execute_callback execute,
+                            napi_async_complete_callback complete, void* data,
+                            napi_async_work* work, napi_deferred* deferred);
+
+// A Promise rejected with `error`: the async forms report bad arguments as a rejection, as
+// they report errors the kernel finds, never by throwing.
+Napi::Value rejected_promise(Napi::Env env, const Napi::Error& error);
+
+// One async call: the parsed call, its host copies, and what it uses in place, queued by
+// queue_async_work. Napi::AsyncWorker made a resource object, a name string and a
+// reference per call on top of this.
 template <class Call>
-class KernelWorker : public Napi::AsyncWorker {
+class KernelWork {
  public:
-  KernelWorker(Napi::Env env, const char* op, Call&& call, const std::vector<Napi::Value>& inputs,
-               HostSnapshot&& snapshot, NameSource&& names)
-      : Napi::AsyncWorker(env, "tirl"),
-        op_(op),
-        call_(std::move(call)),
-        snapshot_(std::move(snapshot)),
-        names_(std::move(names)),
-        deferred_(Napi::Promise::Deferred::New(env)) {
-    held_.reserve(inputs.size());
-    for (const Napi::Value& v : inputs) {
-      held_.push_back(Napi::Persistent(v.As<Napi::Object>()));
-      if (void* lease = begin_device_array_lease(env, v)) leases_.push_back(lease);
-    }
+  // Queues `call`, parsed by `options` (which staged its host arrays); returns its Promise.
+  static Napi::Value queue(Napi::Env env, const char* op, Call&& call, Options& options) {
+    std::unique_ptr<KernelWork> self(
+        new KernelWork(env, op, std::move(call), std::move(options.snapshot()), options.take_name_source()));
+    self->hold(options.in_place());
+    napi_value promise = queue_async_work(env, &execute, &complete, self.get(), &self->work_,
+                                          &self->deferred_);
+    self.release();  // complete() deletes it
+    return Napi::Value(env, promise);
   }
 
   // Runs on the main thread once the Promise has settled, or while the environment shuts
   // down (a worker thread that exits or is terminated waits for its pending kernels).
-  ~KernelWorker() override {
+  ~KernelWork() {
     for (void* lease : leases_) end_device_array_lease(lease);
-  }
-
-  Napi::Promise promise() { return deferred_.Promise(); }
-
-  void Execute() override {
-    status_ = call_.run();
-    if (status_ != TIRL_OK) message_ = tirl_last_error();
-  }
-
-  void OnOK() override {
-    settling([&] { settle(); });
-  }
-
-  void OnError(const Napi::Error& e) override {
-    settling([&] { deferred_.Reject(e.Value()); });
+    if (work_ != nullptr) napi_delete_async_work(env_, work_);
   }
 
  private:
-  template <class Body>
-  static void settling(Body&& body) {
+  KernelWork(Napi::Env env, const char* op, Call&& call, HostSnapshot&& snapshot, NameSource&& names)
+      : env_(env), op_(op), call_(std::move(call)), snapshot_(std::move(snapshot)), names_(std::move(names)) {}
+
+  // The arrays the kernel uses in place (the copied ones need nothing): referenced, and
+  // DeviceArrays leased, until the call settles.
+  void hold(const std::vector<Napi::Value>& in_place) {
+    if (in_place.empty()) return;
+    held_.reserve(in_place.size());
+    for (const Napi::Value& v : in_place) {
+      held_.push_back(Napi::Persistent(v.As<Napi::Object>()));
+      if (void* lease = begin_device_array_lease(env_, v)) leases_.push_back(lease);
+    }
+  }
+
+  // On a pool thread: the C call only, no JavaScript.
+  static void execute(napi_env, void* data) {
+    auto* self = static_cast<KernelWork*>(data);
+    self->status_ = self->call_.run();
+    if (self->status_ != TIRL_OK) self->message_ = tirl_last_error();
+  }
+
+  static void complete(napi_env, napi_status status, void* data) {
+    std::unique_ptr<KernelWork> self(static_cast<KernelWork*>(data));
+    if (status == napi_cancelled) return;  // never cancelled: nothing to settle
     try {
-      body();
+      self->settle();
     } catch (const Napi::Error&) {
       // Only when the environment is shutting down (its worker thread exited or was
       // terminated while the kernel ran): no JavaScript is left to settle the Promise for,
@@ -526,29 +565,39 @@ class KernelWorker : public Napi::AsyncWorker {
     }
   }
 
+  // Node-API calls complete() inside a handle scope and a callback scope, which runs the
+  // Promise's reactions when it returns.
   void settle() {
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
+    Napi::Env env = env_;
     if (status_ != TIRL_OK) {
-      deferred_.Reject(status_error(env, status_, message_, names_.names()).Value());
+      reject(status_error(env, status_, message_, names_.names()).Value());
       return;
     }
     if (std::string detached = snapshot_.copy_back(env, op_); !detached.empty()) {
-      deferred_.Reject(Napi::TypeError::New(env, detached).Value());
+      reject(Napi::TypeError::New(env, detached).Value());
       return;
     }
+    Napi::Value result;
     try {
-      deferred_.Resolve(call_.result(env));
+      result = call_.result(env);
     } catch (const Napi::Error& e) {
-      deferred_.Reject(e.Value());
+      reject(e.Value());
+      return;
     }
+    NAPI_THROW_IF_FAILED_VOID(env, napi_resolve_deferred(env, deferred_, result));
   }
 
+  void reject(napi_value error) {
+    NAPI_THROW_IF_FAILED_VOID(env_, napi_reject_deferred(env_, deferred_, error));
+  }
+
+  Napi::Env env_;
   const char* op_;
   Call call_;
   HostSnapshot snapshot_;
   NameSource names_;
-  Napi::Promise::Deferred deferred_;
+  napi_async_work work_ = nullptr;
+  napi_deferred deferred_ = nullptr;
   std::vector<Napi::ObjectReference> held_;
   std::vector<void*> leases_;
   tirl_status status_ = TIRL_OK;
@@ -585,19 +634,21 @@ Napi::Value call_sync(const Napi::CallbackInfo& info, const char* name, Read&& r
 }
 
 // One async call: as call_sync, with the host arrays staged and the C call queued on
-// libuv's thread pool; returns its Promise.
+// libuv's thread pool; returns its Promise, rejected for bad arguments as for an error the
+// C call finds (so the TypeScript wrappers need no `async` of their own, a Promise and
+// three microtasks more a call).
 template <class Call, class Read>
 Napi::Value call_async(const Napi::CallbackInfo& info, const char* name, Read&& read) {
-  return guard(info.Env(), [&]() -> Napi::Value {
-    Options options(info, name);
-    options.stage_host_arrays();
-    Call call = read(options);
-    auto* worker = new KernelWorker<Call>(info.Env(), name, std::move(call), options.inputs(),
-                                          std::move(options.snapshot()), options.name_source());
-    Napi::Promise promise = worker->promise();
-    worker->Queue();
-    return promise;
-  });
+  try {
+    return guard(info.Env(), [&]() -> Napi::Value {
+      Options options(info, name);
+      options.stage_host_arrays();
+      Call call = read(options);
+      return KernelWork<Call>::queue(info.Env(), name, std::move(call), options);
+    });
+  } catch (const Napi::Error& e) {
+    return rejected_promise(info.Env(), e);
+  }
 }
 
 // ------------------------------------------------------------------ prepared calls

@@ -33,6 +33,28 @@ void register_library(Napi::Env env, Napi::Object exports) {
                 tirl_set_num_threads(static_cast<int32_t>(value));
                 return env.Undefined();
               }));
+  // The floor of every op's async form, for the bench: a Promise resolved (with undefined)
+  // by an empty work item on libuv's thread pool, queued and settled exactly as an op's
+  // kernel is (queue_async_work), with no arguments, copies or kernel.
+  exports.Set("poolRoundTrip", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
+                struct RoundTrip {
+                  napi_async_work work = nullptr;
+                  napi_deferred deferred = nullptr;
+                };
+                auto trip = std::make_unique<RoundTrip>();
+                napi_value promise = queue_async_work(
+                    info.Env(), [](napi_env, void*) {},
+                    [](napi_env env, napi_status, void* data) {
+                      std::unique_ptr<RoundTrip> done(static_cast<RoundTrip*>(data));
+                      napi_value undefined;
+                      napi_get_undefined(env, &undefined);
+                      napi_resolve_deferred(env, done->deferred, undefined);
+                      napi_delete_async_work(env, done->work);
+                    },
+                    trip.get(), &trip->work, &trip->deferred);
+                trip.release();  // the complete callback deletes it
+                return Napi::Value(info.Env(), promise);
+              }));
 }
 
 }  // namespace tirl::binding

@@ -44,6 +44,13 @@ export interface CudaStatus {
 export interface NativeAddon {
   info(): NativeInfo;
   setThreads(threads: number): void;
+  /**
+   * The floor of every `…Async` op, for the bench (not part of the SDK): a Promise resolved
+   * with undefined once an empty work item has run on libuv's thread pool, queued and
+   * settled through Node-API exactly as an op's kernel is, with no arguments, copies or
+   * kernel. An op's async call costs this, its sync call's work, and its copies.
+   */
+  poolRoundTrip(): Promise<void>;
 }
 
 const require = createRequire(import.meta.url);

@@ -9,6 +9,7 @@ import { Worker } from 'node:worker_threads';
 
 import { info, setThreads } from '../lib/info.js';
 import { ppoLoss, ppoLossAsync, tokenLogprobs, tokenLogprobsAsync } from '../lib/kernels/index.js';
+import { native } from '../lib/native.js';
 import { compareRounds, isHostArray, mismatches, opCalls, resultBytes, type HostArray, type Job, type OpCall } from './concurrency_worker.js';
 
 const SEED = 9;
@@ -225,6 +226,44 @@ describe('concurrency', () => {
     const async = await tokens;
     assert.deepEqual([...async.logp], [...sync.logp]);
     assert.deepEqual([...async.entropy!], [...sync.entropy!]);
+  });
+
+  it('an async form reports bad arguments as a rejected Promise, never a throw, and keeps what it uses in place alive', async () => {
+    const bad: [string, () => Promise<unknown>, RegExp][] = [
+      ['no options', () => ppoLossAsync(null as never), /^TypeError: ppoLoss: Expected an options object for the first argument but received null$/],
+      ['a missing array', () => ppoLossAsync({ logp: new Float32Array(2) } as never), /^TypeError: ppoLoss: .*oldLogp/],
+      ['a wrong length', () => tokenLogprobsAsync({ logits: new Float32Array(6), vocabSize: 4, labels: Int32Array.from([0]) }), /^RangeError: tokenLogprobs: /],
+    ];
+    for (const [label, call, message] of bad) {
+      let pending: Promise<unknown> | undefined;
+      assert.doesNotThrow(() => void (pending = call()), label);
+      await assert.rejects(pending!, message, label);
+    }
+
+    // Arrays on a SharedArrayBuffer and a grad the call allocates are used in place, not
+    // copied: only the pending call references them while a collection runs.
+    const n = 4096;
+    const onShared = (values: ArrayLike<number>) => {
+      const array = new Float32Array(new SharedArrayBuffer(4 * n));
+      array.set(values);
+      return array;
+    };
+    const logp = new Float32Array(n).map((_, i) => -1 - (i % 11) * 0.1);
+    const options = {
+      logp,
+      oldLogp: logp.map((x, i) => x + ((i % 5) - 2) * 0.04),
+      advantages: new Float32Array(n).map((_, i) => ((i % 7) - 3) / 3),
+      mask: new Uint8Array(n).fill(1),
+    };
+    const want = ppoLoss(options);
+    const pending = Array.from({ length: 8 }, () =>
+      ppoLossAsync({ ...options, logp: onShared(options.logp), oldLogp: onShared(options.oldLogp), advantages: onShared(options.advantages) }),
+    );
+    globalThis.gc?.();
+    for (const got of await Promise.all(pending)) {
+      assert.deepEqual({ ...got, grad: [...got.grad] }, { ...want, grad: [...want.grad] });
+    }
+    assert.equal(await native.poolRoundTrip(), undefined, "the bench's floor: an empty round trip");
   });
 
   it('a worker thread that exits or is terminated with kernels in flight leaves the process intact', async () => {

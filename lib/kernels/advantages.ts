@@ -130,9 +130,9 @@ export function advantages(options: AdvantagesOptions | OnDevice<AdvantagesOptio
  * {@link advantages} off the event loop. Rejects with the same errors. Arrays on an
  * ordinary ArrayBuffer are copied when the call is made; see "Async calls" in the README.
  */
-export async function advantagesAsync(options: OnDevice<AdvantagesOptions>): Promise<OnDevice<AdvantagesResult>>;
-export async function advantagesAsync(options: AdvantagesOptions): Promise<AdvantagesResult>;
-export async function advantagesAsync(
+export function advantagesAsync(options: OnDevice<AdvantagesOptions>): Promise<OnDevice<AdvantagesResult>>;
+export function advantagesAsync(options: AdvantagesOptions): Promise<AdvantagesResult>;
+export function advantagesAsync(
   options: AdvantagesOptions | OnDevice<AdvantagesOptions>,
 ): Promise<AdvantagesResult | OnDevice<AdvantagesResult>> {
   return native.advantagesAsync(options as AdvantagesOptions);

@@ -93,9 +93,9 @@ export function dpoLoss(options: DpoLossOptions | OnDevice<DpoLossOptions>): Dpo
  * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
  * in the README.
  */
-export async function dpoLossAsync(options: OnDevice<DpoLossOptions>): Promise<OnDevice<DpoLossResult>>;
-export async function dpoLossAsync(options: DpoLossOptions): Promise<DpoLossResult>;
-export async function dpoLossAsync(
+export function dpoLossAsync(options: OnDevice<DpoLossOptions>): Promise<OnDevice<DpoLossResult>>;
+export function dpoLossAsync(options: DpoLossOptions): Promise<DpoLossResult>;
+export function dpoLossAsync(
   options: DpoLossOptions | OnDevice<DpoLossOptions>,
 ): Promise<DpoLossResult | OnDevice<DpoLossResult>> {
   return native.dpoLossAsync(options as DpoLossOptions);

@@ -64,9 +64,9 @@ export function feedbackMask(
  * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
  * in the README.
  */
-export async function feedbackMaskAsync(options: OnDevice<FeedbackMaskOptions>): Promise<OnDevice<FeedbackMaskResult>>;
-export async function feedbackMaskAsync(options: FeedbackMaskOptions): Promise<FeedbackMaskResult>;
-export async function feedbackMaskAsync(
+export function feedbackMaskAsync(options: OnDevice<FeedbackMaskOptions>): Promise<OnDevice<FeedbackMaskResult>>;
+export function feedbackMaskAsync(options: FeedbackMaskOptions): Promise<FeedbackMaskResult>;
+export function feedbackMaskAsync(
   options: FeedbackMaskOptions | OnDevice<FeedbackMaskOptions>,
 ): Promise<FeedbackMaskResult | OnDevice<FeedbackMaskResult>> {
   return native.feedbackMaskAsync(options as FeedbackMaskOptions);

@@ -56,9 +56,9 @@ export function groupAdvantages(options: GroupAdvantagesOptions | OnDevice<Group
  * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
  * in the README.
  */
-export async function groupAdvantagesAsync(options: OnDevice<GroupAdvantagesOptions>): Promise<OnDevice<Float32Array>>;
-export async function groupAdvantagesAsync(options: GroupAdvantagesOptions): Promise<Float32Array>;
-export async function groupAdvantagesAsync(
+export function groupAdvantagesAsync(options: OnDevice<GroupAdvantagesOptions>): Promise<OnDevice<Float32Array>>;
+export function groupAdvantagesAsync(options: GroupAdvantagesOptions): Promise<Float32Array>;
+export function groupAdvantagesAsync(
   options: GroupAdvantagesOptions | OnDevice<GroupAdvantagesOptions>,
 ): Promise<Float32Array | OnDevice<Float32Array>> {
   return native.groupAdvantagesAsync(options as GroupAdvantagesOptions);

@@ -280,9 +280,9 @@ export function ppoLoss(options: PpoLossOptions | OnDevice<PpoLossOptions>): Ppo
  * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
  * in the README.
  */
-export async function ppoLossAsync(options: OnDevice<PpoLossOptions>): Promise<OnDevice<PpoLossResult>>;
-export async function ppoLossAsync(options: PpoLossOptions): Promise<PpoLossResult>;
-export async function ppoLossAsync(
+export function ppoLossAsync(options: OnDevice<PpoLossOptions>): Promise<OnDevice<PpoLossResult>>;
+export function ppoLossAsync(options: PpoLossOptions): Promise<PpoLossResult>;
+export function ppoLossAsync(
   options: PpoLossOptions | OnDevice<PpoLossOptions>,
 ): Promise<PpoLossResult | OnDevice<PpoLossResult>> {
   return native.ppoLossAsync(options as PpoLossOptions);

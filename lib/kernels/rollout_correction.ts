@@ -258,11 +258,11 @@ export function rolloutCorrection(
  * result when the Promise settles; SharedArrayBuffers and DeviceArrays are used in place
  * (see "Async calls" in the README).
  */
-export async function rolloutCorrectionAsync(
+export function rolloutCorrectionAsync(
   options: OnDevice<RolloutCorrectionOptions>,
 ): Promise<OnDevice<RolloutCorrectionResult>>;
-export async function rolloutCorrectionAsync(options: RolloutCorrectionOptions): Promise<RolloutCorrectionResult>;
-export async function rolloutCorrectionAsync(
+export function rolloutCorrectionAsync(options: RolloutCorrectionOptions): Promise<RolloutCorrectionResult>;
+export function rolloutCorrectionAsync(
   options: RolloutCorrectionOptions | OnDevice<RolloutCorrectionOptions>,
 ): Promise<RolloutCorrectionResult | OnDevice<RolloutCorrectionResult>> {
   return native.rolloutCorrectionAsync(options as RolloutCorrectionOptions);

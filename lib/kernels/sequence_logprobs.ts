@@ -59,9 +59,9 @@ export function sequenceLogprobs(options: SequenceLogprobsOptions | OnDevice<Seq
  * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
  * in the README.
  */
-export async function sequenceLogprobsAsync(options: OnDevice<SequenceLogprobsOptions>): Promise<OnDevice<Float32Array>>;
-export async function sequenceLogprobsAsync(options: SequenceLogprobsOptions): Promise<Float32Array>;
-export async function sequenceLogprobsAsync(
+export function sequenceLogprobsAsync(options: OnDevice<SequenceLogprobsOptions>): Promise<OnDevice<Float32Array>>;
+export function sequenceLogprobsAsync(options: SequenceLogprobsOptions): Promise<Float32Array>;
+export function sequenceLogprobsAsync(
   options: SequenceLogprobsOptions | OnDevice<SequenceLogprobsOptions>,
 ): Promise<Float32Array | OnDevice<Float32Array>> {
   return native.sequenceLogprobsAsync(options as SequenceLogprobsOptions);
@@ -90,9 +90,9 @@ export function sequenceLogprobsBackward(options: SequenceLogprobsBackwardOption
  * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
  * in the README.
  */
-export async function sequenceLogprobsBackwardAsync(options: OnDevice<SequenceLogprobsBackwardOptions>): Promise<OnDevice<Float32Array>>;
-export async function sequenceLogprobsBackwardAsync(options: SequenceLogprobsBackwardOptions): Promise<Float32Array>;
-export async function sequenceLogprobsBackwardAsync(
+export function sequenceLogprobsBackwardAsync(options: OnDevice<SequenceLogprobsBackwardOptions>): Promise<OnDevice<Float32Array>>;
+export function sequenceLogprobsBackwardAsync(options: SequenceLogprobsBackwardOptions): Promise<Float32Array>;
+export function sequenceLogprobsBackwardAsync(
   options: SequenceLogprobsBackwardOptions | OnDevice<SequenceLogprobsBackwardOptions>,
 ): Promise<Float32Array | OnDevice<Float32Array>> {
   return native.sequenceLogprobsBackwardAsync(options as SequenceLogprobsBackwardOptions);

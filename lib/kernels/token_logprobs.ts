@@ -86,9 +86,9 @@ export function tokenLogprobs(options: TokenLogprobsOptions | OnDevice<TokenLogp
  * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
  * in the README.
  */
-export async function tokenLogprobsAsync(options: OnDevice<TokenLogprobsOptions>): Promise<OnDevice<TokenLogprobsResult>>;
-export async function tokenLogprobsAsync(options: TokenLogprobsOptions): Promise<TokenLogprobsResult>;
-export async function tokenLogprobsAsync(
+export function tokenLogprobsAsync(options: OnDevice<TokenLogprobsOptions>): Promise<OnDevice<TokenLogprobsResult>>;
+export function tokenLogprobsAsync(options: TokenLogprobsOptions): Promise<TokenLogprobsResult>;
+export function tokenLogprobsAsync(
   options: TokenLogprobsOptions | OnDevice<TokenLogprobsOptions>,
 ): Promise<TokenLogprobsResult | OnDevice<TokenLogprobsResult>> {
   return native.tokenLogprobsAsync(options as TokenLogprobsOptions);
@@ -116,9 +116,9 @@ export function tokenLogprobsBackward(options: TokenLogprobsBackwardOptions | On
  * SharedArrayBuffer, and DeviceArrays, are used in place, without a copy: see "Async calls"
  * in the README.
  */
-export async function tokenLogprobsBackwardAsync(options: OnDevice<TokenLogprobsBackwardOptions>): Promise<OnDevice<Float32Array>>;
-export async function tokenLogprobsBackwardAsync(options: TokenLogprobsBackwardOptions): Promise<Float32Array>;
-export async function tokenLogprobsBackwardAsync(
+export function tokenLogprobsBackwardAsync(options: OnDevice<TokenLogprobsBackwardOptions>): Promise<OnDevice<Float32Array>>;
+export function tokenLogprobsBackwardAsync(options: TokenLogprobsBackwardOptions): Promise<Float32Array>;
+export function tokenLogprobsBackwardAsync(
   options: TokenLogprobsBackwardOptions | OnDevice<TokenLogprobsBackwardOptions>,
 ): Promise<Float32Array | OnDevice<Float32Array>> {
   return native.tokenLogprobsBackwardAsync(options as TokenLogprobsBackwardOptions);
