@@ -10,7 +10,8 @@ export interface PreparedCall<Arrays, Result> {
   (arrays: Arrays): Result;
   /**
    * The same call off the event loop, as the op's `…Async` form (arrays on ordinary
-   * ArrayBuffers are copied when it is made; see "Async calls" in the README).
+   * ArrayBuffers are copied when it is made; see "Async calls" in the README). Bad arrays
+   * are a rejected Promise, never a throw.
    */
   async(arrays: Arrays): Promise<Result>;
 }

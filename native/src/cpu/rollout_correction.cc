@@ -21,6 +21,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
