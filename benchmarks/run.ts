@@ -272,18 +272,21 @@ export async function runBench(argv: string[]): Promise<number> {
     const prepared = overhead.peers.find((p) => p.kind === 'tirl-prepared');
     const poolHop = overhead.peers.find((p) => p.kind === 'pool-hop');
     const napiHop = overhead.peers.find((p) => p.kind === 'napi-hop');
+    const python = overhead.peers.find((p) => p.kind === 'tirl-python');
     report.bindingOverhead = {
       syncUs: overhead.peers[0].medianMs * 1e3,
       ...(async ? { asyncUs: async.medianMs * 1e3 } : {}),
       ...(prepared ? { preparedUs: prepared.medianMs * 1e3 } : {}),
       ...(poolHop ? { poolHopUs: poolHop.medianMs * 1e3 } : {}),
       ...(napiHop ? { napiHopUs: napiHop.medianMs * 1e3 } : {}),
+      ...(python ? { pythonUs: python.medianMs * 1e3 } : {}),
       cpuUs: {
         sync: overhead.peers[0].cpuMs * 1e3,
         ...(async ? { async: async.cpuMs * 1e3 } : {}),
         ...(prepared ? { prepared: prepared.cpuMs * 1e3 } : {}),
         ...(poolHop ? { poolHop: poolHop.cpuMs * 1e3 } : {}),
         ...(napiHop ? { napiHop: napiHop.cpuMs * 1e3 } : {}),
+        ...(python ? { python: python.cpuMs * 1e3 } : {}),
       },
       ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
     };

@@ -321,6 +321,48 @@ describe('ppoLoss policy losses', () => {
     assert.equal(checkClipCov(clipTilted, 'clip_cov, misleading sample'), (n / 2048) * 16);
   });
 
+  it('clip_cov, kl_cov on 65,536 tokens with weights, a KL term and a per-sequence aggregation: the pass that picks as it computes', () => {
+    // Where the sampled threshold leaves keys out, the loss pass computes every token
+    // unpicked and settles the few under the threshold after the pick (cpu/policy_loss.cc,
+    // pick_while_computing): their weighted, scaled losses and, with the KL term, gradients.
+    const n = 1 << 16;
+    const rng = new Random(23);
+    const logp = rng.floats(n, -5, 0);
+    const oldLogp = logp.map((x) => x + 0.1 * rng.normal());
+    const refLogp = logp.map((x) => x + 0.05 * rng.normal());
+    const advantages = rng.normals(n);
+    const mask = rng.mask(n, 0.6);
+    const weights = rng.floats(n, 0.5, 1.5);
+    const seqOffsets = Int32Array.from({ length: 129 }, (_, i) => i * 512);
+    const base = { logp, oldLogp, advantages, mask, seqOffsets, refLogp, klCoef: 0.1, weights, aggregation: 'seq-mean-token-mean' as const };
+    for (const o of [
+      { ...base, policyLoss: 'clip_cov' as const, clipCovRatio: 0.002, clipCovLb: 1, clipCovUb: 5, seed: 3 },
+      { ...base, policyLoss: 'kl_cov' as const, klCovRatio: 0.002, ppoKlCoef: 1 },
+    ]) {
+      const label = o.policyLoss;
+      const got = withThreads(1, () => ppoLoss(o));
+      assertBitwiseEqual(got.grad, withThreads(4, () => ppoLoss(o)).grad, `${label}: 1 and 4 threads`);
+      const want = policyReference(o);
+      const atol = 2e-6 * want.magnitude;
+      assertClose(got.loss, want.loss, { atol, label: `${label} loss` });
+      assertClose(got.pgLoss, want.pgLoss, { atol, label: `${label} pgLoss` });
+      assertClose(got.klLoss!, want.klLoss, { atol, label: `${label} klLoss` });
+      assertClose(got.clipFraction, want.clipFraction, { label: `${label} clipFraction` });
+      assert.equal(got.selectedTokens, want.selectedTokens, `${label} selectedTokens`);
+      // The picked tokens' gradients: clip_cov's the KL term's alone, kl_cov's moved by the
+      // penalty (and only theirs).
+      const picked = [...(o.policyLoss === 'clip_cov' ? clipCovPick(o) : klCovPick(o))].sort((x, y) => x - y);
+      assert.ok(picked.length > 40, `${label}: picked ${picked.length}`);
+      if (o.policyLoss === 'clip_cov') {
+        const klOnly = ppoLoss({ ...o, advantages: new Float32Array(n) }).grad;
+        for (const t of picked) assert.equal(got.grad[t], klOnly[t], `${label}: picked token ${t}, the KL term's gradient`);
+      } else {
+        const unpenalised = ppoLoss({ ...o, ppoKlCoef: 0 }).grad;
+        assert.deepEqual([...got.grad.keys()].filter((t) => got.grad[t] !== unpenalised[t]), picked, `${label}: the penalised tokens`);
+      }
+    }
+  });
+
   it('a block with an exponent beyond ±80 (logp -90, a steep SAPO gate) is computed again unbounded: the same bits for its other tokens', () => {
     // cpu/policy_loss_kernels.inc runs a block of 256 tokens with exp_bounded first and
     // again with exp_any where an exponent leaves [-80, 80] (math/policy_loss.h, policy_exp).
