@@ -5,9 +5,10 @@
 // blocks, each summarised (math/token_logprobs.h) and merged into the row's summary; the
 // logits are read from memory once. Each block is summed in one pass relative to a
 // reference: the row's summary so far, or for its first block (in the forward) the max of
-// its first 64 entries; the block's max is found on the way, and the block redone relative to it (a max
-// pass, then the exps over the block in L1) only if it lies more than 2^kMaxExponent above
-// the reference (rare: a block of far larger logits, or +inf). While a block's exps are
+// its first 64 entries; the block's max is found on the way, and the block redone
+// relative to it (a max pass, then the exps over the block in L1) only if it lies more
+// than 2^kMaxExponent above the reference (rare: a block of far larger logits, or +inf),
+// as the backward's first block always is. While a block's exps are
 // computed the next kBlock entries (the next row's first block after a row's last) are
 // prefetched, so the memory reads overlap the arithmetic (without it they alternated, and
 // the f32 forward took the sum of the two). bf16 logits are widened in registers, so they
