@@ -17,6 +17,7 @@ export type PeerKind =
   | 'tirl-prepared' // a prepared call (preparePpoLoss), options read once (binding-overhead case)
   | 'pool-hop' // Node's own libuv thread-pool round trip, no kernel (binding-overhead case)
   | 'napi-hop' // a bare Node-API async work (native.poolRoundTrip), no kernel (binding-overhead case)
+  | 'tirl-python' // tirl's own Python package (python/tirl, ctypes), in the Python co-process (binding-overhead case)
   | 'typescript' // the plain TypeScript peer from test/reference/<op>.ts
   | 'torch' // PyTorch eager, in the Python co-process
   | 'copy'; // Float32Array.prototype.set of the same number of bytes (memcpy)
@@ -133,6 +134,11 @@ export interface BenchCase {
   /** The PyTorch peer, when there is one. */
   torch?: TorchCase;
   /**
+   * tirl's own Python package on the same call, run by the PyTorch co-process beside the
+   * PyTorch peer (a case with `torch` only): the binding-overhead case's Python form.
+   */
+  python?: TorchCase;
+  /**
    * Set on the small case that measures the fixed cost of a call: the report sets its sync
    * and async times beside the same call through the C ABI.
    */
@@ -142,6 +148,11 @@ export interface BenchCase {
    * before the case runs; everything it allocated is dropped after it.
    */
   setup(): CaseSetup;
+}
+
+/** The co-process's id of a case's `python` peer. */
+export function pythonId(benchCase: BenchCase): string {
+  return `${benchCase.id}/python`;
 }
 
 export interface CaseSetup {
@@ -270,6 +281,15 @@ export async function measureCase(
       } else {
         skipped.push({ peer: 'PyTorch', reason });
       }
+      if (benchCase.python) {
+        const id = pythonId(benchCase);
+        const pythonReason = await torch.setup({ ...benchCase, id });
+        if (pythonReason === undefined) {
+          peers.push({ name: "tirl's Python package (tirl.ppo_loss, ctypes)", kind: 'tirl-python', sample: (inner) => torch.sample(id, inner) });
+        } else {
+          skipped.push({ peer: "tirl's Python package", reason: pythonReason });
+        }
+      }
     } else {
       skipped.push({ peer: 'PyTorch', reason: torchSkipReason ?? 'not run' });
     }
@@ -318,6 +338,7 @@ export async function measureCase(
     for (const p of sequence) samples[p].push(await peers[p].sample(inner[p]));
   }
   if (torch && benchCase.torch && !skipped.some((s) => s.peer === 'PyTorch')) await torch.drop(benchCase.id);
+  if (torch && benchCase.python && peers.some((p) => p.kind === 'tirl-python')) await torch.drop(pythonId(benchCase));
 
   const stats = peers.map((peer, p) => {
     const sorted = samples[p].map((x) => x.wall).sort((a, b) => a - b);

@@ -183,6 +183,8 @@ function callOverheadCase(): BenchCase {
     bytes: 17 * tokens,
     byteModel: '17 B/token, as above',
     torch: { op: 'ppoLoss', params: { numSeqs: 1, seqLen: tokens, kl: false, clipLow: CLIP, clipHigh: CLIP, dualClip: DUAL_CLIP, klCoef: 0 } },
+    // The same call through tirl's Python package: its overhead above the C call.
+    python: { op: 'tirlPythonPpoLoss', params: { tokens } },
     setup() {
       const { mask, logp, oldLogp, advantages } = ppoInputs(1, tokens);
       const options: PpoLossOptions = { logp, oldLogp, advantages, mask };

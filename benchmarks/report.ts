@@ -42,7 +42,12 @@ export interface BindingOverhead {
    * Median CPU µs per call of the whole process (all threads) for each form: what a call
    * costs the machine, without the waits for a core that a loaded machine adds to wall time.
    */
-  cpuUs?: { sync: number; prepared?: number; async?: number; poolHop?: number; napiHop?: number };
+  cpuUs?: { sync: number; prepared?: number; async?: number; poolHop?: number; napiHop?: number; python?: number };
+  /**
+   * The same call through tirl's Python package (`tirl.ppo_loss` on torch tensors, ctypes),
+   * timed inside the Python co-process; absent without PyTorch or outside a checkout.
+   */
+  pythonUs?: number;
 }
 
 export interface BenchReport {
@@ -168,7 +173,11 @@ function overheadLines(r: BenchReport): string[] {
   const forms = [
     ...form('sync', o.syncUs, o.cpuUs?.sync),
     ...form('prepared', o.preparedUs, o.cpuUs?.prepared),
-    ...form('async', o.asyncUs, o.cpuUs?.async),
+    ...form('async', o.asyncUs, o.cpuUs?.async).map((text) => `${text} (one call in flight, awaited one by one)`),
+    // Issue 20 sets no target for Python.
+    ...(o.pythonUs === undefined
+      ? []
+      : [`Python (tirl.ppo_loss) ${fixed(o.pythonUs, 2)} µs${cpu(o.cpuUs?.python)}${c === undefined ? '' : ` = ${fixed(o.pythonUs - c, 2)} µs above`} (no target)`]),
   ];
   const floors = [
     ...(o.napiHopUs === undefined ? [] : [`Node-API's bare async work (poolRoundTrip, empty body) ${fixed(o.napiHopUs, 2)} µs${cpu(o.cpuUs?.napiHop)}`]),
@@ -182,7 +191,6 @@ function overheadLines(r: BenchReport): string[] {
   return [
     `Binding overhead, ppoLoss on 1,024 tokens (median wall time a call, CPU time of all threads in brackets): kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
       forms.join('; ') +
-      (o.asyncUs === undefined ? '' : ' (async: one call in flight, awaited one by one)') +
       (floors.length === 0 ? '' : `; the floors of an async call, no kernel: ${floors.join(', ')}${own}`),
   ];
 }

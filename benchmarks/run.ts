@@ -11,7 +11,7 @@ import { parseArgs, promisify } from 'node:util';
 import { info, setThreads } from '../lib/index.js';
 import { allCases } from './cases.js';
 import { measureCase, type BenchCase, type CaseResult, type SizeName } from './harness.js';
-import { markdownReport, svgChart, terminalReport, type BenchReport, type StreamResult } from './report.js';
+import { markdownReport, svgChart, terminalReport, type BenchReport, type BindingOverhead, type StreamResult } from './report.js';
 import { measureScaling, type ScalingRow } from './scaling.js';
 import { startTorch } from './torch.js';
 
@@ -268,23 +268,26 @@ export async function runBench(argv: string[]): Promise<number> {
   };
   const overhead = results.find((r) => r.callOverhead);
   if (overhead) {
-    const async = overhead.peers.find((p) => p.kind === 'tirl-async');
-    const prepared = overhead.peers.find((p) => p.kind === 'tirl-prepared');
-    const poolHop = overhead.peers.find((p) => p.kind === 'pool-hop');
-    const napiHop = overhead.peers.find((p) => p.kind === 'napi-hop');
+    // Each form's peer, and its fields: median wall µs, and CPU µs in cpuUs.
+    const forms = [
+      ['tirl-async', 'asyncUs', 'async'],
+      ['tirl-prepared', 'preparedUs', 'prepared'],
+      ['pool-hop', 'poolHopUs', 'poolHop'],
+      ['napi-hop', 'napiHopUs', 'napiHop'],
+      ['tirl-python', 'pythonUs', 'python'],
+    ] as const;
+    const wallUs: Partial<Record<(typeof forms)[number][1], number>> = {};
+    const cpuUs: NonNullable<BindingOverhead['cpuUs']> = { sync: overhead.peers[0].cpuMs * 1e3 };
+    for (const [kind, wall, cpu] of forms) {
+      const peer = overhead.peers.find((p) => p.kind === kind);
+      if (!peer) continue;
+      wallUs[wall] = peer.medianMs * 1e3;
+      cpuUs[cpu] = peer.cpuMs * 1e3;
+    }
     report.bindingOverhead = {
       syncUs: overhead.peers[0].medianMs * 1e3,
-      ...(async ? { asyncUs: async.medianMs * 1e3 } : {}),
-      ...(prepared ? { preparedUs: prepared.medianMs * 1e3 } : {}),
-      ...(poolHop ? { poolHopUs: poolHop.medianMs * 1e3 } : {}),
-      ...(napiHop ? { napiHopUs: napiHop.medianMs * 1e3 } : {}),
-      cpuUs: {
-        sync: overhead.peers[0].cpuMs * 1e3,
-        ...(async ? { async: async.cpuMs * 1e3 } : {}),
-        ...(prepared ? { prepared: prepared.cpuMs * 1e3 } : {}),
-        ...(poolHop ? { poolHop: poolHop.cpuMs * 1e3 } : {}),
-        ...(napiHop ? { napiHop: napiHop.cpuMs * 1e3 } : {}),
-      },
+      ...wallUs,
+      cpuUs,
       ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
     };
   }

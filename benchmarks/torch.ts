@@ -13,7 +13,7 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import type { BenchCase, Sample, TorchRunner } from './harness.js';
+import { pythonId, type BenchCase, type Sample, type TorchRunner } from './harness.js';
 
 const PYTHON = process.env.TIRL_BENCH_PYTHON ?? '/usr/bin/python3';
 const JEMALLOC_DIRS = [
@@ -139,7 +139,10 @@ export async function startTorch(cases: BenchCase[], threads: number): Promise<T
   const runner = new TorchProcess(child, allocator);
   const hello = await runner.request({
     threads,
-    cases: withTorch.map((c) => ({ id: c.id, op: c.torch!.op, params: c.torch!.params })),
+    cases: withTorch.flatMap((c) => [
+      { id: c.id, op: c.torch!.op, params: c.torch!.params },
+      ...(c.python ? [{ id: pythonId(c), op: c.python.op, params: c.python.params }] : []),
+    ]),
   });
   if (!hello.ready) {
     runner.close();

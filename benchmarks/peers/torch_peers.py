@@ -685,8 +685,31 @@ def rollout_correction(torch, numSeqs, seqLen):
     return call
 
 
+def tirl_python_ppo_loss(torch, tokens):
+    """tirl's own Python package (python/ of a checkout: tirl.ppo_loss, ctypes into libtirl)
+    on the binding-overhead call: one sequence of `tokens` tokens, default options, inputs
+    that need no gradient; the kernel writes dLoss/dlogp, as in the JavaScript call."""
+    package = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'python')
+    if not os.path.isdir(os.path.join(package, 'tirl')):
+        raise RuntimeError('no python/ package beside the benchmarks (only a checkout has it)')
+    if package not in sys.path:
+        sys.path.insert(0, package)
+    import tirl
+    g = torch.Generator().manual_seed(1)
+    logp = -5 * torch.rand(1, tokens, generator=g)
+    old_logp = logp + 0.1 * torch.randn(1, tokens, generator=g)
+    advantages = torch.randn(1, tokens, generator=g)
+    mask = torch.rand(1, tokens, generator=g) < 0.6
+
+    def call():
+        return tirl.ppo_loss(logp, old_logp, advantages, mask)
+
+    return call
+
+
 BUILDERS = {
     'ppoLoss': ppo_loss,
+    'tirlPythonPpoLoss': tirl_python_ppo_loss,
     'policyLoss': policy_loss,
     'tokenLogprobs': token_logprobs,
     'groupAdvantages': group_advantages,

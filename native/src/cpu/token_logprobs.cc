@@ -16,9 +16,11 @@
 // costs one exp (rows over 256 blocks recompute the exps instead). A large gradient goes
 // out with non-temporal stores, which spare the read for ownership of every line: the
 // backward then moves the bytes of its model (logits read, gradient written) and no more.
-// Per vector of 16 logits (AVX-512) the forward's exp pass is 13 instructions: widen (bf16:
-// one shift or and, two vectors a load), max, exponent (one FMA), reduce, round, a
-// degree-5 polynomial, scalef (zero-masked by a compare) and sum; the backward's, 15.
+// Per vector of 16 logits (AVX-512) the forward's exp pass is 13 instructions: for bf16,
+// widen (one shift or and, two vectors a load), max, exponent (one FMA), reduce, round, a
+// degree-5 polynomial, scalef (zero-masked by a compare) and sum; for f32 (its load folded
+// into the max), max, exponent, clamp, round (3), exponent bits, the polynomial, and
+// scale and sum as one FMA.
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
