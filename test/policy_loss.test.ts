@@ -223,6 +223,26 @@ describe('ppoLoss policy losses', () => {
     assertClose(geo.clipFraction, 0.5, { label: 'geo_mean clipFraction' });
   });
 
+  it('dppo_tv, dppo_kl: tokens whose log-ratio the clamp holds at ±20 (e^logp itself, not e^oldLogp times the ratio)', () => {
+    // math/policy_loss.h, dppo_term: the trust region's e^logp is e^oldLogp r where the
+    // ratio's clamp is inactive; a clamped token sends its block to the unbounded pass.
+    const batch = randomBatch(new Random(17), 10, 12);
+    const far = [3, 9, 20];
+    batch.oldLogp[3] = -26; // log-ratio +25
+    batch.logp[3] = -1;
+    batch.oldLogp[9] = -2; // log-ratio -28
+    batch.logp[9] = -30;
+    batch.oldLogp[20] = -0.5; // log-ratio -21, e^logp near 0
+    batch.logp[20] = -21.5;
+    for (const t of far) batch.mask[t] = 1;
+    for (const { loss, options } of LOSSES.filter((l) => l.loss === 'dppo_tv' || l.loss === 'dppo_kl')) {
+      for (const advantage of [1, -1]) {
+        for (const t of far) batch.advantages[t] = advantage;
+        assertMatchesReference({ ...batch, refLogp: undefined, weights: undefined, policyLoss: loss, ...options }, `${loss}, A ${advantage}`);
+      }
+    }
+  });
+
   it('clip_cov: the pick is the documented seeded subset, the same on 1 and 4 threads, and moves with the seed', () => {
     const batch = randomBatch(new Random(5), 40, 60);
     const base: PpoLossOptions = {

@@ -2,20 +2,14 @@
 // (groupAdvantages by group size 8 and by random ids, dpoLoss), each against a memmove of
 // the op's bytes as `tirl bench` has it (half of them read, half written, the target half a
 // page and a line past the source; copied once untimed first, so that it runs warm):
-// rounds alternate A, B, copy, so that both builds see the same machine state.
+// rounds alternate A, B, copy, so that both builds see the same machine state (what the
+// harnesses share is benchmarks/native/ab.h).
 //   cc -O2 -Inative/include benchmarks/native/ab_small_ops.c -o /tmp/ab_small_ops -ldl
 //   cp build/Release/libtirl.so /tmp/a.so   (before the change; the build after it as b.so)
 //   /tmp/ab_small_ops /tmp/a.so /tmp/b.so [rounds]
 // Each library is its own copy on disk (dlopen shares one mapping per path). Threads:
 // TIRL_NUM_THREADS, as for every tirl call. Prints min and median microseconds a call.
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
+#include "ab.h"
 #include "tirl/tirl.h"
 
 typedef __typeof__(tirl_group_advantages)* group_fn;
@@ -26,25 +20,6 @@ static float in[4][N], out[4][N];
 static int32_t ids[N];
 static char copy_buffer[32 * N + 4096];
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
-
-static int compare(const void* a, const void* b) {
-  const double x = *(const double*)a, y = *(const double*)b;
-  return x < y ? -1 : x > y;
-}
-
-static uint64_t state = 88172645463325252ull;
-static double next_unit(void) {
-  state ^= state << 13;
-  state ^= state >> 7;
-  state ^= state << 17;
-  return (double)(state >> 11) / 9007199254740992.0;
-}
-
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s a.so b.so [rounds]\n", argv[0]);
@@ -54,21 +29,17 @@ int main(int argc, char** argv) {
   group_fn group[2];
   dpo_fn dpo[2];
   for (int lib = 0; lib < 2; ++lib) {
-    void* handle = dlopen(argv[1 + lib], RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      fprintf(stderr, "%s\n", dlerror());
-      return 1;
-    }
-    group[lib] = (group_fn)dlsym(handle, "tirl_group_advantages");
-    dpo[lib] = (dpo_fn)dlsym(handle, "tirl_dpo_loss");
+    void* handle = ab_open(argv[1 + lib], 0);
+    group[lib] = (group_fn)ab_symbol(handle, "tirl_group_advantages");
+    dpo[lib] = (dpo_fn)ab_symbol(handle, "tirl_dpo_loss");
   }
   // Binary rewards (as the bench: zero-variance groups included), random log-probs.
-  for (int i = 0; i < N; ++i) in[0][i] = next_unit() < 0.5 ? 0.0f : 1.0f;
+  for (int i = 0; i < N; ++i) in[0][i] = ab_uniform() < 0.5 ? 0.0f : 1.0f;
   for (int k = 1; k < 4; ++k)
-    for (int i = 0; i < N; ++i) in[k][i] = (float)(-50.0 * next_unit());
+    for (int i = 0; i < N; ++i) in[k][i] = (float)(-50.0 * ab_uniform());
   for (int i = 0; i < N; ++i) ids[i] = i / 8;
   for (int i = N - 1; i > 0; --i) {
-    const int j = (int)(next_unit() * (i + 1)), t = ids[i];
+    const int j = (int)(ab_uniform() * (i + 1)), t = ids[i];
     ids[i] = ids[j];
     ids[j] = t;
   }
@@ -98,7 +69,7 @@ int main(int argc, char** argv) {
         const int lib = (r & 1) ? 1 - v : v;  // which build goes first alternates (v < 2)
         if (v == 2) memmove(targets[c], copy_buffer, bytes[c] / 2);  // warm, as the op's data
         tirl_status status = TIRL_OK;
-        const double t0 = now();
+        const double t0 = 1e6 * ab_seconds(CLOCK_MONOTONIC);
         if (v == 2) {
           memmove(targets[c], copy_buffer, bytes[c] / 2);
         } else if (c == 0) {
@@ -110,7 +81,7 @@ int main(int argc, char** argv) {
                             &result, cpu);
         }
         __asm__ volatile("" ::: "memory");
-        const double dt = now() - t0;
+        const double dt = 1e6 * ab_seconds(CLOCK_MONOTONIC) - t0;
         if (status != TIRL_OK) {
           fprintf(stderr, "%s failed (status %d)\n", names[c], (int)status);
           return 1;
@@ -124,7 +95,7 @@ int main(int argc, char** argv) {
   for (int c = 0; c < CASES; ++c) {
     double mins[3], meds[3];
     for (int v = 0; v < 3; ++v) {
-      qsort(t[c][v], rounds, sizeof(double), compare);
+      qsort(t[c][v], rounds, sizeof(double), ab_by_value);
       mins[v] = t[c][v][0];
       meds[v] = t[c][v][rounds / 2];
     }

@@ -80,6 +80,10 @@ TIRL_HD inline float as_float(bool flag) { return select(flag, 1.0f, 0.0f); }
 
 // pg = -A * sg(min(r, c)) * logp * valid: only logp carries the gradient. `valid` keeps a
 // token unless its probability moved past the divergence bound in the advantage's direction.
+// The probabilities enter only the trust region's tests: e^logp is e^old_logp times the
+// ratio where the ratio's clamp is inactive (an exp fewer; within 5 ulp), e^logp itself
+// elsewhere. With kBounded that elsewhere is a far token: the block is computed again
+// unbounded, which takes the same product for every other token.
 template <bool kBinaryKl, bool kBounded = false>
 TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
                                     const PolicyConstants& c) {
@@ -87,8 +91,15 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
   // torch.clamp(ratio, max=c): NaN passes.
   const float truncated = select(r.ratio > c.clip_ratio_c, c.clip_ratio_c, r.ratio);
   int32_t far = 0;
-  const float prob = policy_exp<kBounded>(logp, far);
   const float old_prob = policy_exp<kBounded>(old_logp, far);
+  const bool ratio_unclamped = inside(logp - old_logp, -kLogRatioBound, kLogRatioBound);  // not NaN
+  float prob;
+  if constexpr (kBounded) {
+    far |= static_cast<int32_t>(!ratio_unclamped);
+    prob = old_prob * r.ratio;
+  } else {
+    prob = select(ratio_unclamped, old_prob * r.ratio, exp_any(logp));
+  }
   bool valid_positive, valid_negative;
   if constexpr (kBinaryKl) {
     const float binary_kl =
