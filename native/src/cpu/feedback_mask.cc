@@ -24,11 +24,11 @@ constexpr const char* kOp = op_name::feedback_mask;
 // summed from per-chunk parts afterwards (integers: exact in any order).
 constexpr int64_t kTokensPerChunk = 65536;
 // Below this much work per thread a call stays on fewer threads (common/parallel.h). The
-// op moves 2 B a token and is bound by memory bandwidth, not by the core: at 1M tokens
-// 2 threads ran 1.06x of 1 on an idle 2-core Xeon VM for 1.7x the CPU time, and 0.42-0.99x
-// with the machine loaded (`tirl bench --ops feedbackMask`), so a call takes a second
-// thread only from 2M tokens.
-constexpr int64_t kMinTokensPerThread = int64_t{1} << 20;
+// op moves 2 B a token and is bound by memory bandwidth: on the quiet reference VM
+// (`tirl bench --scaling-only`, 15 paired rounds, two runs) 2 threads vs 1 ran 1.28-1.39x
+// at 1M tokens, ~1.0x at 128K. (The earlier 1M a thread came from runs that saw 0.42-1.06x
+// on a loaded or differently-placed VM.)
+constexpr int64_t kMinTokensPerThread = int64_t{1} << 17;
 
 // The token loop, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/feedback_mask_kernels.inc"

@@ -27,11 +27,12 @@ namespace {
 constexpr int64_t kTokensPerChunk = 16384;
 // Below this much work per thread a call stays on fewer threads (common/parallel.h;
 // measured with `tirl bench --scaling-only`).
-// The sums read 5 B/token; the backward only writes (4 B/token plus the mask), and one
-// thread already streams it at this VM's copy bandwidth, so a second one only pays its
-// wake-up up to 1M tokens (2 threads vs 1 measured 0.84-0.94x at 512 x 2048).
+// The sums read 5 B/token; the backward only writes (4 B/token plus the mask). On the quiet
+// reference VM (15 paired rounds, two runs) the backward ran 1.58-1.66x on 2 threads vs 1
+// at 1M tokens and 1.00x at 128K, so it takes a second thread from 128K tokens a thread (an
+// earlier 1M came from runs on a loaded machine, 0.84-0.94x).
 constexpr int64_t kMinTokensPerThread = 262144;
-constexpr int64_t kMinFilledPerThread = int64_t{1} << 20;
+constexpr int64_t kMinFilledPerThread = int64_t{1} << 17;
 
 struct MaskedSum {
   double sum = 0.0;
