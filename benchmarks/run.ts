@@ -228,7 +228,7 @@ export async function runBench(argv: string[]): Promise<number> {
     if (flags.scaling !== 'no' && flags.threads > 1) {
       scaling = await measureScaling({
         threads: flags.threads,
-        rounds: flags.sizes === 'quick' ? 7 : 15,
+        rounds: flags.sizes === 'quick' ? 7 : 31,
         minSampleSeconds: flags.minSampleSeconds,
         ...(flags.ops ? { ops: flags.ops } : {}),
         progress,
