@@ -75,7 +75,7 @@ export interface ScalingRow {
    * The median over rounds of (1-thread time / `threads` time) within one round: the
    * verdict. The two sides of a round run back to back, so a burst of load on the shared
    * machine slows both or neither, and the median ignores the rounds it split. `ratio`
-   * compares two extremes instead (each side's one least disturbed sample of 15) and moved
+   * compares two extremes instead (each side's one least disturbed sample of the rounds) and moved
    * by ±15% between runs of the same code where neither side used a second thread.
    */
   pairedRatio: number;

@@ -3,9 +3,11 @@
 // (api/ppo_loss.cc) has validated everything.
 //
 // Passes: (1) where the math needs them: per-sequence masked counts (seq-* aggregations,
-// geo_mean, sequence-level IS weights), the batch means and the token pick of clip_cov and
-// kl_cov, bypass_mode's IS weights, geo_mean's per-sequence sums; (2) one fused pass that
-// writes each gradient once.
+// geo_mean, sequence-level IS weights), the batch means of clip_cov and kl_cov, bypass_mode's
+// IS weights, geo_mean's per-sequence sums; (2) one fused pass that writes each gradient.
+// clip_cov and kl_cov pick their tokens during (2), from a sampled threshold: the few tokens
+// under it are kept aside and their gradients rewritten once the pick is settled; where the
+// sample misled, (2) runs again after an exact pick.
 //
 // Determinism: fixed chunks of tokens or sequences, partial sums in double in a fixed
 // order; the clip_cov / kl_cov picks depend only on the data and the seed. No result

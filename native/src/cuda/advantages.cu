@@ -1,5 +1,5 @@
 // advantages on the GPU: the passes of math/advantages.h, each call run by one thread (a
-// sequence, a group, a chunk of tokens), in the CPU backend's order. Groups come from a
+// sequence, a group, a chunk of tokens or of sequences), in the CPU backend's order. Groups come from a
 // stable radix sort of (id, index) pairs: groups by id, members in input order, as the CPU
 // orders them, so the two backends give the same bits (compiled with --fmad=false: nvcc
 // otherwise fuses the double multiply-adds of GAE's recursion and of the group moments, and

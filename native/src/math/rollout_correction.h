@@ -312,11 +312,11 @@ TIRL_HD inline RolloutRatio rollout_ratio(float logp, float rollout_logp) {
 }
 
 // verl's k3_kl term e^d - d - 1 of one token, from d and e^d (unclamped: e^d is rho where
-// c = d, else ::exp(d)), as (e^d - 1) - d: e^d - 1 is exact for e^d in [0.5, 2], and it is
-// then rollout_k(3, c, rho) itself where c = d, which the CPU's lanes take once for both.
-// On vectors as rollout_k_as is.
+// c = d, else ::exp(d)): k3 of the unclamped log-ratio, (e^d - 1) - d, where e^d - 1 is
+// exact for e^d in [0.5, 2]. Where c = d it is rollout_k(3, c, rho) itself, which the CPU's
+// lanes take once for both. On vectors as rollout_k_as is.
 template <class T>
-TIRL_HD inline void rollout_k3_kl_as(const T& d, const T& exp_d, T& out) { out = (exp_d - 1.0) - d; }
+TIRL_HD inline void rollout_k3_kl_as(const T& d, const T& exp_d, T& out) { rollout_k_as(3, d, exp_d, out); }
 TIRL_HD inline double rollout_k3_kl(double d, double exp_d) {
   double out;
   rollout_k3_kl_as(d, exp_d, out);
