@@ -70,8 +70,8 @@ constexpr int64_t kMinWhitenedPerThread = 262144;
 // grpo, grpo_passk, rloo and gpg do a few operations a sequence and then only write each
 // token's advantage (5 B a token moved), and so do those whose passes became as light: opo
 // (a mask scan, then the broadcast), remax (the reward-to-go of a score in closed form), gdpo
-// and reinforce_plus_plus_baseline (whitened from the sequence advantages: two mask scans and
-// one write). Bound by memory bandwidth, they take a second thread from 128K tokens a thread:
+// and reinforce_plus_plus_baseline (whitened from the sequence advantages: the summary's mask
+// scan and one write). Bound by memory bandwidth, they take a second thread from 128K tokens a thread:
 // on the quiet reference VM (`tirl bench --scaling-only --ops advantages`, median of 15
 // paired rounds, two runs) 2 threads vs 1 ran 1.2-1.8x at 1M tokens but 0.79-1.25x at 128K.
 // (An earlier 1M threshold came from runs on a loaded machine, where a second thread had
