@@ -141,13 +141,21 @@ int64_t number_groups(const int32_t* group_ids, int64_t num_rewards, int32_t* gr
   return num_groups;
 }
 
-// How many parts of the groups normalize_scattered splits `num_groups` groups of
-// `num_rewards` rewards into, one thread each: 1 (all three sweeps on the calling thread)
-// below kMinRewardsPerThread rewards a part, or with one thread.
+// Rewards by ids: below this many rewards a thread, the first two sweeps stay on the
+// calling thread (and the advantages sweep on fewer threads). A part costs the calling
+// thread a pass over all ids that lists its rewards, and a pool thread that wakes late
+// leaves the caller both parts (then the call takes ~1.2x one thread's time): set from
+// the "2 threads vs 1" rows of `tirl bench --scaling-only --ops groupAdvantages` on the
+// quiet reference VM, not from a loaded machine. Today the contiguous path's value.
+constexpr int64_t kMinScatteredRewardsPerThread = 16384;
+
+// How many parts of the groups normalize_scattered cuts `num_groups` groups of
+// `num_rewards` rewards into, one a thread: 1 (all three sweeps on the calling thread)
+// with one thread or below kMinScatteredRewardsPerThread rewards a part.
 int64_t scattered_parts(int64_t num_rewards, int64_t num_groups) {
   constexpr int64_t kMinGroupsPerPart = 64;
   return std::max<int64_t>(1, std::min({static_cast<int64_t>(num_threads()),
-                                        num_rewards / kMinRewardsPerThread,
+                                        num_rewards / kMinScatteredRewardsPerThread,
                                         num_groups / kMinGroupsPerPart}));
 }
 
@@ -228,7 +236,7 @@ void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_
                          low, groups.moments(), advantages);
   };
   parallel_for(chunk_count(num_rewards, kRewardsPerChunk), advantages_of,
-               min_chunks(kMinRewardsPerThread, kRewardsPerChunk));
+               min_chunks(kMinScatteredRewardsPerThread, kRewardsPerChunk));
 }
 
 }  // namespace
