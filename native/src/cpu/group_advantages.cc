@@ -1,8 +1,10 @@
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -220,15 +222,21 @@ void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_
   };
   const auto select_part = TIRL_SIMD_SELECT(select_part);
   const auto part_scales = TIRL_SIMD_SELECT(part_scales);
+  std::atomic<bool> out_of_memory{false};
   auto scales = [&](int64_t p) {
-    PartLists lists(num_rewards);
-    const int64_t first = first_group(p), count = first_group(p + 1) - first;
-    const int64_t listed =
-        select_part(rewards, num_rewards, ids, low, first, count, lists.groups, lists.rewards);
-    part_scales(lists.groups, lists.rewards, listed, groups.moments(), groups.counts(), first,
-                count, scale_by_std, epsilon);
+    try {  // parallel_for's bodies must not throw: the caller rethrows
+      PartLists lists(num_rewards);
+      const int64_t first = first_group(p), count = first_group(p + 1) - first;
+      const int64_t listed = select_part(rewards, num_rewards, ids, low, first, count,
+                                         lists.groups, lists.rewards);
+      part_scales(lists.groups, lists.rewards, listed, groups.moments(), groups.counts(), first,
+                  count, scale_by_std, epsilon);
+    } catch (const std::bad_alloc&) {
+      out_of_memory.store(true, std::memory_order_relaxed);
+    }
   };
   parallel_for(parts, scales);
+  if (out_of_memory.load(std::memory_order_relaxed)) throw std::bad_alloc();
   const auto scattered_advantages = TIRL_SIMD_SELECT(scattered_advantages);
   auto advantages_of = [&](int64_t chunk) {
     const int64_t first = chunk * kRewardsPerChunk;
