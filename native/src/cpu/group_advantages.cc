@@ -215,8 +215,8 @@ void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_
                                     advantages);
     return;
   }
-  // Part p: groups [first_group(p), first_group(p + 1)), cut at multiples of 8 groups so
-  // that parts share no cache line of the counts (and of the moments but at most one).
+  // Part p: groups [first_group(p), first_group(p + 1)), cut at multiples of 8 groups:
+  // neighbouring parts share at most the one cache line of each array at their boundary.
   auto first_group = [&](int64_t p) {
     return p == parts ? num_groups : num_groups * p / parts / 8 * 8;
   };
