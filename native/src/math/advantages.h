@@ -336,8 +336,8 @@ TIRL_HD inline void token_pass(const Problem& p, const SequenceSummary& q, int64
   }
 }
 
-// The optimal-token baseline of one group, after the token pass left each token's
-// reward-to-go G in p.advantages: per column k, B_k = sum G W / (sum W + epsilon) over the
+// The optimal-token baseline of one group, given each masked-in token's reward-to-go G
+// (to_go): per column k, B_k = sum G W / (sum W + epsilon) over the
 // members with a masked-in token at k, W the running sum of path_variance over the
 // member's masked-in tokens; A = G - B on masked-in tokens, 0 elsewhere.
 // scratch(begin, columns): where the group keeps its `columns` column sums (a ColumnSums
