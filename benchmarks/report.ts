@@ -44,6 +44,12 @@ export interface BindingOverhead {
    */
   cpuUs?: { sync: number; prepared?: number; async?: number; poolHop?: number; napiHop?: number; python?: number };
   /**
+   * Wall µs per call of each form's fastest sample (a sample averages thousands of calls):
+   * the least disturbed one, steadier than the median on a loaded machine, where a wake-up
+   * of a pool thread or of the event loop waits for a core.
+   */
+  minUs?: { sync: number; prepared?: number; async?: number; poolHop?: number; napiHop?: number; python?: number };
+  /**
    * The same call through tirl's Python package (`tirl.ppo_loss` on torch tensors, ctypes),
    * timed inside the Python co-process; absent without PyTorch or outside a checkout.
    */
@@ -163,33 +169,42 @@ function overheadLines(r: BenchReport): string[] {
   const o = r.bindingOverhead;
   if (!o) return [];
   const c = o.cAbiUs;
-  const cpu = (us: number | undefined) => (us === undefined ? '' : ` (CPU ${fixed(us, 2)} µs)`);
-  const form = (name: keyof typeof OVERHEAD_TARGETS_US, us: number | undefined, cpuUs: number | undefined) => {
+  const cpu = (us: number | undefined, minUs: number | undefined) =>
+    us === undefined && minUs === undefined
+      ? ''
+      : ` (${[...(us === undefined ? [] : [`CPU ${fixed(us, 2)} µs`]), ...(minUs === undefined ? [] : [`fastest ${fixed(minUs, 2)} µs`])].join(', ')})`;
+  const above = (minUs: number | undefined) => (minUs === undefined || c === undefined ? '' : `, fastest ${fixed(minUs - c, 2)} µs above`);
+  const form = (name: keyof typeof OVERHEAD_TARGETS_US, us: number | undefined, cpuUs: number | undefined, minUs: number | undefined) => {
     if (us === undefined) return [];
-    if (c === undefined) return [`${name} ${fixed(us, 2)} µs${cpu(cpuUs)}`];
+    if (c === undefined) return [`${name} ${fixed(us, 2)} µs${cpu(cpuUs, minUs)}`];
     const target = OVERHEAD_TARGETS_US[name];
-    return [`${name} ${fixed(us, 2)} µs${cpu(cpuUs)} = ${fixed(us - c, 2)} µs above (target < ${target} µs: ${us - c < target ? 'met' : 'MISSED'})`];
+    return [`${name} ${fixed(us, 2)} µs${cpu(cpuUs, minUs)} = ${fixed(us - c, 2)} µs above (target < ${target} µs: ${us - c < target ? 'met' : 'MISSED'}${above(minUs)})`];
   };
+  const m = o.minUs;
   const forms = [
-    ...form('sync', o.syncUs, o.cpuUs?.sync),
-    ...form('prepared', o.preparedUs, o.cpuUs?.prepared),
-    ...form('async', o.asyncUs, o.cpuUs?.async).map((text) => `${text} (one call in flight, awaited one by one)`),
+    ...form('sync', o.syncUs, o.cpuUs?.sync, m?.sync),
+    ...form('prepared', o.preparedUs, o.cpuUs?.prepared, m?.prepared),
+    ...form('async', o.asyncUs, o.cpuUs?.async, m?.async).map((text) => `${text} (one call in flight, awaited one by one)`),
     // Issue 20 sets no target for Python.
     ...(o.pythonUs === undefined
       ? []
-      : [`Python (tirl.ppo_loss) ${fixed(o.pythonUs, 2)} µs${cpu(o.cpuUs?.python)}${c === undefined ? '' : ` = ${fixed(o.pythonUs - c, 2)} µs above`} (no target)`]),
+      : [`Python (tirl.ppo_loss) ${fixed(o.pythonUs, 2)} µs${cpu(o.cpuUs?.python, m?.python)}${c === undefined ? '' : ` = ${fixed(o.pythonUs - c, 2)} µs above`} (no target)`]),
   ];
   const floors = [
-    ...(o.napiHopUs === undefined ? [] : [`Node-API's bare async work (poolRoundTrip, empty body) ${fixed(o.napiHopUs, 2)} µs${cpu(o.cpuUs?.napiHop)}`]),
-    ...(o.poolHopUs === undefined ? [] : [`libuv's own pool round trip (crypto.pbkdf2, 1 iteration) ${fixed(o.poolHopUs, 2)} µs${cpu(o.cpuUs?.poolHop)}`]),
+    ...(o.napiHopUs === undefined ? [] : [`Node-API's bare async work (poolRoundTrip, empty body) ${fixed(o.napiHopUs, 2)} µs${cpu(o.cpuUs?.napiHop, m?.napiHop)}`]),
+    ...(o.poolHopUs === undefined ? [] : [`libuv's own pool round trip (crypto.pbkdf2, 1 iteration) ${fixed(o.poolHopUs, 2)} µs${cpu(o.cpuUs?.poolHop, m?.poolHop)}`]),
   ];
-  // What the async form costs beyond its floor and the kernel: the binding's own share.
+  // What the async form costs beyond its floor and the kernel: the binding's own share (its
+  // sync work and copies). From the medians, and from the fastest samples, which a loaded
+  // machine disturbs least (the floor's median moves by tens of µs between runs there).
+  const ownFastest =
+    m?.async === undefined || m.napiHop === undefined || c === undefined ? '' : ` (fastest samples: ${fixed(m.async - m.napiHop - c, 2)} µs)`;
   const own =
     o.asyncUs === undefined || o.napiHopUs === undefined || c === undefined
       ? ''
-      : `; async above that floor and the C call: ${fixed(o.asyncUs - o.napiHopUs - c, 2)} µs`;
+      : `; async above that floor and the C call: ${fixed(o.asyncUs - o.napiHopUs - c, 2)} µs${ownFastest}`;
   return [
-    `Binding overhead, ppoLoss on 1,024 tokens (median wall time a call, CPU time of all threads in brackets): kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
+    `Binding overhead, ppoLoss on 1,024 tokens (median wall time a call; CPU time of all threads, and the fastest sample's wall time, in brackets): kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
       forms.join('; ') +
       (floors.length === 0 ? '' : `; the floors of an async call, no kernel: ${floors.join(', ')}${own}`),
   ];

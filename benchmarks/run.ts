@@ -278,16 +278,19 @@ export async function runBench(argv: string[]): Promise<number> {
     ] as const;
     const wallUs: Partial<Record<(typeof forms)[number][1], number>> = {};
     const cpuUs: NonNullable<BindingOverhead['cpuUs']> = { sync: overhead.peers[0].cpuMs * 1e3 };
+    const minUs: NonNullable<BindingOverhead['minUs']> = { sync: overhead.peers[0].minMs * 1e3 };
     for (const [kind, wall, cpu] of forms) {
       const peer = overhead.peers.find((p) => p.kind === kind);
       if (!peer) continue;
       wallUs[wall] = peer.medianMs * 1e3;
       cpuUs[cpu] = peer.cpuMs * 1e3;
+      minUs[cpu] = peer.minMs * 1e3;
     }
     report.bindingOverhead = {
       syncUs: overhead.peers[0].medianMs * 1e3,
       ...wallUs,
       cpuUs,
+      minUs,
       ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
     };
   }

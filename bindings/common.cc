@@ -744,8 +744,9 @@ void Options::snapshot_own_keys() {
   own_keys_.reserve(count);
   for (char* key = count_end; key < end;) {
     ++key;  // past the NUL before it
-    own_keys_.push_back({key, false});
-    own_key_bits_ |= own_key_bit(key);
+    const uint64_t bit = own_key_bit(key);
+    own_keys_.push_back({key, bit, false});
+    own_key_bits_ |= bit;
     key += std::strlen(key);
   }
   if (own_keys_.size() != count) {
@@ -757,18 +758,15 @@ void Options::snapshot_own_keys() {
 }
 
 Options::OwnKey* Options::own_key(const char* name) {
-  if ((own_key_bits_ & own_key_bit(name)) == 0) return nullptr;
+  const uint64_t bit = own_key_bit(name);
+  if ((own_key_bits_ & bit) == 0) return nullptr;
   for (OwnKey& own : own_keys_) {
-    if (std::strcmp(own.text, name) == 0) return &own;
+    if (own.bit == bit && std::strcmp(own.text, name) == 0) return &own;
   }
   return nullptr;
 }
 
-bool Options::present(const char* name, Napi::Value* value) {
-  return lookup(name, value) && !value->IsUndefined();
-}
-
-bool Options::lookup(const char* name, Napi::Value* value) {
+bool Options::lookup_key(const char* name, Napi::Value* value) {
   known_keys_.push_back(name);  // repeats are harmless; names() and messages drop them
   napi_value raw;
   if (plain_) {

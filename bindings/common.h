@@ -312,10 +312,18 @@ class Options {
   // `source` with the names of a prepared call's options (inherit_names) added.
   NameSource with_inherited(NameSource source) const;
   // Whether the option is present and not undefined; `value` is set when it is.
-  bool present(const char* name, Napi::Value* value);
+  bool present(const char* name, Napi::Value* value) { return lookup(name, value) && !value->IsUndefined(); }
   // As present, without asking whether the value is undefined: false when the key is known
-  // to be absent, else true with `value` set (perhaps to undefined).
-  bool lookup(const char* name, Napi::Value* value);
+  // to be absent, else true with `value` set (perhaps to undefined). Inline for the ~40
+  // absent keys an op asks for: a clear bit answers (lookup_key does the rest).
+  bool lookup(const char* name, Napi::Value* value) {
+    if (plain_ && (own_key_bits_ & own_key_bit(name)) == 0) {
+      known_keys_.push_back(name);  // repeats are harmless; names() and messages drop them
+      return false;
+    }
+    return lookup_key(name, value);
+  }
+  bool lookup_key(const char* name, Napi::Value* value);
   double number_of(const char* name, Napi::Value value, double fallback);
   bool known(std::string_view key) const;
   [[noreturn]] void unknown_key(const std::string& key, Napi::Value value);
@@ -352,6 +360,7 @@ class Options {
   // invents for keys it does not list, are not seen.
   struct OwnKey {
     const char* text;  // in own_names_ (the key's UTF-8, NUL-terminated)
+    uint64_t bit;      // own_key_bit(text): compared before the text
     bool read;
   };
   void snapshot_own_keys();
