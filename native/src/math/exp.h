@@ -88,14 +88,14 @@ TIRL_HD inline float exp_any(float x) {
   return select(x > 88.7228394f, bits_float(0x7f800000u), select(x < -104.0f, 0.0f, value));
 }
 
-// The bits of T as U and back, for a scalar (U = uint64_t for a double) or a GCC / Clang
-// vector (U a vector of as many 64-bit integers): what the `_as` templates below work on.
-template <class U, class T>
-TIRL_HD inline U bits_as(const T& x) {
-  static_assert(sizeof(U) == sizeof(T), "bits_as: U and T differ in size");
-  U bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  return bits;
+// The bits of x (a scalar, or a GCC / Clang vector) into `out`, of the same size (uint64_t
+// for a double, a vector of as many 64-bit integers for a vector of doubles): what the `_as`
+// templates below work on. By reference, not returned: Clang warns that a vector returned
+// from a function compiled without the vector's ISA changes the ABI.
+template <class T, class U>
+TIRL_HD inline void bits_as(const T& x, U& out) {
+  static_assert(sizeof(U) == sizeof(T), "bits_as: the two types differ in size");
+  std::memcpy(&out, &x, sizeof out);
 }
 
 // e^x in double for |x| <= 700, branch-free (so that a loop over it vectorises, which
@@ -126,8 +126,12 @@ TIRL_HD inline void exp_double_bounded_as(const T& x, T& out) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   // 2^n from the low bits of `shifted` (any input gives some bits; for NaN, r is NaN).
-  const U two_to_n = (bits_as<U>(shifted) - (double_bits(kRound) - 1023u)) << 52;
-  out = bits_as<T>(two_to_n) * (1.0 + r * p);
+  U shifted_bits;
+  bits_as(shifted, shifted_bits);
+  const U two_to_n_bits = (shifted_bits - (double_bits(kRound) - 1023u)) << 52;
+  T two_to_n;
+  bits_as(two_to_n_bits, two_to_n);
+  out = two_to_n * (1.0 + r * p);
 }
 TIRL_HD inline double exp_double_bounded(double x) {
   double out;

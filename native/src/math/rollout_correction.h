@@ -39,7 +39,11 @@ TIRL_HD inline bool rollout_finite(double x) { return x - x == 0.0; }
 TIRL_HD inline void rollout_select_as(bool c, const double& a, const double& b, double& out) { out = c ? a : b; }
 template <class M, class T>
 TIRL_HD inline void rollout_select_as(const M& c, const T& a, const T& b, T& out) {
-  out = bits_as<T>((c & bits_as<M>(a)) | (~c & bits_as<M>(b)));
+  M a_bits, b_bits;
+  bits_as(a, a_bits);
+  bits_as(b, b_bits);
+  const M chosen = (c & a_bits) | (~c & b_bits);
+  bits_as(chosen, out);
 }
 
 // clamp(d, -20, 20); NaN stays NaN.
