@@ -60,7 +60,7 @@ struct AdvantagesCall {
   ArrayView<int32_t> seq_offsets, group_ids;
   tirl_advantages_options options = tirl_advantages_options_default();
   int64_t num_seqs = 0;
-  Napi::ObjectReference advantages_ref, returns_ref;
+  OutputRef advantages_ref, returns_ref;
 
   static AdvantagesCall parse(Options& o) {
     AdvantagesCall c;

@@ -56,12 +56,29 @@ const char* status_name(tirl_status status) {
 // the first touch of a fresh page costs a page fault (~11 µs per 4 KiB on virtual machines,
 // far more than copying it), which a trainer calling an async op in a loop would otherwise
 // pay on every call. At most two blocks of up to 512 MiB are kept, about two calls' inputs:
-// a bigger copy is rare and would hold gigabytes while idle. Process-wide, as malloc is:
+// a bigger copy is rare and would hold gigabytes while idle. Small blocks (a few KiB, the
+// copies of a small call) are kept too, sixteen at most: malloc and free cost more than
+// copying them. Process-wide, as malloc is:
 // the calls of all worker threads share it.
 class CopyMemory {
  public:
   // A block of at least `bytes` bytes; sets `capacity` to its size.
   uint8_t* take(size_t bytes, size_t* capacity) {
+    if (bytes <= kSmall) {
+      // The smallest kept block that holds `bytes`: a small call's copies come and go in
+      // the same sizes, and glibc's malloc and free of a few KiB cost ~450 instructions.
+      std::lock_guard<std::mutex> lock(mutex_);
+      size_t best = small_count_;
+      for (size_t i = 0; i < small_count_; ++i) {
+        if (small_[i].second >= bytes && (best == small_count_ || small_[i].second < small_[best].second)) best = i;
+      }
+      if (best != small_count_) {
+        uint8_t* block = small_[best].first;
+        *capacity = small_[best].second;
+        small_[best] = small_[--small_count_];
+        return block;
+      }
+    }
     if (bytes >= kLarge) {
       std::lock_guard<std::mutex> lock(mutex_);
       auto best = kept_.end();
@@ -90,6 +107,13 @@ class CopyMemory {
   }
 
   void give(uint8_t* block, size_t capacity) {
+    if (capacity <= kSmall) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (small_count_ < kSmallKept) {
+        small_[small_count_++] = {block, capacity};
+        return;
+      }
+    }
     if (capacity >= kLarge && capacity <= kLargestKept) {
       std::lock_guard<std::mutex> lock(mutex_);
       kept_.emplace_back(block, capacity);
@@ -104,8 +128,14 @@ class CopyMemory {
   static constexpr size_t kLarge = size_t{2} << 20;  // a huge page
   static constexpr size_t kLargestKept = size_t{512} << 20;
   static constexpr size_t kKept = 2;
+  // Small blocks kept: up to kSmallKept of at most kSmall bytes (1 MiB in all), enough for
+  // a few calls in flight of an op's usual eight arrays.
+  static constexpr size_t kSmall = size_t{64} << 10;
+  static constexpr size_t kSmallKept = 16;
   std::mutex mutex_;
   std::vector<std::pair<uint8_t*, size_t>> kept_;  // oldest first
+  std::pair<uint8_t*, size_t> small_[kSmallKept] = {};
+  size_t small_count_ = 0;
 };
 
 // Never destroyed: a worker thread's calls may give memory back while the process exits.
@@ -118,6 +148,10 @@ CopyMemory& copy_memory() {
 // thread, which they block, and one core alone copies at a fraction of memory bandwidth.
 void copy_bytes(uint8_t* to, const uint8_t* from, size_t bytes) {
   constexpr size_t kChunk = size_t{4} << 20;
+  if (bytes <= kChunk) {  // one chunk: no parallel_for to set up
+    std::memcpy(to, from, bytes);
+    return;
+  }
   auto body = [&](int64_t chunk) {
     const size_t begin = static_cast<size_t>(chunk) * kChunk;
     std::memcpy(to + begin, from + begin, std::min(kChunk, bytes - begin));
@@ -225,6 +259,37 @@ class KeyCache {
     return function;
   }
 
+  // The global object's `name` (a constructor such as "Float32Array", a string literal or
+  // static table entry) as it was when first asked for, found on the global object once per
+  // environment: the lookup of the global and its property cost ~1,300 x86 instructions a
+  // call. nullptr if Node-API fails.
+  static napi_value global_constructor(napi_env env, const char* name) {
+    KeyCache* cache = of(env);
+    if (cache == nullptr) return nullptr;
+    napi_value function;
+    for (const Constructor& known : cache->constructors_) {
+      if (known.name == name || std::strcmp(known.name, name) == 0) {
+        return napi_get_reference_value(env, known.function, &function) == napi_ok ? function : nullptr;
+      }
+    }
+    napi_value global;
+    napi_valuetype type = napi_undefined;
+    napi_ref reference;
+    if (napi_get_global(env, &global) != napi_ok ||
+        napi_get_named_property(env, global, name, &function) != napi_ok ||
+        napi_typeof(env, function, &type) != napi_ok || type != napi_function ||
+        napi_create_reference(env, function, 1, &reference) != napi_ok) {
+      bool pending = false;
+      if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
+        napi_value ignored;
+        napi_get_and_clear_last_exception(env, &ignored);
+      }
+      return nullptr;
+    }
+    cache->constructors_.push_back({name, reference});
+    return function;
+  }
+
   // This environment's Object.prototype (nullptr if Node-API fails).
   static napi_value object_prototype(napi_env env) {
     KeyCache* cache = of(env);
@@ -278,6 +343,7 @@ class KeyCache {
     if (cache->object_prototype_ != nullptr) napi_delete_reference(cache->env_, cache->object_prototype_);
     if (cache->own_names_ != nullptr) napi_delete_reference(cache->env_, cache->own_names_);
     for (const Maker& maker : cache->makers_) napi_delete_reference(cache->env_, maker.function);
+    for (const Constructor& known : cache->constructors_) napi_delete_reference(cache->env_, known.function);
     if (current() == cache) current() = nullptr;
     delete cache;
   }
@@ -315,6 +381,11 @@ class KeyCache {
     napi_ref function;
   };
   std::vector<Maker> makers_;
+  struct Constructor {
+    const char* name;
+    napi_ref function;
+  };
+  std::vector<Constructor> constructors_;
   bool ok_ = false;
 
   std::deque<std::string> names_;  // by slot; stable storage for the views in by_text_
@@ -417,14 +488,19 @@ std::string describe(Napi::Value value) {
   return "an object";
 }
 
-Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length,
-                            const std::string& context) {
+Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length, const char* who,
+                            const std::string& what) {
   try {
-    return env.Global().Get(type).As<Napi::Function>().New(
-        {Napi::Number::New(env, static_cast<double>(length))});
+    const napi_value size = Napi::Number::New(env, static_cast<double>(length));
+    if (napi_value constructor = KeyCache::global_constructor(env, type)) {
+      napi_value array;
+      if (napi_new_instance(env, constructor, 1, &size, &array) != napi_ok) throw Napi::Error::New(env);
+      return Napi::Value(env, array);
+    }
+    return env.Global().Get(type).As<Napi::Function>().New({size});
   } catch (const Napi::Error& e) {
-    throw Napi::RangeError::New(env, context + " (a " + type + " of length " +
-                                         std::to_string(length) + "): " + e.Message());
+    throw Napi::RangeError::New(env, std::string(who) + ": could not allocate " + what + " (a " + type +
+                                         " of length " + std::to_string(length) + "): " + e.Message());
   }
 }
 
@@ -496,8 +572,9 @@ Napi::Error status_error(Napi::Env env, tirl_status status, const std::string& m
 napi_value queue_async_work(napi_env env, napi_async_execute_callback execute,
                             napi_async_complete_callback complete, void* data,
                             napi_async_work* work, napi_deferred* deferred) {
-  napi_value name = property_key(env, "tirl");
-  if (name == nullptr) NAPI_THROW_IF_FAILED(env, napi_create_string_utf8(env, "tirl", 4, &name), nullptr);
+  // A fresh one-byte string: cheaper than the key cache's lookup of an internalised one.
+  napi_value name;
+  NAPI_THROW_IF_FAILED(env, napi_create_string_latin1(env, "tirl", 4, &name), nullptr);
   NAPI_THROW_IF_FAILED(env, napi_create_async_work(env, nullptr, name, execute, complete, data, work), nullptr);
   napi_value promise = nullptr;
   napi_status status = napi_create_promise(env, deferred, &promise);
@@ -525,7 +602,7 @@ Napi::Value rejected_promise(Napi::Env env, const Napi::Error& error) {
 
 void HostSnapshot::Release::operator()(uint8_t* memory) const { copy_memory().give(memory, capacity); }
 
-void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array, void* data,
+void* HostSnapshot::stage(Napi::Env env, const char* op, napi_value array, void* data,
                           napi_value buffer, size_t offset, size_t bytes, const std::string& label,
                           const char* output_type, int64_t output_length) {
   bool ordinary = false;
@@ -573,7 +650,8 @@ void* HostSnapshot::stage(Napi::Env env, const char* op, Napi::TypedArray array,
   }
   if (output_type != nullptr) {
     if (outputs_.empty()) outputs_.reserve(4);
-    outputs_.push_back(Output{Napi::Reference<Napi::TypedArray>::New(array, 1), staged, bytes, label,
+    // Referenced as an object: a Napi::TypedArray would ask Node-API for its info again.
+    outputs_.push_back(Output{Napi::Reference<Napi::Object>::New(Napi::Object(env, array), 1), staged, bytes, label,
                               output_type, output_length});
   }
   return staged;
@@ -615,7 +693,12 @@ std::string HostSnapshot::copy_back(Napi::Env env, const char* op) {
 
 Options::Options(const Napi::CallbackInfo& info, const char* op) : env_(info.Env()), op_(op) {
   Napi::Value first = info.Length() > 0 ? info[0] : env_.Undefined();
-  if (!first.IsObject() || first.IsArray() || first.IsTypedArray() || first.IsFunction()) {
+  // One typeof (a function is not napi_object), then the two kinds of object refused.
+  napi_valuetype type = napi_undefined;
+  bool array = false, typed_array = false;
+  if (napi_typeof(env_, first, &type) != napi_ok || type != napi_object ||
+      napi_is_array(env_, first, &array) != napi_ok || array ||
+      napi_is_typedarray(env_, first, &typed_array) != napi_ok || typed_array) {
     type_error("an options object", "the first argument", first);
   }
   object_ = first.As<Napi::Object>();
@@ -682,6 +765,10 @@ Options::OwnKey* Options::own_key(const char* name) {
 }
 
 bool Options::present(const char* name, Napi::Value* value) {
+  return lookup(name, value) && !value->IsUndefined();
+}
+
+bool Options::lookup(const char* name, Napi::Value* value) {
   known_keys_.push_back(name);  // repeats are harmless; names() and messages drop them
   napi_value raw;
   if (plain_) {
@@ -697,7 +784,7 @@ bool Options::present(const char* name, Napi::Value* value) {
     raw = object_.Get(name);
   }
   *value = Napi::Value(env_, raw);
-  return !value->IsUndefined();
+  return true;
 }
 
 Napi::Value Options::field(const char* name) {
@@ -886,18 +973,28 @@ void Options::verify_not_detached() {
       DeviceArrayInfo device_array;
       changed = !read_device_array(env_, value, &device_array) || device_array.freed;
     } else {
-      bool detached = false;
-      napi_typedarray_type type;
+      // A non-empty array is asked for its length only: detaching its buffer (transfer
+      // included) makes it 0 and a resize changes it, and nothing else can move its memory
+      // (check_typed_array's read moved a small array's elements off V8's heap for good; a
+      // resizable buffer resizes in place), while asking for the memory costs V8 the
+      // buffer's handle. An empty array (whose length a detach leaves at 0) is asked whether
+      // its buffer is detached.
       size_t length = 0;
-      void* data = nullptr;
-      napi_value buffer;
-      size_t offset = 0;
-      // A detached buffer's arrays have length 0 (check_typed_array): only an empty one is asked.
-      changed = napi_get_typedarray_info(env_, value, &type, &length, &data, &buffer, &offset) !=
-                    napi_ok ||
-                data != read.data || static_cast<int64_t>(length) != read.length ||
-                (length == 0 &&
-                 (napi_is_detached_arraybuffer(env_, buffer, &detached) != napi_ok || detached));
+      if (read.length != 0) {
+        changed = napi_get_typedarray_info(env_, value, nullptr, &length, nullptr, nullptr, nullptr) !=
+                      napi_ok ||
+                  static_cast<int64_t>(length) != read.length;
+      } else {
+        bool detached = false;
+        napi_typedarray_type type;
+        void* data = nullptr;
+        napi_value buffer;
+        size_t offset = 0;
+        changed = napi_get_typedarray_info(env_, value, &type, &length, &data, &buffer, &offset) !=
+                      napi_ok ||
+                  data != read.data || length != 0 ||
+                  napi_is_detached_arraybuffer(env_, buffer, &detached) != napi_ok || detached;
+      }
     }
     if (changed) {
       throw Napi::TypeError::New(
@@ -910,12 +1007,10 @@ void Options::verify_not_detached() {
 }
 
 Napi::Value Options::member_of(Napi::Object object, const char* name) {
-  if (napi_value key = property_key(env_, name)) {
-    napi_value value;
-    if (napi_get_property(env_, object, key, &value) != napi_ok) throw Napi::Error::New(env_);
-    return Napi::Value(env_, value);
-  }
-  return object.Get(name);
+  // By its UTF-8 name, as present() reads an option: the cached key's lookup costs more.
+  napi_value value;
+  if (napi_get_named_property(env_, object, name, &value) != napi_ok) throw Napi::Error::New(env_);
+  return Napi::Value(env_, value);
 }
 
 Napi::Object Options::out_object() {

@@ -33,11 +33,12 @@ std::string describe(Napi::Value value);
 // A typed array type with its article: "a Float32Array", "an Int32Array".
 std::string a_type_name(const char* type_name);
 
-// A zeroed typed array from JavaScript's own constructor (`type`, e.g. "Float32Array"):
-// memory that cannot be had is then a RangeError "<context> (a <type> of length <n>):
-// Array buffer allocation failed", where napi_create_arraybuffer would abort the process.
-Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length,
-                            const std::string& context);
+// A zeroed typed array from JavaScript's own constructor (`type`, e.g. "Float32Array", a
+// string literal: the constructor is looked up once per environment): memory that cannot be
+// had is then a RangeError "<who>: could not allocate <what> (a <type> of length <n>): Array
+// buffer allocation failed", where napi_create_arraybuffer would abort the process.
+Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length, const char* who,
+                            const std::string& what);
 
 // `name` (a string literal or static table entry: it must outlive the environment's calls)
 // as a property key, made once per environment; nullptr where Node-API fails.
@@ -121,6 +122,28 @@ struct ArrayView {
   bool present = false;
 };
 
+// An output array (a typed array or DeviceArray), held until the call's result is built.
+// A sync call builds it in the callback that made or read the array, whose handle scope
+// keeps it alive: no reference to make and delete (~400 instructions a call). An async call
+// builds it when its Promise settles, so it references the array until then.
+class OutputRef {
+ public:
+  void hold(Napi::Env env, Napi::Object array, bool across_calls) {
+    if (across_calls) {
+      reference_ = Napi::Persistent(array);
+    } else {
+      env_ = env;
+      local_ = array;
+    }
+  }
+  Napi::Object Value() const { return local_ != nullptr ? Napi::Object(env_, local_) : reference_.Value(); }
+
+ private:
+  napi_env env_ = nullptr;
+  napi_value local_ = nullptr;
+  Napi::ObjectReference reference_;
+};
+
 // The host memory of an async call, owned by the call. JavaScript keeps running while the
 // kernel does, and may detach (transfer) an ordinary ArrayBuffer, which frees its memory,
 // or write into it. So the async form copies every array on an ordinary ArrayBuffer, when
@@ -136,7 +159,7 @@ class HostSnapshot {
   // detached before the result is copied into it (the text is made only then).
   // A copy the memory cannot hold is a RangeError naming `label`, as for an output.
   // `data`, `buffer` and `offset` are the array's, as napi_get_typedarray_info gave them.
-  void* stage(Napi::Env env, const char* op, Napi::TypedArray array, void* data, napi_value buffer,
+  void* stage(Napi::Env env, const char* op, napi_value array, void* data, napi_value buffer,
               size_t offset, size_t bytes, const std::string& label, const char* output_type,
               int64_t output_length);
   // Copies the results into the caller's outputs (main thread, once the kernel is done).
@@ -161,7 +184,7 @@ class HostSnapshot {
     bool filled(std::pair<size_t, size_t> range) const;
   };
   struct Output {
-    Napi::Reference<Napi::TypedArray> array;
+    Napi::ObjectReference array;
     const uint8_t* result;
     size_t bytes;
     std::string label;
@@ -237,7 +260,7 @@ class Options {
   // type and length; a fresh zeroed array of `length` elements when absent (a DeviceArray
   // when the call runs on CUDA). `holder` keeps the array alive until the result is built.
   template <class T>
-  ArrayView<T> output(const char* member, int64_t length, Napi::ObjectReference& holder);
+  ArrayView<T> output(const char* member, int64_t length, OutputRef& holder);
 
   // A number, passed through as it is (the C call decides its range); `fallback` when absent.
   double number(const char* name, double fallback);
@@ -290,6 +313,9 @@ class Options {
   NameSource with_inherited(NameSource source) const;
   // Whether the option is present and not undefined; `value` is set when it is.
   bool present(const char* name, Napi::Value* value);
+  // As present, without asking whether the value is undefined: false when the key is known
+  // to be absent, else true with `value` set (perhaps to undefined).
+  bool lookup(const char* name, Napi::Value* value);
   double number_of(const char* name, Napi::Value value, double fallback);
   bool known(std::string_view key) const;
   [[noreturn]] void unknown_key(const std::string& key, Napi::Value value);
@@ -303,9 +329,10 @@ class Options {
   enum class Access { input, caller_output, fresh_output };
   // Reads `value` as an array of T into `view` (typed array or allowed DeviceArray) and
   // checks that it lives where the call's other arrays do.
+  // `typed_array`, when given, is what napi_is_typedarray said of `value`.
   template <class T>
   void read_array(Napi::Value value, const std::string& label, ArrayView<T>* view, Access access,
-                  int64_t output_length = 0);
+                  int64_t output_length = 0, const bool* typed_array = nullptr);
   // TypeError unless every array of the call is on the same device as the first one.
   void place(tirl_device device, const std::string& label, Napi::Value value);
   // TypeError unless `value` is a non-detached typed array of `kind` (`typed_array`: whether
@@ -380,10 +407,14 @@ std::string Options::expected_array(bool device_array_received) const {
 
 template <class T>
 void Options::read_array(Napi::Value value, const std::string& label, ArrayView<T>* view,
-                         Access access, int64_t output_length) {
+                         Access access, int64_t output_length, const bool* typed_array_known) {
   DeviceArrayInfo device_array;
   bool typed_array = false;
-  if (napi_is_typedarray(env_, value, &typed_array) != napi_ok) typed_array = false;
+  if (typed_array_known != nullptr) {
+    typed_array = *typed_array_known;
+  } else if (napi_is_typedarray(env_, value, &typed_array) != napi_ok) {
+    typed_array = false;
+  }
   const bool on_device =
       !typed_array && device_arrays_allowed_ && read_device_array(env_, value, &device_array);
   // Where the array's memory was when read (not its async copy): verify_not_detached compares.
@@ -407,7 +438,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     place(tirl_device{TIRL_DEVICE_CPU, 0, nullptr}, label, value);
     seen = data;
     if (staging_ && access != Access::fresh_output) {
-      data = snapshot_.stage(env_, op_, value.As<Napi::TypedArray>(), data, buffer, offset,
+      data = snapshot_.stage(env_, op_, value, data, buffer, offset,
                              length * sizeof(T), label,
                              access == Access::caller_output ? TypedArrayTraits<T>::name : nullptr,
                              output_length);
@@ -426,16 +457,19 @@ template <class T>
 ArrayView<T> Options::array(const char* name, bool required) {
   ArrayView<T> view;
   Napi::Value value;
-  if (!present(name, &value)) {
+  // A typed array is not undefined: asking napi_is_typedarray first spares the typeof.
+  bool typed_array = false;
+  if (!lookup(name, &value) ||
+      (!(napi_is_typedarray(env_, value, &typed_array) == napi_ok && typed_array) && value.IsUndefined())) {
     if (required) type_error(expected_array<T>(), name, env_.Undefined());
     return view;
   }
-  read_array(value, name, &view, Access::input);
+  read_array(value, name, &view, Access::input, 0, &typed_array);
   return view;
 }
 
 template <class T>
-ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectReference& holder) {
+ArrayView<T> Options::output(const char* member, int64_t length, OutputRef& holder) {
   ArrayView<T> view;
   Napi::Value value = env_.Undefined();
   std::string label = "out";
@@ -449,14 +483,13 @@ ArrayView<T> Options::output(const char* member, int64_t length, Napi::ObjectRef
   if (value.IsUndefined()) {
     value = device_.type == TIRL_DEVICE_CUDA
                 ? Napi::Value(new_device_array(env_, TypedArrayTraits<T>::dtype, length, device_.index))
-                : new_typed_array(env_, TypedArrayTraits<T>::name, length,
-                                  std::string(op_) + ": could not allocate " + label);
+                : new_typed_array(env_, TypedArrayTraits<T>::name, length, op_, label);
     access = Access::fresh_output;
   }
   read_array(value, label, &view, access, length);
   static const std::string kResultSize = "the size of the result";  // made once, not per call
   require_length(view, label.c_str(), length, kResultSize);
-  holder = Napi::Persistent(value.As<Napi::Object>());
+  holder.hold(env_, value.As<Napi::Object>(), staging_);
   return view;
 }
 
@@ -494,7 +527,7 @@ Call parse_call(Options& options) {
   return call;
 }
 // Queues one work item on libuv's thread pool through a bare Node-API async work (its
-// resource name the cached key "tirl", no resource object of ours) and returns the Promise
+// resource name "tirl", no resource object of ours) and returns the Promise
 // that `complete` settles through `*deferred`: the least a Promise-returning call off the
 // event loop costs in Node-API. Every op's async form and the bench's floor peer
 // (poolRoundTrip, bindings/library.cc) go through it. On failure nothing stays queued and

@@ -218,8 +218,7 @@ class DeviceArray : public Napi::ObjectWrap<DeviceArray> {
     require_live(env, "download");
     Napi::Value out = info[0];
     if (out.IsUndefined()) {
-      out = new_typed_array(env, info_of(dtype_).kind_name, length_,
-                            "DeviceArray.download: could not allocate its result");
+      out = new_typed_array(env, info_of(dtype_).kind_name, length_, "DeviceArray.download", "its result");
     }
     void* host = host_view(info, out, "download", "out");
     tirl_status status = tirl_cuda_memcpy_d2h(cuda_device(), host, data_, byte_length());

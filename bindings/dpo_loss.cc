@@ -8,7 +8,7 @@ struct DpoLossCall {
   tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   ArrayView<float> policy_chosen, policy_rejected, ref_chosen, ref_rejected;
   ArrayView<float> grad_chosen, grad_rejected, chosen_rewards, rejected_rewards;
-  Napi::ObjectReference grad_chosen_ref, grad_rejected_ref, chosen_rewards_ref, rejected_rewards_ref;
+  OutputRef grad_chosen_ref, grad_rejected_ref, chosen_rewards_ref, rejected_rewards_ref;
   tirl_dpo_options options = tirl_dpo_options_default();
   tirl_dpo_result totals{};
 

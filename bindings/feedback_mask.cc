@@ -6,7 +6,7 @@ namespace {
 struct FeedbackMaskCall {
   ArrayView<uint8_t> roles, keep, mask;
   ArrayView<int32_t> seq_offsets, action_tokens;
-  Napi::ObjectReference mask_ref, action_tokens_ref;
+  OutputRef mask_ref, action_tokens_ref;
   tirl_device device = tirl_cpu();
 
   static FeedbackMaskCall parse(Options& o) {

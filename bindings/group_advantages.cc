@@ -10,7 +10,7 @@ struct GroupAdvantagesCall {
   ArrayView<int32_t> group_ids;
   int64_t group_size = 0;
   tirl_group_advantages_options options = tirl_group_advantages_options_default();
-  Napi::ObjectReference advantages_ref;
+  OutputRef advantages_ref;
 
   static GroupAdvantagesCall parse(Options& o) {
     GroupAdvantagesCall c;

@@ -111,7 +111,7 @@ struct PpoLossCall {
   ArrayView<int32_t> seq_offsets;
   Settings settings;
   tirl_policy_loss_result stats{};
-  Napi::ObjectReference grad_ref;
+  OutputRef grad_ref;
 
   // The options read before the arrays: the loss, and the refusal of other losses' options.
   static void options_before(Options& o, Settings& s) {

@@ -23,7 +23,7 @@ struct RolloutCorrectionCall {
   ArrayView<int32_t> seq_offsets;
   tirl_rollout_correction_options options = tirl_rollout_correction_options_default();
   tirl_rollout_correction_result stats{};
-  Napi::ObjectReference weights_ref, mask_ref;
+  OutputRef weights_ref, mask_ref;
 
   static RolloutCorrectionCall parse(Options& o) {
     RolloutCorrectionCall c;

@@ -20,7 +20,7 @@ struct SequenceLogprobsCall {
   ArrayView<uint8_t> mask;
   ArrayView<int32_t> seq_offsets;
   bool average = false;
-  Napi::ObjectReference out_ref;
+  OutputRef out_ref;
 
   static SequenceLogprobsCall parse(Options& o) {
     SequenceLogprobsCall c;
@@ -47,7 +47,7 @@ struct SequenceLogprobsBackwardCall {
   ArrayView<uint8_t> mask;
   ArrayView<int32_t> seq_offsets;
   bool average = false;
-  Napi::ObjectReference out_ref;
+  OutputRef out_ref;
 
   static SequenceLogprobsBackwardCall parse(Options& o) {
     SequenceLogprobsBackwardCall c;

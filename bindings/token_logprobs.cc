@@ -46,7 +46,7 @@ struct TokenLogprobsCall {
   LogitsInput in;
   bool with_entropy = false;
   ArrayView<float> logp, entropy;
-  Napi::ObjectReference logp_ref, entropy_ref;
+  OutputRef logp_ref, entropy_ref;
 
   static TokenLogprobsCall parse(Options& o) {
     TokenLogprobsCall c;
@@ -75,7 +75,7 @@ struct TokenLogprobsBackwardCall {
   tirl_device device = tirl_cpu();  // where the arrays are (set by define_op)
   LogitsInput in;
   ArrayView<float> grad_logp, grad_entropy, grad_logits;
-  Napi::ObjectReference grad_logits_ref;
+  OutputRef grad_logits_ref;
 
   static TokenLogprobsBackwardCall parse(Options& o) {
     TokenLogprobsBackwardCall c;

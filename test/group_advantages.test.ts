@@ -48,8 +48,51 @@ function checkGroupsOf8Bits(): void {
   }
 }
 
+/**
+ * 65,536 rewards in groups of 8 by shuffled ids (dense, with unused ids between them; and
+ * sparse, numbered by the hash table), on 1, 2 and 7 threads: above two threads' worth of
+ * rewards the groups are cut into parts, one a thread, each listing its own rewards (the
+ * vectorised select_part of each SIMD path). Every group's sums run over its rewards in
+ * input order, so the result is, bit for bit, the blocked groups of 8 on the rewards
+ * sorted stably by id.
+ */
+function checkScatteredBits(): void {
+  const rng = new Random(9);
+  const b = 65_536;
+  const rewards = rng.normals(b, 2);
+  for (let i = 0; i < b; i += 89) rewards[i] = Math.round(rewards[i]);
+  rewards[777] = NaN;
+  const groups = Int32Array.from({ length: b }, (_, i) => i >> 3);
+  for (let i = b - 1; i > 0; i--) {
+    const j = rng.int(0, i + 1);
+    [groups[i], groups[j]] = [groups[j], groups[i]];
+  }
+  const order = Array.from({ length: b }, (_, i) => i).sort((x, y) => groups[x] - groups[y] || x - y);
+  const sorted = Float32Array.from(order, (i) => rewards[i]);
+  const threads = info().threads;
+  try {
+    for (const opts of [{}, { scaleByStd: false }]) {
+      const contiguous = groupAdvantages({ rewards: sorted, groupSize: 8, ...opts });
+      const want = new Float32Array(b);
+      order.forEach((i, k) => (want[i] = contiguous[k]));
+      for (const [name, groupIds] of [
+        ['dense', Int32Array.from(groups, (g) => 3 * g - 7000)],
+        ['sparse', Int32Array.from(groups, (g) => g * 262_147 - 2 ** 30)],
+      ] as const) {
+        for (const t of [1, 2, 7]) {
+          setThreads(t);
+          assertBitwiseEqual(groupAdvantages({ rewards, groupIds, ...opts }), want, `${name} ids, ${t} threads ${JSON.stringify(opts)}`);
+        }
+      }
+    }
+  } finally {
+    setThreads(threads);
+  }
+}
+
 if (process.env[CHILD]) {
   checkGroupsOf8Bits();
+  checkScatteredBits();
   process.stdout.write(info().simd);
   process.exit(0);
 }
@@ -127,7 +170,11 @@ describe('groupAdvantages', () => {
     checkGroupsOf8Bits();
   });
 
-  it('gives groups of 8 those bits on the avx2 and baseline paths too', () => {
+  it('gives groups by shuffled ids the bits of sorted contiguous groups on any thread count', () => {
+    checkScatteredBits();
+  });
+
+  it('gives groups of 8 (and by shuffled ids) those bits on the avx2 and baseline paths too', () => {
     // Each path in a child process (TIRL_SIMD is read once per process). The avx2 path
     // divides by 7 without the divider (cpu/group_advantages_divide.h); a CPU that lacks a
     // path runs the widest it has, checked all the same.

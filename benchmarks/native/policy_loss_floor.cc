@@ -6,17 +6,28 @@
 //     statistics), without the kernel's mask, probes, aggregation or sums;
 //   - clip_cov / kl_cov's batch means (the ordered double sums, 8 chains as
 //     cpu/policy_loss_kernels.inc runs them) and clip_cov's pick key per token;
-//   - a copy of the bench's 17 B/token.
+//   - a copy of the bench's 17 B/token;
+//   - the optimal-token baselines (math/advantages.h) at the bench's 512 x 2048 tokens, the
+//     tool-use mask of benchmarks/native/ab.h (a 10% prompt, 40-200-token actions between
+//     10-90 tool tokens, up to 10% padding), groups of 8: path_variance of every token (the
+//     f32 exp), the path chains alone (a dependent double add a masked-in token, one
+//     sequence after the other as token_baseline_group runs them, and 8 sequences side by
+//     side in a column-major copy, one vector add a column), token_baseline_group given the
+//     path variances (column sums, B_k, A = G - B),
+//     and a copy of the bench's 13 B/token (9 read, 4 written).
 //   g++ -O3 -std=c++17 -march=native -mprefer-vector-width=512 -fno-math-errno
 //     -fno-trapping-math -Inative/include -Inative/src benchmarks/native/policy_loss_floor.cc -o /tmp/floor
 // With two threads the copy is bandwidth-bound and these
 // loops are not: a loop of t ms here costs (t / 2) / (copy ms at two threads) of the copy.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "math/advantages.h"
 #include "math/policy_loss.h"
 
 namespace {
@@ -119,6 +130,101 @@ int main() {
     std::memcpy(out2.data(), old_logp.data(), sizeof(float) * kTokens * 9 / 8);
     std::memcpy(mask_out.data(), mask.data(), kTokens / 2);
   });
+  // The optimal-token baselines.
+  constexpr int kSeqs = 512, kLength = kTokens / kSeqs, kGroup = 8;
+  uint64_t state = 88172645463325252ull;  // ab.h's xorshift and tool-use mask
+  auto uniform = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return static_cast<double>(state >> 11) * (1.0 / 9007199254740992.0);
+  };
+  std::vector<unsigned char> tool_mask(kTokens, 0);
+  for (int s = 0; s < kSeqs; ++s) {
+    const int padding = static_cast<int>(kLength * 0.1 * uniform());
+    int t = kLength / 10;
+    for (bool action = true; t < kLength - padding; action = !action) {
+      const int span = action ? 40 + static_cast<int>(161 * uniform()) : 10 + static_cast<int>(81 * uniform());
+      const int end = std::min(t + span, kLength - padding);
+      if (action) std::memset(tool_mask.data() + s * kLength + t, 1, static_cast<size_t>(end - t));
+      t = end;
+    }
+  }
+  std::vector<float> sum_pi_squared(kTokens), scores(kSeqs), otb_out(kTokens);
+  for (int i = 0; i < kTokens; ++i) sum_pi_squared[i] = std::exp(2.0f * old_logp[i]) + 0.1f * static_cast<float>(uniform());
+  for (int s = 0; s < kSeqs; ++s) scores[s] = uniform() < 0.5 ? 0.0f : 1.0f;
+  tirl::advantages::Problem problem{};
+  problem.rewards = scores.data();
+  problem.mask = tool_mask.data();
+  problem.old_logp = old_logp.data();
+  problem.sum_pi_squared = sum_pi_squared.data();
+  problem.num_tokens = kTokens;
+  problem.num_seqs = kSeqs;
+  problem.num_reward_keys = 1;
+  problem.estimator = TIRL_ADV_OPTIMAL_TOKEN_BASELINE;
+  problem.handle_zero_tail = true;
+  problem.epsilon = 1e-8;
+  problem.advantages = otb_out.data();
+  std::vector<tirl::advantages::SequenceSummary> summary(kSeqs);
+  for (int s = 0; s < kSeqs; ++s) summary[s] = tirl::advantages::summarize(problem, s, s * kLength, (s + 1) * kLength);
+  std::vector<double> variances(kTokens), paths(kTokens), sequence_variances(kLength);
+  for (int i = 0; i < kTokens; ++i) variances[i] = tirl::advantages::path_variance(problem, i);
+  double variance_sum = 0.0;
+  const double path_variances = best_ms([&] {  // a sequence at a time into one buffer, as the kernel
+    tirl::advantages::Problem local = problem;
+    local.rollout_is_weights = nullptr;  // where the compiler sees it (cpu/advantages_kernels.inc)
+    for (int s = 0; s < kSeqs; ++s) {
+      for (int t = 0; t < kLength; ++t) sequence_variances[t] = tirl::advantages::path_variance(local, s * kLength + t);
+      variance_sum += sequence_variances[s % kLength];
+    }
+  });
+  const double chains = best_ms([&] {  // one sequence after the other
+    for (int s = 0; s < kSeqs; ++s) {
+      double path = 0.0;
+      for (int t = s * kLength; t < (s + 1) * kLength; ++t) {
+        if (tool_mask[t] != 0) path += variances[t];
+        paths[t] = path;
+      }
+    }
+  });
+  // 8 sequences at once, token k of sequence s0 + j at (s0 / 8 * kLength + k) * 8 + j (one
+  // vector of 8 doubles a k), masked-out variances replaced by +0 beforehand: the layout
+  // in which the chains run as one vector add a column.
+  std::vector<double> by_column(kTokens);
+  for (int t = 0; t < kTokens; ++t) {
+    const int s = t / kLength, k = t % kLength;
+    by_column[(static_cast<size_t>(s / kGroup) * kLength + k) * kGroup + s % kGroup] = tool_mask[t] != 0 ? variances[t] : 0.0;
+  }
+  const double chains_side_by_side = best_ms([&] {
+    for (int s0 = 0; s0 < kSeqs; s0 += kGroup) {
+      double path[kGroup] = {};
+      const size_t base = static_cast<size_t>(s0) * kLength;
+      for (int k = 0; k < kLength; ++k) {
+        for (int j = 0; j < kGroup; ++j) {
+          path[j] += by_column[base + static_cast<size_t>(k) * kGroup + j];
+          paths[base + static_cast<size_t>(k) * kGroup + j] = path[j];
+        }
+      }
+    }
+  });
+  std::vector<tirl::advantages::ColumnSums> column_sums(kTokens);
+  struct Kept {
+    const double* w;
+    double operator()(int64_t t) const { return w[t]; }
+  };
+  const double group_pass = best_ms([&] {
+    for (int s0 = 0; s0 < kSeqs; s0 += kGroup) {
+      tirl::advantages::token_baseline_group(
+          problem, summary.data(), [s0](int64_t j) { return s0 + j; }, kGroup,
+          tirl::advantages::direct_scratch(column_sums.data()),
+          [&](const tirl::advantages::SequenceSummary&) { return Kept{variances.data()}; },
+          tirl::advantages::score_to_go(problem));
+    }
+  });
+  const double copy13 = best_ms([&] {  // 13 B a token: 9 read, 4 written
+    std::memcpy(out.data(), logp.data(), sizeof(float) * kTokens);
+    std::memcpy(out2.data(), old_logp.data(), sizeof(float) * kTokens * 5 / 8);
+  });
   std::printf("1M tokens, one thread, ms (min of 30):\n");
   std::printf("  exps and logs alone: 1 exp (clip_cov, kl_cov, vanilla) %.3f; sapo's 2 exps + division %.3f; "
               "dppo_kl's 3 exps + log + division %.3f\n", exp1, sapo_core, dppo_kl_core);
@@ -126,5 +232,10 @@ int main() {
               clip_cov, kl_cov);
   std::printf("  clip_cov / kl_cov means (ordered double sums) %.3f; clip_cov pick keys %.3f\n", means, keys);
   std::printf("  copy of 17 B/token %.3f\n", copy);
-  return (sums[0] + static_cast<double>(key_sum) + y[kTokens / 2] + z[7]) != 12345.0 ? 0 : 1;
+  std::printf("  optimal-token baselines, 512 x 2048 tokens, groups of 8: path_variance %.3f; path chains "
+              "one sequence at a time %.3f, 8 side by side %.3f; token_baseline_group given the path "
+              "variances %.3f; copy of 13 B/token %.3f\n", path_variances, chains, chains_side_by_side,
+              group_pass, copy13);
+  return (sums[0] + static_cast<double>(key_sum) + y[kTokens / 2] + z[7] + paths[kTokens - 1] + variance_sum +
+          otb_out[kTokens / 3]) != 12345.0 ? 0 : 1;
 }

@@ -121,7 +121,9 @@ void interleaved_token_pass(const Problem& p, const SequenceSummary* q, int64_t 
 // The token pass of remax and the optimal-token baselines (reward_to_go_step) for sequence
 // s with a score per sequence, in its closed form advantages::reward_to_go_of_score: the
 // value from q.begin to q.last, 0 after (where every token is masked out). Loops that only
-// write, as the outcome estimators' broadcast.
+// write, as the outcome estimators' broadcast. The optimal-token baselines' advantages
+// are left unwritten: their group pass takes G from the closed form too
+// (advantages::score_to_go) and writes every token.
 void reward_to_go_of_score(const Problem& p, const SequenceSummary& q, int64_t s) {
   const int64_t split = q.last + 1 > q.begin ? q.last + 1 : q.begin;
   const double g = advantages::reward_to_go_of_score(p, q, s, split - 1);
@@ -131,10 +133,8 @@ void reward_to_go_of_score(const Problem& p, const SequenceSummary& q, int64_t s
   if (p.estimator == TIRL_ADV_REMAX) {
     const float a = static_cast<float>(g - advantages::reward_to_go_baseline(p, s));
     for (int64_t t = q.begin; t < split; ++t) adv[t] = mask[t] != 0 ? a : 0.0f;
-  } else {
-    std::fill(adv + q.begin, adv + split, to_go);
+    std::fill(adv + split, adv + q.end, 0.0f);
   }
-  std::fill(adv + split, adv + q.end, 0.0f);
   if (p.returns != nullptr) {
     std::fill(p.returns + q.begin, p.returns + split, to_go);
     std::fill(p.returns + split, p.returns + q.end, 0.0f);

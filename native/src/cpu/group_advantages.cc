@@ -1,8 +1,10 @@
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -36,7 +38,7 @@ struct GroupMoments {
   double second;
 };
 
-// The accumulators of the scattered sweeps, kept by each calling thread between calls up to
+// The accumulators of the scattered sweeps (zeroed by them), kept by each calling thread between calls up to
 // kKeptGroups groups (1.5 MiB): fresh pages would cost a fault per 4 KiB on every call,
 // more than the sweeps themselves at 65,536 rewards.
 constexpr int64_t kKeptGroups = int64_t{1} << 16;
@@ -56,7 +58,6 @@ class GroupScratch {
       moments_ = own_moments_.data();
       counts_ = own_counts_.data();
     }
-    std::fill(moments_, moments_ + num_groups, GroupMoments{0.0, 0.0});
   }
   GroupMoments* moments() { return moments_; }
   int64_t* counts() { return counts_; }
@@ -142,33 +143,108 @@ int64_t number_groups(const int32_t* group_ids, int64_t num_rewards, int32_t* gr
   return num_groups;
 }
 
+// Rewards by ids: below this many rewards a thread, the first two sweeps stay on the
+// calling thread (and the advantages sweep on fewer threads). A part costs the calling
+// thread a pass over all ids that lists its rewards, and a pool thread that wakes late
+// leaves the caller both parts (then the call takes ~1.2x one thread's time): set from
+// the "2 threads vs 1" rows of `tirl bench --scaling-only --ops groupAdvantages` on the
+// quiet reference VM, not from a loaded machine. Today the contiguous path's value.
+constexpr int64_t kMinScatteredRewardsPerThread = 16384;
+
+// How many parts of the groups normalize_scattered cuts `num_groups` groups of
+// `num_rewards` rewards into, one a thread: 1 (all three sweeps on the calling thread)
+// with one thread or below kMinScatteredRewardsPerThread rewards a part.
+int64_t scattered_parts(int64_t num_rewards, int64_t num_groups) {
+  constexpr int64_t kMinGroupsPerPart = 64;
+  return std::max<int64_t>(1, std::min({static_cast<int64_t>(num_threads()),
+                                        num_rewards / kMinScatteredRewardsPerThread,
+                                        num_groups / kMinGroupsPerPart}));
+}
+
+// The lists of one part's rewards and groups (select_part), kept by each thread between
+// calls up to kKeptPartRewards entries (fresh pages cost a fault per 4 KiB on every call).
+constexpr int64_t kKeptPartRewards = int64_t{1} << 18;
+
+struct PartLists {
+  explicit PartLists(int64_t num_rewards) {
+    const auto size = static_cast<size_t>(num_rewards + 16);
+    thread_local std::vector<int32_t> kept_groups;
+    thread_local std::vector<float> kept_rewards;
+    std::vector<int32_t>& g = num_rewards <= kKeptPartRewards ? kept_groups : own_groups;
+    std::vector<float>& r = num_rewards <= kKeptPartRewards ? kept_rewards : own_rewards;
+    if (g.size() < size) g.resize(size);
+    if (r.size() < size) r.resize(size);
+    groups = g.data();
+    rewards = r.data();
+  }
+  int32_t* groups;
+  float* rewards;
+  std::vector<int32_t> own_groups;
+  std::vector<float> own_rewards;
+};
+
 // Arbitrary ids: three sweeps over the rewards in input order, scattering into one
-// accumulator per group (normalize_scattered_sweeps). Ids spanning a range of at most 2B
-// values (e.g. prompt indices) index the accumulators as id - min directly, which leaves
-// unused ones; others are numbered by a hash table first. O(B) time, O(groups) memory for
-// dense ids. One thread: the sweeps are bound by the scattered accesses, and a split would
-// change the order of each group's sums.
+// accumulator per group (scattered_scales, scattered_advantages). Ids spanning a range of
+// at most 2B values (e.g. prompt indices) index the accumulators as id - min directly,
+// which leaves unused ones; others are numbered by a hash table first. O(B) time,
+// O(groups) memory for dense ids. The sweeps are bound by the scattered accesses; with
+// more than one thread the groups are cut into parts, one a thread, each of which lists
+// its own rewards (one vectorised streaming pass over the ids) and runs the first two
+// sweeps over its list alone, then the advantages sweep runs by chunks of the rewards.
+// Each group's sums still run over its rewards in input order, so the bits are those of
+// one thread.
 void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_t* group_ids,
                          bool scale_by_std, double epsilon, float* advantages) {
-  int32_t low = group_ids[0], high = group_ids[0];
-  for (int64_t i = 1; i < num_rewards; ++i) {
-    low = std::min(low, group_ids[i]);
-    high = std::max(high, group_ids[i]);
-  }
+  int32_t low, high;
+  TIRL_SIMD_SELECT(id_range)(group_ids, num_rewards, &low, &high);
   const int64_t range = static_cast<int64_t>(high) - low + 1;
-  if (range <= 2 * num_rewards && range <= INT32_MAX) {
-    GroupScratch groups(range);
-    TIRL_SIMD_SELECT(normalize_dense_ids)(rewards, num_rewards, group_ids, low, groups.moments(),
-                                          groups.counts(), range, scale_by_std, epsilon,
-                                          advantages);
+  const int32_t* ids = group_ids;  // reward i is of group ids[i] - low
+  int64_t num_groups = range;
+  std::unique_ptr<int32_t[]> group_of;
+  if (range > 2 * num_rewards || range > INT32_MAX) {
+    group_of.reset(new int32_t[num_rewards]);
+    num_groups = number_groups(group_ids, num_rewards, group_of.get());
+    ids = group_of.get();
+    low = 0;
+  }
+  GroupScratch groups(num_groups);
+  const int64_t parts = scattered_parts(num_rewards, num_groups);
+  if (parts == 1) {
+    TIRL_SIMD_SELECT(normalize_ids)(rewards, num_rewards, ids, low, groups.moments(),
+                                    groups.counts(), num_groups, scale_by_std, epsilon,
+                                    advantages);
     return;
   }
-  std::unique_ptr<int32_t[]> group_of(new int32_t[num_rewards]);
-  const int64_t num_groups = number_groups(group_ids, num_rewards, group_of.get());
-  GroupScratch groups(num_groups);
-  TIRL_SIMD_SELECT(normalize_numbered)(rewards, num_rewards, group_of.get(), groups.moments(),
-                                       groups.counts(), num_groups, scale_by_std, epsilon,
-                                       advantages);
+  // Part p: groups [first_group(p), first_group(p + 1)), cut at multiples of 8 groups:
+  // neighbouring parts share at most the one cache line of each array at their boundary.
+  auto first_group = [&](int64_t p) {
+    return p == parts ? num_groups : num_groups * p / parts / 8 * 8;
+  };
+  const auto select_part = TIRL_SIMD_SELECT(select_part);
+  const auto part_scales = TIRL_SIMD_SELECT(part_scales);
+  std::atomic<bool> out_of_memory{false};
+  auto scales = [&](int64_t p) {
+    try {  // parallel_for's bodies must not throw: the caller rethrows
+      PartLists lists(num_rewards);
+      const int64_t first = first_group(p), count = first_group(p + 1) - first;
+      const int64_t listed = select_part(rewards, num_rewards, ids, low, first, count,
+                                         lists.groups, lists.rewards);
+      part_scales(lists.groups, lists.rewards, listed, groups.moments(), groups.counts(), first,
+                  count, scale_by_std, epsilon);
+    } catch (const std::bad_alloc&) {
+      out_of_memory.store(true, std::memory_order_relaxed);
+    }
+  };
+  parallel_for(parts, scales);
+  if (out_of_memory.load(std::memory_order_relaxed)) throw std::bad_alloc();
+  const auto scattered_advantages = TIRL_SIMD_SELECT(scattered_advantages);
+  auto advantages_of = [&](int64_t chunk) {
+    const int64_t first = chunk * kRewardsPerChunk;
+    scattered_advantages(rewards, first, std::min(num_rewards, first + kRewardsPerChunk), ids,
+                         low, groups.moments(), advantages);
+  };
+  parallel_for(chunk_count(num_rewards, kRewardsPerChunk), advantages_of,
+               min_chunks(kMinScatteredRewardsPerThread, kRewardsPerChunk));
 }
 
 }  // namespace
