@@ -134,6 +134,15 @@ describe('advantages', () => {
     check({
       estimator: 'reinforce_plus_plus', rewards: sequenceRewards(rng, 20), mask: batch.mask, seqOffsets: batch.seqOffsets, gamma: 1,
     }, 'reinforce_plus_plus long, gamma 1');
+    // Any non-zero mask byte is masked in: the optimal-token baselines find runs of them 8
+    // bytes at a time (math/advantages.h, mask_run_end).
+    const bytes = Uint8Array.from(batch.mask, (m) => (m !== 0 ? rng.int(1, 256) : 0));
+    for (const estimator of ['optimal_token_baseline', 'tir_optimal_token_baseline'] as const) {
+      check({
+        estimator, rewards: sequenceRewards(rng, 20), mask: bytes, seqOffsets: batch.seqOffsets, groupIds: batch.groupIds,
+        ...extras(estimator, batch, rng),
+      }, `${estimator} long, mask bytes 1-255`);
+    }
   });
 
   it('whitens from chunks of tokens or of sequences, over several chunks', () => {

@@ -405,6 +405,25 @@ TIRL_HD void subtract_baseline(const Problem& p, int64_t from, int64_t to,
     adv[t] = p.mask[t] != 0 ? static_cast<float>(to_go(t) - b) : 0.0f;
   }
 }
+// The first token from t on (before end) that is masked in (in false) or masked out (in
+// true), or end. On a little-endian host 8 mask bytes at a time (a byte-by-byte scan cost
+// tir_optimal_token_baseline's last pass about 0.4 ms of 3 at 512 x 2048 tokens).
+TIRL_HD inline int64_t mask_run_end(const uint8_t* mask, int64_t t, int64_t end, bool in) {
+#if !defined(__CUDA_ARCH__) && (defined(__GNUC__) || defined(__clang__)) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const uint64_t kLow = 0x7f7f7f7f7f7f7f7full, kHigh = 0x8080808080808080ull;
+  for (; t + 8 <= end; t += 8) {
+    uint64_t word;
+    __builtin_memcpy(&word, mask + t, 8);
+    // The high bit of each byte that is not 0 (no carry crosses a byte).
+    const uint64_t nonzero = (((word & kLow) + kLow) | word) & kHigh;
+    const uint64_t stops = in ? ~nonzero & kHigh : nonzero;
+    if (stops != 0) return t + __builtin_ctzll(stops) / 8;
+  }
+#endif
+  while (t < end && (mask[t] != 0) == in) ++t;
+  return t;
+}
 template <class Member, class Scratch, class Variances, class ToGo>
 TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summary, Member member,
                                   int64_t count, Scratch scratch, Variances variances,
@@ -489,12 +508,11 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
     // consecutive columns (B below zero_from, 0 from there), a masked-out run 0.
     int64_t k = 0;
     for (int64_t t = q.begin; t < q.end;) {
-      int64_t stop = t + 1;
-      if (p.mask[t] == 0) {
-        while (stop < q.end && p.mask[stop] == 0) ++stop;
+      const bool in = p.mask[t] != 0;
+      const int64_t stop = mask_run_end(p.mask, t + 1, q.end, in);
+      if (!in) {
         subtract_baseline(p, t, stop, nullptr, g);
       } else {
-        while (stop < q.end && p.mask[stop] != 0) ++stop;
         const int64_t with_b = k >= zero_from ? t : zero_from - k < stop - t ? t + (zero_from - k) : stop;
         subtract_baseline(p, t, with_b, sums + k, g);
         subtract_baseline(p, with_b, stop, nullptr, g);

@@ -88,20 +88,32 @@ TIRL_HD inline float exp_any(float x) {
   return select(x > 88.7228394f, bits_float(0x7f800000u), select(x < -104.0f, 0.0f, value));
 }
 
+// The bits of x (a scalar, or a GCC / Clang vector) into `out`, of the same size (uint64_t
+// for a double, a vector of as many 64-bit integers for a vector of doubles): what the `_as`
+// templates below work on. By reference, not returned: Clang warns that a vector returned
+// from a function compiled without the vector's ISA changes the ABI.
+template <class T, class U>
+TIRL_HD inline void bits_as(const T& x, U& out) {
+  static_assert(sizeof(U) == sizeof(T), "bits_as: the two types differ in size");
+  std::memcpy(&out, &x, sizeof out);
+}
+
 // e^x in double for |x| <= 700, branch-free (so that a loop over it vectorises, which
 // libm's exp does not): x = n ln 2 + r with n = round(x / ln 2) (the 1.5 * 2^52 trick) and
 // ln 2 in two parts (fdlibm's, whose high part has 32 trailing zero bits, so n ln2_hi is
 // exact), |r| <= ln2/2, and e^r = 1 + r P(r) by Taylor's series to r^13 (truncation below
 // 2e-16 relative), 2^n from n's bits. Within about 2 ulp of the correctly rounded value
 // (native/test/math_test.cc: under 1.2 ulp over [-700, 700]); e^0 = 1 exactly; NaN in, NaN
-// out.
-TIRL_HD inline double exp_double_bounded(double x) {
+// out. The formula is written once, as a template on T (a double, or a vector of doubles
+// with U its vector of uint64_t, for CPU kernels that walk whole registers of tokens), by
+// reference and into `out` (see rollout_k_as in math/rollout_correction.h for why).
+template <class T, class U>
+TIRL_HD inline void exp_double_bounded_as(const T& x, T& out) {
   const double kRound = 6755399441055744.0;  // 1.5 * 2^52
-  const double shifted = x * 1.4426950408889634 + kRound;
-  const double n = shifted - kRound;
-  const double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800.0;  // 1 / 13!
-  p = p * r + 1.0 / 479001600.0;
+  const T shifted = x * 1.4426950408889634 + kRound;
+  const T n = shifted - kRound;
+  const T r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  T p = r * (1.0 / 6227020800.0) + 1.0 / 479001600.0;  // 1 / 13!, 1 / 12!
   p = p * r + 1.0 / 39916800.0;
   p = p * r + 1.0 / 3628800.0;
   p = p * r + 1.0 / 362880.0;
@@ -114,8 +126,17 @@ TIRL_HD inline double exp_double_bounded(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   // 2^n from the low bits of `shifted` (any input gives some bits; for NaN, r is NaN).
-  const uint64_t two_to_n = (double_bits(shifted) - double_bits(kRound) + 1023u) << 52;
-  return bits_double(two_to_n) * (1.0 + r * p);
+  U shifted_bits;
+  bits_as(shifted, shifted_bits);
+  const U two_to_n_bits = (shifted_bits - (double_bits(kRound) - 1023u)) << 52;
+  T two_to_n;
+  bits_as(two_to_n_bits, two_to_n);
+  out = two_to_n * (1.0 + r * p);
+}
+TIRL_HD inline double exp_double_bounded(double x) {
+  double out;
+  exp_double_bounded_as<double, uint64_t>(x, out);
+  return out;
 }
 
 }  // namespace tirl

@@ -31,10 +31,33 @@ constexpr int kRolloutOptions = TIRL_ROLLOUT_RS_COUNT;
 // Neither NaN nor infinite (without <cmath>'s isfinite, which device code lacks).
 TIRL_HD inline bool rollout_finite(double x) { return x - x == 0.0; }
 
+// c ? a : b into `out`: for doubles (c a bool), and for vectors of doubles (c a vector
+// compare's mask, all bits or none per lane, M its type), on the bits. The per-token
+// formulas below are templates on T over it, so that the CPU's token loop
+// (cpu/rollout_correction_kernels.inc) takes them on whole registers of tokens; by
+// reference, as rollout_k_as is.
+TIRL_HD inline void rollout_select_as(bool c, const double& a, const double& b, double& out) { out = c ? a : b; }
+template <class M, class T>
+TIRL_HD inline void rollout_select_as(const M& c, const T& a, const T& b, T& out) {
+  M a_bits, b_bits;
+  bits_as(a, a_bits);
+  bits_as(b, b_bits);
+  const M chosen = (c & a_bits) | (~c & b_bits);
+  bits_as(chosen, out);
+}
+
 // clamp(d, -20, 20); NaN stays NaN.
+template <class T>
+TIRL_HD inline void rollout_safe_log_ratio_as(const T& d, T& out) {
+  const T upper = T{} + kRolloutSafetyBound, lower = T{} - kRolloutSafetyBound;
+  T high;
+  rollout_select_as(d > kRolloutSafetyBound, upper, d, high);
+  rollout_select_as(d < -kRolloutSafetyBound, lower, high, out);
+}
 TIRL_HD inline double rollout_safe_log_ratio(double d) {
-  return d < -kRolloutSafetyBound ? -kRolloutSafetyBound
-                                  : (d > kRolloutSafetyBound ? kRolloutSafetyBound : d);
+  double out;
+  rollout_safe_log_ratio_as(d, out);
+  return out;
 }
 
 // Maximum and minimum that let NaN win, as torch.max / torch.min do.
@@ -289,9 +312,20 @@ TIRL_HD inline bool rollout_rs_keep(const RolloutSetup& s, int j, double value) 
 
 // The applied weight from a raw one: min(raw, upper) for TIS, raw inside [lower, upper]
 // and 0 outside for IcePop. Always in [0, upper] (or NaN), so clamp(w, 0, upper) = w.
+template <class T>
+TIRL_HD inline void rollout_applied_weight_as(bool icepop, double lower, double upper, const T& raw, T& out) {
+  if (!icepop) {
+    rollout_select_as(raw > upper, T{} + upper, raw, out);
+    return;
+  }
+  T in_band;
+  rollout_select_as(raw <= upper, raw, T{}, in_band);
+  rollout_select_as(raw >= lower, in_band, T{}, out);
+}
 TIRL_HD inline double rollout_applied_weight(bool icepop, double lower, double upper, double raw) {
-  if (!icepop) return raw > upper ? upper : raw;
-  return (raw >= lower && raw <= upper) ? raw : 0.0;
+  double out;
+  rollout_applied_weight_as(icepop, lower, upper, raw, out);
+  return out;
 }
 TIRL_HD inline double rollout_applied_weight(const RolloutSetup& s, double raw) {
   return rollout_applied_weight(s.icepop, s.is_lower, s.is_upper, raw);
@@ -302,13 +336,21 @@ TIRL_HD inline double rollout_applied_weight(const RolloutSetup& s, double raw) 
 // A token's log-ratio d = logp - rollout_logp (exact in double), its clamp c to [-20, 20]
 // and rho = e^c (the raw token weight), by the branch-free polynomial of math/exp.h so
 // that the CPU's token loop vectorises.
+// On T as the templates above, from logp and rollout_logp widened to T (U: T's bits, as
+// exp_double_bounded_as takes them).
+template <class T, class U>
+TIRL_HD inline void rollout_ratio_as(const T& logp, const T& rollout_logp, T& d, T& c, T& rho) {
+  d = logp - rollout_logp;
+  rollout_safe_log_ratio_as(d, c);
+  exp_double_bounded_as<T, U>(c, rho);
+}
 struct RolloutRatio {
   double d, c, rho;
 };
 TIRL_HD inline RolloutRatio rollout_ratio(float logp, float rollout_logp) {
-  const double d = static_cast<double>(logp) - static_cast<double>(rollout_logp);
-  const double c = rollout_safe_log_ratio(d);
-  return {d, c, exp_double_bounded(c)};
+  RolloutRatio r;
+  rollout_ratio_as<double, uint64_t>(static_cast<double>(logp), static_cast<double>(rollout_logp), r.d, r.c, r.rho);
+  return r;
 }
 
 // verl's k3_kl term e^d - d - 1 of one token, from d and e^d (unclamped: e^d is rho where
