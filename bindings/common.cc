@@ -166,6 +166,15 @@ bool word_char(char c);
 // on 1,024 tokens. Node-API 8 cannot reference a string, so they are the elements of one
 // referenced array. An environment lives on one thread, so each thread has the cache of its
 // environment, dropped by the environment's cleanup hook.
+// Drops the exception a failed Node-API call left pending (a cache then falls back).
+void clear_pending_exception(napi_env env) {
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
+    napi_value ignored;
+    napi_get_and_clear_last_exception(env, &ignored);
+  }
+}
+
 class KeyCache {
  public:
   // `name` as a property key of `env` (nullptr if Node-API fails: the caller then makes one).
@@ -220,11 +229,7 @@ class KeyCache {
     if (napi_create_string_utf8(env, source.c_str(), source.size(), &script) != napi_ok ||
         napi_run_script(env, script, &function) != napi_ok ||
         napi_create_reference(env, function, 1, &reference) != napi_ok) {
-      bool pending = false;
-      if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
-        napi_value ignored;
-        napi_get_and_clear_last_exception(env, &ignored);
-      }
+      clear_pending_exception(env);
       return nullptr;
     }
     cache->makers_.push_back({std::vector<const char*>(names, names + count), reference});
@@ -248,11 +253,7 @@ class KeyCache {
     if (napi_create_string_utf8(env, kSource, sizeof kSource - 1, &script) != napi_ok ||
         napi_run_script(env, script, &function) != napi_ok ||
         napi_create_reference(env, function, 1, &cache->own_names_) != napi_ok) {
-      bool pending = false;
-      if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
-        napi_value ignored;
-        napi_get_and_clear_last_exception(env, &ignored);
-      }
+      clear_pending_exception(env);
       cache->own_names_ = nullptr;
       return nullptr;
     }
@@ -279,11 +280,7 @@ class KeyCache {
         napi_get_named_property(env, global, name, &function) != napi_ok ||
         napi_typeof(env, function, &type) != napi_ok || type != napi_function ||
         napi_create_reference(env, function, 1, &reference) != napi_ok) {
-      bool pending = false;
-      if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
-        napi_value ignored;
-        napi_get_and_clear_last_exception(env, &ignored);
-      }
+      clear_pending_exception(env);
       return nullptr;
     }
     cache->constructors_.push_back({name, reference});
