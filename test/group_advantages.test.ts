@@ -49,20 +49,24 @@ function checkGroupsOf8Bits(): void {
 }
 
 /**
- * 65,536 rewards in groups of 8 by shuffled ids (dense, with unused ids between them; and
- * sparse, numbered by the hash table), on 1, 2 and 7 threads: above two threads' worth of
- * rewards the groups are cut into parts, one a thread, each listing its own rewards (the
- * vectorised select_part of each SIMD path). Every group's sums run over its rewards in
- * input order, so the result is, bit for bit, the blocked groups of 8 on the rewards
- * sorted stably by id.
+ * 65,536 + 13 rewards in groups of 8 and one of 5 by shuffled ids (dense, with unused ids
+ * between them, also at either end of the int32 range; and sparse, numbered by the hash
+ * table), on 1, 2 and 7 threads: above two threads' worth of rewards the groups are cut
+ * into parts, one a thread, each listing its own rewards (the vectorised select_part of
+ * each SIMD path, then its scalar tail for the last 13 rewards, as 65,549 is not a
+ * multiple of 16 or 8). select_part finds a part's rewards by id - (low + first group)
+ * in unsigned 32-bit arithmetic, which wraps for ids from INT32_MIN up. Every group's sums
+ * run over its rewards in input order, so the result is, bit for bit, the contiguous
+ * groups (8193 blocked groups of 8, then the group of 5) on the rewards sorted stably by id.
  */
 function checkScatteredBits(): void {
   const rng = new Random(9);
-  const b = 65_536;
+  const b = 65_536 + 13;
   const rewards = rng.normals(b, 2);
   for (let i = 0; i < b; i += 89) rewards[i] = Math.round(rewards[i]);
   rewards[777] = NaN;
   const groups = Int32Array.from({ length: b }, (_, i) => i >> 3);
+  const lastGroup = groups[b - 1];
   for (let i = b - 1; i > 0; i--) {
     const j = rng.int(0, i + 1);
     [groups[i], groups[j]] = [groups[j], groups[i]];
@@ -72,11 +76,16 @@ function checkScatteredBits(): void {
   const threads = info().threads;
   try {
     for (const opts of [{}, { scaleByStd: false }]) {
-      const contiguous = groupAdvantages({ rewards: sorted, groupSize: 8, ...opts });
+      const eights = b - (b % 8);
+      const contiguous = new Float32Array(b);
+      contiguous.set(groupAdvantages({ rewards: sorted.subarray(0, eights), groupSize: 8, ...opts }));
+      contiguous.set(groupAdvantages({ rewards: sorted.subarray(eights), groupSize: b - eights, ...opts }), eights);
       const want = new Float32Array(b);
       order.forEach((i, k) => (want[i] = contiguous[k]));
       for (const [name, groupIds] of [
         ['dense', Int32Array.from(groups, (g) => 3 * g - 7000)],
+        ['dense from INT32_MIN', Int32Array.from(groups, (g) => -(2 ** 31) + 3 * g)],
+        ['dense up to INT32_MAX', Int32Array.from(groups, (g) => 2 ** 31 - 1 - 3 * (lastGroup - g))],
         ['sparse', Int32Array.from(groups, (g) => g * 262_147 - 2 ** 30)],
       ] as const) {
         for (const t of [1, 2, 7]) {

@@ -5,7 +5,8 @@
  *
  * The avx2 and avx512 paths may fuse a * b + c into one FMA, the baseline cannot, so the
  * paths agree to rounding, not bitwise: f32 values to 1e-5 relative (the kernel tests'
- * own tolerance) plus 1e-6 of the array's largest magnitude, masks and counts exactly. Within one path results stay bitwise identical across
+ * own tolerance) plus 1e-6 of the array's largest magnitude, masks and counts exactly; the
+ * outputs that bitwiseAcrossPaths names bitwise. Within one path results stay bitwise identical across
  * thread counts, which each child checks itself.
  */
 import assert from 'node:assert/strict';
@@ -21,6 +22,8 @@ import {
   groupAdvantages,
   info,
   ppoLoss,
+  rolloutCorrection,
+  type RolloutCorrectionOptions,
   sequenceLogprobs,
   setThreads,
   tokenLogprobs,
@@ -142,6 +145,7 @@ function runOps(): Outputs {
       out[`advantages ${estimator} ${rewards} returns`] = r.returns!;
     }
   }
+  Object.assign(out, rolloutCorrectionOps(random));
   // reinforce_plus_plus at gamma 1 with sequence scores takes its closed form.
   const constant = estimate({ estimator: 'reinforce_plus_plus', rewards: scores.subarray(0, 21), mask: advMask, seqOffsets: advOffsets, gamma: 1, withReturns: true });
   out['advantages reinforce_plus_plus gamma 1 advantages'] = constant.advantages;
@@ -150,12 +154,88 @@ function runOps(): Outputs {
 }
 
 /**
+ * rolloutCorrection's token loop (by hand on whole registers on the avx2 path, by the
+ * compiler on the others) and statistics lanes (8, 4 or 2 a path) on 18 sequences of 0 to
+ * 1,029 tokens, none but the empty one a multiple of 4 or 8 (each ends in a partial
+ * register and a partial lane row; 257 and up span 256-token blocks); 15% masked out.
+ * Log-ratios of bf16-like noise, every 37th token's far out (truncated, rejected), four
+ * past the ±20 clamp; NaN and Inf in masked-out tokens (ignored), and in a second batch
+ * in masked-in ones (propagated). Modes: the bench's (token TIS at 2 + seq_mean_k3), the
+ * same with token_k3 and token_k1 rejection and batch normalisation, sequence-level IS
+ * with seq_sum_k2 + token_k2, and IcePop with the geometric-mean criterion seq_mean_k1 +
+ * seq_max_k2.
+ */
+function rolloutCorrectionOps(random: Random): Outputs {
+  const lengths = [1, 2, 3, 5, 7, 9, 13, 0, 15, 17, 31, 63, 255, 257, 301, 513, 770, 1029];
+  const seqOffsets = Int32Array.from([0, ...lengths.map(((sum) => (x: number) => (sum += x))(0))]);
+  const n = seqOffsets[seqOffsets.length - 1]!;
+  const logp = random.floats(n, -5, 0);
+  const noise = random.normals(n, 0.1);
+  for (let t = 0; t < n; t += 37) noise[t] = random.uniform(-3, 3);
+  const rolloutLogp = logp.map((x, t) => x + noise[t]);
+  const mask = new Uint8Array(n).map(() => (random.next() < 0.85 ? 1 : 0));
+  for (const [t, d] of [[4, 25], [600, -30], [1500, 21], [n - 2, -1e4]]) {
+    rolloutLogp[t] = logp[t] - d; // d = logp - rolloutLogp past the clamp at ±20
+    mask[t] = 1;
+  }
+  const clean = { logp: logp.slice(), rolloutLogp: rolloutLogp.slice(), mask, seqOffsets };
+  const dirty = { logp: logp.slice(), rolloutLogp: rolloutLogp.slice(), mask: mask.slice(), seqOffsets };
+  [10, 11, 700, 1301, n - 1].forEach((t, k) => {
+    clean.mask[t] = 0; // masked out: ignored, whatever they hold
+    clean.logp[t] = [NaN, Infinity, -Infinity, NaN, Infinity][k]!;
+    clean.rolloutLogp[t] = [Infinity, NaN, 0, -Infinity, NaN][k]!;
+  });
+  [[20, NaN], [900, Infinity], [2000, -Infinity]].forEach(([t, poison]) => {
+    dirty.mask[t] = 1; // masked in: propagated
+    dirty.logp[t] = poison;
+  });
+  const bench = { rolloutIs: 'token', rolloutIsThreshold: 2, rolloutRs: ['seq_mean_k3'], rolloutRsThreshold: 0.01 } as const;
+  const modes: [string, Partial<RolloutCorrectionOptions>][] = [
+    ['bench', bench],
+    ['token k3 k1 normalized', {
+      ...bench, rolloutRs: ['token_k3', 'seq_mean_k3', 'token_k1'], rolloutRsThreshold: [0.5, 0.01, 4], rolloutIsBatchNormalize: true,
+    }],
+    ['sequence', { rolloutIs: 'sequence', rolloutIsThreshold: 5, rolloutRs: ['seq_sum_k2', 'token_k2'], rolloutRsThreshold: [3, 1] }],
+    ['geometric', {
+      rolloutIs: 'token', rolloutIsThreshold: 2, rolloutIsThresholdLower: 0.5,
+      rolloutRs: ['seq_mean_k1', 'seq_max_k2'], rolloutRsThreshold: [1.05, 2],
+    }],
+  ];
+  const out: Outputs = {};
+  for (const [batchName, batch] of [['clean', clean], ['NaN', dirty]] as const) {
+    for (const [mode, options] of modes) {
+      const r = rolloutCorrection({ ...batch, ...options });
+      const key = `rolloutCorrection ${mode} ${batchName}`;
+      out[`${key} weights`] = r.weights;
+      out[`${key} mask`] = r.mask;
+      out[`${key} maskedTokens`] = r.maskedTokens;
+      out[`${key} validSeqs`] = r.validSeqs;
+      out[`${key} nonFinite`] = r.nonFinite;
+      for (const [stat, value] of Object.entries(r.stats)) out[`${key} ${stat}`] = value!;
+    }
+  }
+  return out;
+}
+
+/**
  * Outputs every path computes with the same operations in the same order (no fused
  * multiply-add anywhere), so bitwise the same: the advantage estimators but the
- * optimal-token baselines (whose path variance's exp may fuse).
+ * optimal-token baselines (whose path variance's exp may fuse); rolloutCorrection's
+ * per-token weights and masks (its token loop's two forms give the same bits) and counts.
  */
 function bitwiseAcrossPaths(key: string): boolean {
-  return key.startsWith('advantages ') && !key.includes('optimal_token_baseline');
+  return (key.startsWith('advantages ') && !key.includes('optimal_token_baseline'))
+    || (key.startsWith('rolloutCorrection ') && ROLLOUT_EXACT.test(key));
+}
+const ROLLOUT_EXACT = / (weights|mask|maskedTokens|validSeqs|nonFinite)$/;
+
+/**
+ * rolloutCorrection's statistics: double sums over 8, 4 or 2 lanes a path
+ * (cpu/rollout_correction_kernels.inc), so the paths differ by rounding, within common/simd.h's
+ * ~1e-7 relative for sums in double (here they differ in the last bits).
+ */
+function rolloutStatistic(key: string): boolean {
+  return key.startsWith('rolloutCorrection ') && !ROLLOUT_EXACT.test(key);
 }
 
 /** The index in `roles[i] = ...` of the RangeError that `call` throws (-1 if none). */
@@ -174,7 +254,7 @@ function encode(outputs: Outputs): Record<string, [string, string | number]> {
   const encoded: Record<string, [string, string | number]> = {};
   for (const [key, value] of Object.entries(outputs)) {
     encoded[key] = typeof value === 'number'
-      ? ['number', value]
+      ? ['number', Number.isFinite(value) ? value : String(value)] // JSON has no NaN, Inf
       : [value.constructor.name, Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64')];
   }
   return encoded;
@@ -184,7 +264,7 @@ function decode(encoded: Record<string, [string, string | number]>): Outputs {
   const outputs: Outputs = {};
   for (const [key, [type, value]] of Object.entries(encoded)) {
     if (type === 'number') {
-      outputs[key] = value as number;
+      outputs[key] = Number(value);
       continue;
     }
     const bytes = Buffer.from(value as string, 'base64');
@@ -244,8 +324,12 @@ if (process.env[CHILD]) {
         }
         for (const [key, expected] of Object.entries(baseline.outputs)) {
           const actual = run.outputs[key];
-          if (bitwiseAcrossPaths(key) && typeof expected !== 'number') {
-            assertBitwiseEqual(actual as typeof expected, expected, `${path} ${key}`);
+          if (bitwiseAcrossPaths(key) && typeof expected === 'number') {
+            assert.ok(Object.is(actual, expected), `${path} ${key}: ${actual} != ${expected}`);
+          } else if (bitwiseAcrossPaths(key)) {
+            assertBitwiseEqual(actual as ArrayBufferView, expected as ArrayBufferView, `${path} ${key}`);
+          } else if (rolloutStatistic(key)) {
+            assertClose(actual as number, expected as number, { rtol: 1e-7, atol: 0, label: `${path} ${key}` });
           } else if (expected instanceof Float32Array || typeof expected === 'number') {
             // An absolute floor scaled to the array: gradients of tokenLogprobs are ~1/V
             // but reach ~1 at the label, and the entropy term cancels near its zeros.
