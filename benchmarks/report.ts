@@ -173,7 +173,7 @@ function overheadLines(r: BenchReport): string[] {
     us === undefined && minUs === undefined
       ? ''
       : ` (${[...(us === undefined ? [] : [`CPU ${fixed(us, 2)} µs`]), ...(minUs === undefined ? [] : [`fastest ${fixed(minUs, 2)} µs`])].join(', ')})`;
-  const above = (minUs: number | undefined) => (minUs === undefined || c === undefined ? '' : `, fastest ${fixed(minUs - c, 2)} µs above`);
+  const above = (minUs: number | undefined) => (minUs === undefined || c === undefined ? '' : `, fastest ${fixed(minUs - c, 2)} µs above the C call's median`);
   const form = (name: keyof typeof OVERHEAD_TARGETS_US, us: number | undefined, cpuUs: number | undefined, minUs: number | undefined) => {
     if (us === undefined) return [];
     if (c === undefined) return [`${name} ${fixed(us, 2)} µs${cpu(cpuUs, minUs)}`];

@@ -161,11 +161,6 @@ void copy_bytes(uint8_t* to, const uint8_t* from, size_t bytes) {
 
 bool word_char(char c);
 
-// The V8 strings of option names, made once per environment: making (and internalising)
-// a string from UTF-8 for each of the ~30 keys that ppoLoss reads cost more than its kernel
-// on 1,024 tokens. Node-API 8 cannot reference a string, so they are the elements of one
-// referenced array. An environment lives on one thread, so each thread has the cache of its
-// environment, dropped by the environment's cleanup hook.
 // Drops the exception a failed Node-API call left pending (a cache then falls back).
 void clear_pending_exception(napi_env env) {
   bool pending = false;
@@ -175,6 +170,11 @@ void clear_pending_exception(napi_env env) {
   }
 }
 
+// The V8 strings of option names, made once per environment: making (and internalising)
+// a string from UTF-8 for each of the ~30 keys that ppoLoss reads cost more than its kernel
+// on 1,024 tokens. Node-API 8 cannot reference a string, so they are the elements of one
+// referenced array. An environment lives on one thread, so each thread has the cache of its
+// environment, dropped by the environment's cleanup hook.
 class KeyCache {
  public:
   // `name` as a property key of `env` (nullptr if Node-API fails: the caller then makes one).

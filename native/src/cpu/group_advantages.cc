@@ -146,41 +146,43 @@ int64_t number_groups(const int32_t* group_ids, int64_t num_rewards, int32_t* gr
 // Rewards by ids: below this many rewards a thread, the first two sweeps stay on the
 // calling thread (and the advantages sweep on fewer threads). A part costs the calling
 // thread a pass over all ids that lists its rewards, and a pool thread that wakes late
-// leaves the caller both parts (then the call takes ~1.2x one thread's time): set from
-// the "2 threads vs 1" rows of `tirl bench --scaling-only --ops groupAdvantages` on the
-// quiet reference VM, not from a loaded machine. Today the contiguous path's value.
+// leaves the caller both parts (measured on a loaded machine: 1.07-1.09x one thread's
+// time). Not yet tuned: the contiguous path's value, to be set from the "2 threads vs 1"
+// rows of `tirl bench --scaling-only --ops groupAdvantages` on the quiet reference VM.
 constexpr int64_t kMinScatteredRewardsPerThread = 16384;
+
+// A part lists its rewards in buffers of num_rewards entries that each thread keeps
+// between calls up to this size. Above it, fresh buffers would cost a page fault per 4 KiB
+// on every call (measured at 1M rewards: 2 threads took 1.4-1.7x one thread's time), so
+// the calling thread runs all three sweeps, as it always did.
+constexpr int64_t kKeptPartRewards = int64_t{1} << 18;
 
 // How many parts of the groups normalize_scattered cuts `num_groups` groups of
 // `num_rewards` rewards into, one a thread: 1 (all three sweeps on the calling thread)
-// with one thread or below kMinScatteredRewardsPerThread rewards a part.
+// with one thread, below kMinScatteredRewardsPerThread rewards a part, or above
+// kKeptPartRewards rewards.
 int64_t scattered_parts(int64_t num_rewards, int64_t num_groups) {
   constexpr int64_t kMinGroupsPerPart = 64;
+  if (num_rewards > kKeptPartRewards) return 1;
   return std::max<int64_t>(1, std::min({static_cast<int64_t>(num_threads()),
                                         num_rewards / kMinScatteredRewardsPerThread,
                                         num_groups / kMinGroupsPerPart}));
 }
 
 // The lists of one part's rewards and groups (select_part), kept by each thread between
-// calls up to kKeptPartRewards entries (fresh pages cost a fault per 4 KiB on every call).
-constexpr int64_t kKeptPartRewards = int64_t{1} << 18;
-
+// calls (scattered_parts cuts no parts above kKeptPartRewards).
 struct PartLists {
   explicit PartLists(int64_t num_rewards) {
     const auto size = static_cast<size_t>(num_rewards + 16);
     thread_local std::vector<int32_t> kept_groups;
     thread_local std::vector<float> kept_rewards;
-    std::vector<int32_t>& g = num_rewards <= kKeptPartRewards ? kept_groups : own_groups;
-    std::vector<float>& r = num_rewards <= kKeptPartRewards ? kept_rewards : own_rewards;
-    if (g.size() < size) g.resize(size);
-    if (r.size() < size) r.resize(size);
-    groups = g.data();
-    rewards = r.data();
+    if (kept_groups.size() < size) kept_groups.resize(size);
+    if (kept_rewards.size() < size) kept_rewards.resize(size);
+    groups = kept_groups.data();
+    rewards = kept_rewards.data();
   }
   int32_t* groups;
   float* rewards;
-  std::vector<int32_t> own_groups;
-  std::vector<float> own_rewards;
 };
 
 // Arbitrary ids: three sweeps over the rewards in input order, scattering into one
