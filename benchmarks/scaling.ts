@@ -57,8 +57,10 @@ export function scalingCases(): ScalingEntry[] {
     ...OTHER_LOSSES.flatMap((loss) => byBatch((s, l) => policyLossCase(loss, s, l, ['full']))),
     ...bySize((t) => tokenLogprobsCase(t, 32_000, 'f32', false, ['full']), tokens(4, 64, 1024)),
     ...bySize((t) => tokenLogprobsCase(t, 32_000, 'bf16', false, ['full']), tokens(4, 64, 1024)),
-    ...bySize((n) => groupCase(n), tokens(64, 4096, 65_536)),
-    ...bySize((n) => groupIdsCase(n), tokens(64, 4096, 65_536)),
+    // A reward batch of 64, the full case's 65,536, and 1M rewards: where the scattered
+    // sweeps stop cutting parts (kKeptPartRewards) and once ran slower on two threads.
+    ...bySize((n) => groupCase(n), tokens(64, 65_536, 1 << 20)),
+    ...bySize((n) => groupIdsCase(n), tokens(64, 65_536, 1 << 20)),
     ...ADVANTAGE_ESTIMATORS.flatMap((estimator) => byBatch((s, l) => advantagesCase(estimator, s, l, ['full']))),
     ...bySize((n) => dpoCase(n), tokens(64, 4096, 65_536)),
     ...byBatch((s, l) => feedbackMaskCase(s, l, ['full'])),
