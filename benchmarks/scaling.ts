@@ -6,11 +6,11 @@
  * minimum work per thread (`native/src/cpu/<op>.cc`) and what shows it holds.
  *
  * Unlike the cases past the L2 (harness.ts, cache.ts), this sweep is timed warm, calls back
- * to back, at every size: it compares one kernel with itself, the two sides in the same
- * state and back to back, so no cache state favours one side; what it asks is whether a
- * second thread ever costs time (the wake-up, the split of the work), a fixed cost that
- * a cold call's longer memory time would dilute; and 102 sizes × 31 rounds × 2 sides of one-call
- * cold samples would add a sweep per call, minutes to the run.
+ * to back, at every size: it compares one kernel with itself, the two sides back to back in
+ * the same state, so no cache state favours one side; what it asks is whether a second
+ * thread ever costs time (the wake-up, the split of the work), a fixed cost that a cold
+ * call's longer memory time would dilute; and cold samples of one call each, over 102 sizes
+ * × 31 rounds × 2 sides, would add a sweep per call: minutes to the run.
  */
 import { ADVANTAGE_ESTIMATORS, POLICY_LOSSES, setThreads, type PolicyLoss } from '../lib/index.js';
 import { advantagesCase } from './advantages.js';
