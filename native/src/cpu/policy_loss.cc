@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
@@ -120,7 +124,7 @@ struct ChunkSums {
   int64_t masked = 0;
 };
 
-constexpr int64_t kChunksInterleaved = 4;  // 8 chains of adds in flight, enough to hide the adder's latency
+constexpr int64_t kChunksInterleaved = 8;  // the means' chunk sums: a vector lane each (AVX2, AVX-512)
 constexpr int64_t kSumBlock = 128;
 
 #define TIRL_SIMD_KERNELS "cpu/policy_loss_kernels.inc"
