@@ -1,5 +1,6 @@
 /** The outputs of `tirl bench`: a terminal table, a Markdown file and an SVG chart. */
 import type { TirlInfo } from '../lib/index.js';
+import type { CachePlan } from './cache.js';
 import type { CaseResult, PeerResult } from './harness.js';
 import type { ScalingRow } from './scaling.js';
 
@@ -71,7 +72,16 @@ export interface BenchReport {
   date: string;
   seconds: number;
   machine: { cpu: string; cores: number; memoryGiB: number; os: string; node: string; tirl: TirlInfo; commit?: string };
-  settings: { sizes: string; threads: number; reps: number; warmup: number; minSampleMs: number; caseBudgetSeconds: number };
+  settings: {
+    sizes: string;
+    threads: number;
+    reps: number;
+    warmup: number;
+    minSampleMs: number;
+    caseBudgetSeconds: number;
+    /** How cases past the L2 are timed cold; absent in reports from before it existed (all warm). */
+    cache?: CachePlan;
+  };
   stream: StreamResult;
   torch: string;
   cases: CaseResult[];
@@ -163,6 +173,23 @@ function machineLines(r: BenchReport): string[] {
   ];
 }
 
+function mebibytes(bytes: number): string {
+  return bytes >= 2 ** 20 ? `${fixed(bytes / 2 ** 20, 0)} MiB` : `${fixed(bytes / 2 ** 10, 0)} KiB`;
+}
+
+/** Which cases are timed from evicted caches, and how (one sentence). */
+function cacheSentence(r: BenchReport): string {
+  const c = r.settings.cache;
+  if (!c) return 'Every case is timed warm, its calls back to back.';
+  return (
+    `Cases of more than ${mebibytes(c.coldAboveBytes)} (the L2; \`cold\` in the cache column) are timed one call at a time, ` +
+    `each call after a sweep that reads ${mebibytes(c.sweepBytes)} (twice the ${mebibytes(c.lastLevelBytes)} last-level cache, ` +
+    `one load per cache line) on ${c.sweepThreads} thread${c.sweepThreads > 1 ? 's' : ''}, outside the timed region, for every peer ` +
+    `and the copy alike (PyTorch sweeps in its own process); smaller cases (\`warm\`) are timed with their calls back to back ` +
+    `(cache sizes: ${c.source}).`
+  );
+}
+
 /** bf16 against f32 on the same shape and mode (issue 3 asks for at least 1.6×). */
 function dtypeLines(r: BenchReport): string[] {
   const lines: string[] = [];
@@ -247,6 +274,7 @@ function summaryRows(r: BenchReport): string[][] {
     const target = c.bandwidthTarget;
     return [
       c.id,
+      c.cache,
       ms(ours.medianMs),
       fixed(ours.gbPerSecond, 1),
       percent(ours.copyShare),
@@ -257,6 +285,11 @@ function summaryRows(r: BenchReport): string[][] {
       torch ? speedup(torch) : '–',
     ];
   });
+}
+
+/** A case's cache state in words. */
+function caseCache(c: CaseResult): string {
+  return c.cache === 'cold' ? 'timed cold (one call per sample, after a sweep of the caches)' : 'timed warm (calls back to back)';
 }
 
 const PEER_HEADER = ['peer', 'median ms', 'min–max ms', 'CPU ms', 'GB/s', '% copy', 'tirl faster'];
@@ -275,13 +308,13 @@ function peerRows(c: CaseResult): string[][] {
   ]);
 }
 
-const SUMMARY_HEADER = ['case', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'threads vs 1', 'vs TS', 'vs PyTorch'];
-const SUMMARY_RIGHT = [false, true, true, true, true, true, true, true, true];
+const SUMMARY_HEADER = ['case', 'cache', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'threads vs 1', 'vs TS', 'vs PyTorch'];
+const SUMMARY_RIGHT = [false, false, true, true, true, true, true, true, true, true];
 
 export function terminalReport(r: BenchReport): string {
-  const out: string[] = [...machineLines(r), ''];
+  const out: string[] = [...machineLines(r), cacheSentence(r), ''];
   for (const c of r.cases) {
-    out.push(`${c.title} — ${megabytes(c.bytes)} moved (${c.byteModel}); ${c.peers[0].samples} rounds`);
+    out.push(`${c.title} — ${megabytes(c.bytes)} moved (${c.byteModel}); ${c.peers[0].samples} rounds, ${caseCache(c)}`);
     out.push(
       table(PEER_HEADER, peerRows(c), PEER_RIGHT)
         .split('\n')
@@ -317,7 +350,7 @@ export function markdownReport(r: BenchReport): string {
   out.push('## Summary', '');
   out.push("Speed-ups are the peer's median time divided by ours (out buffers reused); `% copy` is the");
   out.push('time of a memory copy of the same number of bytes, measured in the same process and run,');
-  out.push('divided by ours; `threads vs 1` is our one-thread time divided by ours.', '');
+  out.push('divided by ours; `threads vs 1` is our one-thread time divided by ours.', cacheSentence(r), '');
   out.push(markdownTable(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT), '');
   const notes = [...dtypeLines(r), ...overheadLines(r), ...scalingSummary(r)];
   out.push(...notes.map((l) => `- ${l}`));
@@ -334,7 +367,7 @@ export function markdownReport(r: BenchReport): string {
   }
   out.push('## Cases', '');
   for (const c of r.cases) {
-    out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}. ${c.peers[0].samples} rounds.`, '');
+    out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}. ${c.peers[0].samples} rounds, ${caseCache(c)}.`, '');
     out.push(markdownTable(PEER_HEADER, peerRows(c), PEER_RIGHT));
     for (const s of c.skipped) out.push('', `${s.peer}: skipped (${s.reason}).`);
     if (c.mismatch) out.push('', `**Warning**: the TypeScript peer disagrees with the kernel: ${c.mismatch}.`);
