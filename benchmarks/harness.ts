@@ -18,8 +18,10 @@ export type PeerKind =
   | 'tirl-1thread' // our kernel on one thread (the scaling row)
   | 'tirl-async' // the …Async form (binding-overhead case)
   | 'tirl-prepared' // a prepared call (preparePpoLoss), options read once (binding-overhead case)
+  | 'tirl-positional' // a prepared call's positional form (arrays as arguments; binding-overhead case)
   | 'pool-hop' // Node's own libuv thread-pool round trip, no kernel (binding-overhead case)
   | 'napi-hop' // a bare Node-API async work (native.poolRoundTrip), no kernel (binding-overhead case)
+  | 'c-abi' // the op's C call alone, repeated in one native call (native.ppoLossCCalls; binding-overhead case)
   | 'tirl-python' // tirl's own Python package (python/tirl, ctypes), in the Python co-process (binding-overhead case)
   | 'typescript' // the plain TypeScript peer from test/reference/<op>.ts
   | 'torch' // PyTorch eager, in the Python co-process

@@ -280,9 +280,11 @@ export async function runBench(argv: string[]): Promise<number> {
     const forms = [
       ['tirl-async', 'asyncUs', 'async'],
       ['tirl-prepared', 'preparedUs', 'prepared'],
+      ['tirl-positional', 'positionalUs', 'positional'],
       ['pool-hop', 'poolHopUs', 'poolHop'],
       ['napi-hop', 'napiHopUs', 'napiHop'],
       ['tirl-python', 'pythonUs', 'python'],
+      ['c-abi', 'cAbiUs', 'cAbi'],
     ] as const;
     const wallUs: Partial<Record<(typeof forms)[number][1], number>> = {};
     const cpuUs: NonNullable<BindingOverhead['cpuUs']> = { sync: overhead.peers[0].cpuMs * 1e3 };
@@ -299,7 +301,13 @@ export async function runBench(argv: string[]): Promise<number> {
       ...wallUs,
       cpuUs,
       minUs,
-      ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
+      // The C call sampled in the same rounds (ppoLossCCalls) is the reference; tirl_stream's,
+      // from another process, only where that peer is missing.
+      ...(wallUs.cAbiUs !== undefined
+        ? { cAbiFrom: 'same-process' as const, ...(stream.ppoLoss1024CallUs === undefined ? {} : { streamCAbiUs: stream.ppoLoss1024CallUs }) }
+        : stream.ppoLoss1024CallUs === undefined
+          ? {}
+          : { cAbiUs: stream.ppoLoss1024CallUs, cAbiFrom: 'tirl_stream' as const }),
     };
   }
 
