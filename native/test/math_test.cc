@@ -68,23 +68,6 @@ void check_log() {
     expect(std::isnan(tirl::log_any(x)), "log_any is NaN", x, tirl::log_any(x));
   }
   std::printf("log_any: worst %.3f ulp at %a\n", worst, worst_x);
-  // log_positive_normal: log_any's bits wherever log_positive_normal_covers says so, and
-  // covers exactly the positive normal finite floats (every 251st pattern of each sign).
-  for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 251) {
-    const float x = from_bits(static_cast<uint32_t>(bits));
-    const bool normal = std::isnormal(x) && x > 0.0f;
-    expect(tirl::log_positive_normal_covers(x) == normal, "log_positive_normal_covers", x,
-           static_cast<float>(tirl::log_positive_normal_covers(x)));
-    if (normal) {
-      expect(tirl::float_bits(tirl::log_positive_normal(x)) == tirl::float_bits(tirl::log_any(x)),
-             "log_positive_normal has log_any's bits", x, tirl::log_positive_normal(x));
-    }
-  }
-  for (float x : {1.17549435e-38f, 3.40282347e38f, 1.0f}) {
-    expect(tirl::log_positive_normal_covers(x) &&
-               tirl::float_bits(tirl::log_positive_normal(x)) == tirl::float_bits(tirl::log_any(x)),
-           "log_positive_normal at the ends", x, tirl::log_positive_normal(x));
-  }
 }
 
 void check_exp() {

@@ -10,14 +10,19 @@
 
 namespace tirl {
 
-// ln(2^e m) for the bits of a positive normal float with `exponent_bias` subtracted from
-// its exponent (23 for a subnormal scaled by 2^23): the range reduction and polynomial that
-// log_any and log_positive_normal share.
-TIRL_HD inline float log_of_bits(uint32_t bits, int32_t exponent_bias) {
+// ln x for every float x, within 2 ulp of the correctly rounded value (native/test/math_test.cc
+// checks every 251st bit pattern against double log): x = 2^e m with m in [sqrt(1/2), sqrt(2)),
+// ln x = e ln 2 + ln(1 + f), f = m - 1, by the Cephes logf polynomial (f + f^2 (-1/2 + f P(f)))
+// with ln 2 in two parts. Subnormals are scaled by 2^23 first. ln(+-0) = -Inf, ln(x < 0) = NaN,
+// ln(+Inf) = +Inf, NaN in, NaN out.
+TIRL_HD inline float log_any(float x) {
+  const bool subnormal = x < 1.17549435e-38f;  // also 0 and negatives: handled below
+  const float scaled = select(subnormal, x * 8388608.0f, x);
+  const uint32_t bits = float_bits(scaled);
   // Exponent and mantissa, the mantissa moved to [sqrt(1/2), sqrt(2)) (0x3f3504f3 is
   // sqrt(1/2)): adding 0x3f800000 - 0x3f3504f3 before the split puts the boundary there.
   const uint32_t shifted = bits + (0x3f800000u - 0x3f3504f3u);
-  const int32_t exponent = static_cast<int32_t>(shifted >> 23) - 127 - exponent_bias;
+  const int32_t exponent = static_cast<int32_t>(shifted >> 23) - 127 - 23 * static_cast<int32_t>(subnormal);
   const float m = bits_float((shifted & 0x007fffffu) + 0x3f3504f3u);
   const float f = m - 1.0f;
   const float e = static_cast<float>(exponent);
@@ -34,35 +39,12 @@ TIRL_HD inline float log_of_bits(uint32_t bits, int32_t exponent_bias) {
   float y = f * f2 * p;
   y = y + e * -2.12194440e-4f;
   y = y - 0.5f * f2;
-  return (f + y) + e * 0.693359375f;
-}
-
-// ln x for every float x, within 2 ulp of the correctly rounded value (native/test/math_test.cc
-// checks every 251st bit pattern against double log): x = 2^e m with m in [sqrt(1/2), sqrt(2)),
-// ln x = e ln 2 + ln(1 + f), f = m - 1, by the Cephes logf polynomial (f + f^2 (-1/2 + f P(f)))
-// with ln 2 in two parts. Subnormals are scaled by 2^23 first. ln(+-0) = -Inf, ln(x < 0) = NaN,
-// ln(+Inf) = +Inf, NaN in, NaN out.
-TIRL_HD inline float log_any(float x) {
-  const bool subnormal = x < 1.17549435e-38f;  // also 0 and negatives: handled below
-  const float scaled = select(subnormal, x * 8388608.0f, x);
-  const uint32_t bits = float_bits(scaled);
-  const float result = log_of_bits(bits, 23 * static_cast<int32_t>(subnormal));
+  const float result = (f + y) + e * 0.693359375f;
   // +Inf and NaN: exponent bits all ones. x <= 0 (not NaN): -Inf for zeros, NaN below.
   const bool special = (bits & 0x7f800000u) == 0x7f800000u;
   const float positive = select(special, x + x, result);  // Inf + Inf = Inf, NaN stays NaN
   return select(x == 0.0f, bits_float(0xff800000u),
                 select(x < 0.0f, bits_float(0x7fc00000u), positive));
 }
-
-// Whether log_positive_normal(x) is log_any(x): x a positive normal finite float (false for
-// NaN).
-TIRL_HD inline bool log_positive_normal_covers(float x) {
-  return (x >= 1.17549435e-38f) & (x <= 3.40282347e38f);
-}
-
-// log_any's bits for a positive normal finite x (log_positive_normal_covers), without its
-// subnormal scaling and special cases (about a third fewer instructions); any other x gives
-// some finite value, so a caller tests log_positive_normal_covers and takes log_any there.
-TIRL_HD inline float log_positive_normal(float x) { return log_of_bits(float_bits(x), 0); }
 
 }  // namespace tirl

@@ -95,25 +95,16 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
   const bool ratio_unclamped = inside(logp - old_logp, -kLogRatioBound, kLogRatioBound);  // not NaN
   float prob;
   if constexpr (kBounded) {
-    far |= static_cast<int32_t>(!ratio_unclamped);
+    far |= static_cast<int32_t>(!(fabsf(logp - old_logp) <= kLogRatioBound));  // !ratio_unclamped
     prob = old_prob * r.ratio;
   } else {
     prob = select(ratio_unclamped, old_prob * r.ratio, exp_any(logp));
   }
   bool valid_positive, valid_negative;
   if constexpr (kBinaryKl) {
-    const float quotient = (1.0f - old_prob + 1e-8f) / (1.0f - prob + 1e-8f);
-    float log_quotient;
-    if constexpr (kBounded) {
-      // Positive normal for every pair of probabilities in (0, 1] (both sides in [1e-8,
-      // 1 + 1e-8]): log_any's bits at less work; a quotient outside (a log-prob above 0)
-      // is a far token.
-      far |= static_cast<int32_t>(!log_positive_normal_covers(quotient));
-      log_quotient = log_positive_normal(quotient);
-    } else {
-      log_quotient = log_any(quotient);
-    }
-    const float binary_kl = old_prob * (old_logp - logp) + (1.0f - old_prob) * log_quotient;
+    const float binary_kl =
+        old_prob * (old_logp - logp) +
+        (1.0f - old_prob) * log_any((1.0f - old_prob + 1e-8f) / (1.0f - prob + 1e-8f));
     valid_positive = (binary_kl <= c.clip_high) | (prob <= old_prob);
     valid_negative = (binary_kl <= c.clip_low) | (prob >= old_prob);
   } else {
