@@ -3,10 +3,13 @@
  * and allocating, the plain TypeScript peer, PyTorch in a Python co-process, and a memory
  * copy of the same number of bytes) are warmed up, then sampled in interleaved rounds so
  * that a noisy neighbour slows all of them alike; each peer is summarised by its median
- * and its min–max.
+ * and its min–max. A case larger than the private L2 is timed one call at a time, each call
+ * after a sweep that evicts the caches (benchmarks/cache.ts); a smaller one warm, its calls
+ * back to back.
  */
 import { performance } from 'node:perf_hooks';
 import { SeededRandom, setThreads, info } from '../lib/index.js';
+import type { CacheSweeper } from './cache.js';
 
 /** What a peer is, for the report's columns and the speed-up arithmetic. */
 export type PeerKind =
@@ -15,8 +18,10 @@ export type PeerKind =
   | 'tirl-1thread' // our kernel on one thread (the scaling row)
   | 'tirl-async' // the …Async form (binding-overhead case)
   | 'tirl-prepared' // a prepared call (preparePpoLoss), options read once (binding-overhead case)
+  | 'tirl-positional' // a prepared call's positional form (arrays as arguments; binding-overhead case)
   | 'pool-hop' // Node's own libuv thread-pool round trip, no kernel (binding-overhead case)
   | 'napi-hop' // a bare Node-API async work (native.poolRoundTrip), no kernel (binding-overhead case)
+  | 'c-abi' // the op's C call alone, repeated in one native call (native.ppoLossCCalls; binding-overhead case)
   | 'tirl-python' // tirl's own Python package (python/tirl, ctypes), in the Python co-process (binding-overhead case)
   | 'typescript' // the plain TypeScript peer from test/reference/<op>.ts
   | 'torch' // PyTorch eager, in the Python co-process
@@ -37,6 +42,12 @@ export interface Peer {
   kind: PeerKind;
   /** Runs `inner` calls back to back and returns the time per call. */
   sample(inner: number): Sample | Promise<Sample>;
+  /**
+   * Evicts the caches, then times one call, the eviction outside the timed region: for a
+   * peer in another process (PyTorch), which sweeps its own cores. Without it, the harness
+   * sweeps in this process and then calls `sample(1)`.
+   */
+  sampleCold?(): Promise<Sample>;
 }
 
 function cpuSeconds(): number {
@@ -170,8 +181,12 @@ export interface TorchRunner {
   readonly allocator: string;
   /** Builds the inputs; returns a reason when the case cannot run there. */
   setup(benchCase: BenchCase): Promise<string | undefined>;
-  /** Runs `inner` calls; time per call, measured inside Python. */
-  sample(id: string, inner: number): Promise<Sample>;
+  /**
+   * Runs `inner` calls; time per call, measured inside Python. With `evict`, the co-process
+   * first sweeps its own buffer of the same size as ours, on as many threads, outside the
+   * timed region.
+   */
+  sample(id: string, inner: number, evict?: boolean): Promise<Sample>;
   drop(id: string): Promise<void>;
 }
 
@@ -188,7 +203,18 @@ export interface MeasureOptions {
   caseBudgetSeconds: number;
   /** Also measure our kernel on one thread (when threads > 1). */
   scaling: boolean;
+  /**
+   * Cases of more bytes than `coldAboveBytes` are timed cold: each sample is one call after
+   * `sweeper` evicted the caches. Without it, every case is timed warm.
+   */
+  cache?: { coldAboveBytes: number; sweeper: CacheSweeper };
 }
+
+/**
+ * How a case was timed: `warm`, `inner` calls back to back per sample; `cold`, one call per
+ * sample, each after a sweep of a buffer larger than the last-level cache.
+ */
+export type CacheState = 'warm' | 'cold';
 
 export interface PeerResult {
   name: string;
@@ -215,6 +241,8 @@ export interface CaseResult {
   title: string;
   bytes: number;
   byteModel: string;
+  /** The caches' state at the start of each timed call. */
+  cache: CacheState;
   peers: PeerResult[];
   skipped: { peer: string; reason: string }[];
   /** Set when the TypeScript peer disagrees with the kernel (a warning, not a failure). */
@@ -277,6 +305,7 @@ export async function measureCase(
           name: `PyTorch ${torch.version} eager`,
           kind: 'torch',
           sample: (inner) => torch.sample(benchCase.id, inner),
+          sampleCold: () => torch.sample(benchCase.id, 1, true),
         });
       } else {
         skipped.push({ peer: 'PyTorch', reason });
@@ -285,7 +314,12 @@ export async function measureCase(
         const id = pythonId(benchCase);
         const pythonReason = await torch.setup({ ...benchCase, id });
         if (pythonReason === undefined) {
-          peers.push({ name: "tirl's Python package (tirl.ppo_loss, ctypes)", kind: 'tirl-python', sample: (inner) => torch.sample(id, inner) });
+          peers.push({
+            name: "tirl's Python package (tirl.ppo_loss, ctypes)",
+            kind: 'tirl-python',
+            sample: (inner) => torch.sample(id, inner),
+            sampleCold: () => torch.sample(id, 1, true),
+          });
         } else {
           skipped.push({ peer: "tirl's Python package", reason: pythonReason });
         }
@@ -295,6 +329,14 @@ export async function measureCase(
     }
   }
   peers.push(copyPeer(benchCase.bytes));
+  const sweeper = options.cache && benchCase.bytes > options.cache.coldAboveBytes ? options.cache.sweeper : undefined;
+  const cache: CacheState = sweeper ? 'cold' : 'warm';
+  const sample = async (peer: Peer, inner: number): Promise<Sample> => {
+    if (!sweeper) return peer.sample(inner);
+    if (peer.sampleCold) return peer.sampleCold();
+    sweeper.evict();
+    return peer.sample(1);
+  };
 
   // Warm-up (JIT, page faults of reused buffers, caches), then calls per sample so that a
   // sample lasts at least minSampleSeconds: timer resolution and call jitter stay small.
@@ -302,7 +344,8 @@ export async function measureCase(
   // calls of the async form start libuv's thread pool and took milliseconds each, and a
   // calls-per-sample estimate from two of them gave that peer one call per sample, whose
   // median (12 ms on a loaded machine, against 0.1 ms a call in steady state) measured the
-  // start-up and single wake-ups, not the call.
+  // start-up and single wake-ups, not the call. A cold case warms up the same way (JIT, page
+  // faults), then samples one call at a time.
   const inner: number[] = [];
   const warmTimes: number[] = [];
   for (let p = 0; p < peers.length; p++) {
@@ -316,26 +359,28 @@ export async function measureCase(
       if (fastest > 0.25) break; // a call this long is warm after one: save the run's time
     }
     warmTimes.push(fastest);
-    inner.push(Math.max(1, Math.min(100_000, Math.ceil(options.minSampleSeconds / Math.max(fastest, 1e-9)))));
+    inner.push(sweeper ? 1 : Math.max(1, Math.min(100_000, Math.ceil(options.minSampleSeconds / Math.max(fastest, 1e-9)))));
     if (inner[p] > 1) await peers[p].sample(inner[p]);
   }
+  // A cold sample also costs a sweep (PyTorch's, in its own process, about the same).
+  const sweepSeconds = sweeper ? sweeper.evict() : 0;
 
   // Interleaved rounds, each in its own order (a seeded shuffle): a peer inherits the caches
   // and the pending garbage collection of the one before it. A rotated fixed order had the
   // 1-thread row follow ours in most rounds, and it ran up to 10% faster than the very same
   // single-threaded code in ours (grpo, rloo, sequenceLogprobs backward at 512x2048).
-  const roundSeconds = warmTimes.reduce((sum, t, p) => sum + t * inner[p], 0);
+  const roundSeconds = warmTimes.reduce((sum, t, p) => sum + t * inner[p] + sweepSeconds, 0);
   const rounds = Math.min(options.reps, Math.max(MIN_ROUNDS, Math.floor(options.caseBudgetSeconds / roundSeconds)));
   const samples: Sample[][] = peers.map(() => []);
   const order = new SeededRandom(rounds * 7919 + peers.length);
   for (let r = 0; r < rounds; r++) {
-    progress(`${benchCase.id}: round ${r + 1}/${rounds}`);
+    progress(`${benchCase.id}: round ${r + 1}/${rounds}${sweeper ? ' (cold)' : ''}`);
     const sequence = peers.map((_, p) => p);
     for (let k = sequence.length - 1; k > 0; k--) {
       const j = Math.floor(order.next() * (k + 1));
       [sequence[k], sequence[j]] = [sequence[j]!, sequence[k]!];
     }
-    for (const p of sequence) samples[p].push(await peers[p].sample(inner[p]));
+    for (const p of sequence) samples[p].push(await sample(peers[p], inner[p]));
   }
   if (torch && benchCase.torch && !skipped.some((s) => s.peer === 'PyTorch')) await torch.drop(benchCase.id);
   if (torch && benchCase.python && peers.some((p) => p.kind === 'tirl-python')) await torch.drop(pythonId(benchCase));
@@ -353,6 +398,7 @@ export async function measureCase(
     title: benchCase.title,
     bytes: benchCase.bytes,
     byteModel: benchCase.byteModel,
+    cache,
     peers: stats.map((s) => ({
       name: s.peer.name,
       kind: s.peer.kind,

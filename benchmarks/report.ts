@@ -1,5 +1,6 @@
 /** The outputs of `tirl bench`: a terminal table, a Markdown file and an SVG chart. */
 import type { TirlInfo } from '../lib/index.js';
+import type { CachePlan } from './cache.js';
 import type { CaseResult, PeerResult } from './harness.js';
 import type { ScalingRow } from './scaling.js';
 
@@ -17,7 +18,7 @@ export interface StreamResult {
 }
 
 /** Issue 20's targets for the binding's cost above the C ABI call, in µs a call. */
-export const OVERHEAD_TARGETS_US = { sync: 3, async: 15, prepared: 3 } as const;
+export const OVERHEAD_TARGETS_US = { sync: 3, async: 15, prepared: 3, positional: 3 } as const;
 
 export interface BindingOverhead {
   /** Median µs per call of the sync and async binding (1,024-token ppoLoss). */
@@ -25,8 +26,19 @@ export interface BindingOverhead {
   asyncUs?: number;
   /** The same call prepared once (preparePpoLoss), then given only its arrays. */
   preparedUs?: number;
-  /** The same call through the C ABI from a C program; absent when not measured. */
+  /** The prepared call's positional form (`prepared.positional(logp, …)`): arrays as arguments. */
+  positionalUs?: number;
+  /**
+   * The same call through the C ABI: the reference every form's cost "above the C call" is
+   * taken from; absent when not measured. From `cAbiFrom`: 'same-process' is the op's own
+   * C call repeated inside one native call (ppoLossCCalls), sampled in the same rounds as
+   * the JavaScript forms; 'tirl_stream' is a C program's, in another process at another
+   * moment (the fallback).
+   */
   cAbiUs?: number;
+  cAbiFrom?: 'same-process' | 'tirl_stream';
+  /** tirl_stream's C call, where the same-process one is the reference: for comparison. */
+  streamCAbiUs?: number;
   /**
    * Node's own round trip through libuv's thread pool (crypto.pbkdf2, one iteration), awaited
    * one by one like the async form: the floor of any call that leaves the event loop.
@@ -42,13 +54,13 @@ export interface BindingOverhead {
    * Median CPU µs per call of the whole process (all threads) for each form: what a call
    * costs the machine, without the waits for a core that a loaded machine adds to wall time.
    */
-  cpuUs?: { sync: number; prepared?: number; async?: number; poolHop?: number; napiHop?: number; python?: number };
+  cpuUs?: { sync: number; prepared?: number; positional?: number; async?: number; poolHop?: number; napiHop?: number; python?: number; cAbi?: number };
   /**
    * Wall µs per call of each form's fastest sample (a sample averages thousands of calls):
    * the least disturbed one, steadier than the median on a loaded machine, where a wake-up
    * of a pool thread or of the event loop waits for a core.
    */
-  minUs?: { sync: number; prepared?: number; async?: number; poolHop?: number; napiHop?: number; python?: number };
+  minUs?: { sync: number; prepared?: number; positional?: number; async?: number; poolHop?: number; napiHop?: number; python?: number; cAbi?: number };
   /**
    * The same call through tirl's Python package (`tirl.ppo_loss` on torch tensors, ctypes),
    * timed inside the Python co-process; absent without PyTorch or outside a checkout.
@@ -60,7 +72,16 @@ export interface BenchReport {
   date: string;
   seconds: number;
   machine: { cpu: string; cores: number; memoryGiB: number; os: string; node: string; tirl: TirlInfo; commit?: string };
-  settings: { sizes: string; threads: number; reps: number; warmup: number; minSampleMs: number; caseBudgetSeconds: number };
+  settings: {
+    sizes: string;
+    threads: number;
+    reps: number;
+    warmup: number;
+    minSampleMs: number;
+    caseBudgetSeconds: number;
+    /** How cases past the L2 are timed cold; absent in reports from before it existed (all warm). */
+    cache?: CachePlan;
+  };
   stream: StreamResult;
   torch: string;
   cases: CaseResult[];
@@ -152,6 +173,23 @@ function machineLines(r: BenchReport): string[] {
   ];
 }
 
+function mebibytes(bytes: number): string {
+  return bytes >= 2 ** 20 ? `${fixed(bytes / 2 ** 20, 0)} MiB` : `${fixed(bytes / 2 ** 10, 0)} KiB`;
+}
+
+/** Which cases are timed from evicted caches, and how (one sentence). */
+function cacheSentence(r: BenchReport): string {
+  const c = r.settings.cache;
+  if (!c) return 'Every case is timed warm, its calls back to back.';
+  return (
+    `Cases of more than ${mebibytes(c.coldAboveBytes)} (the L2; \`cold\` in the cache column) are timed one call at a time, ` +
+    `each call after a sweep that reads ${mebibytes(c.sweepBytes)} (twice the ${mebibytes(c.lastLevelBytes)} last-level cache, ` +
+    `one load per cache line) on ${c.sweepThreads} thread${c.sweepThreads > 1 ? 's' : ''}, outside the timed region, for every peer ` +
+    `and the copy alike (PyTorch sweeps in its own process); smaller cases (\`warm\`) are timed with their calls back to back ` +
+    `(cache sizes: ${c.source}).`
+  );
+}
+
 /** bf16 against f32 on the same shape and mode (issue 3 asks for at least 1.6×). */
 function dtypeLines(r: BenchReport): string[] {
   const lines: string[] = [];
@@ -173,7 +211,15 @@ function overheadLines(r: BenchReport): string[] {
     us === undefined && minUs === undefined
       ? ''
       : ` (${[...(us === undefined ? [] : [`CPU ${fixed(us, 2)} µs`]), ...(minUs === undefined ? [] : [`fastest ${fixed(minUs, 2)} µs`])].join(', ')})`;
-  const above = (minUs: number | undefined) => (minUs === undefined || c === undefined ? '' : `, fastest ${fixed(minUs - c, 2)} µs above the C call's median`);
+  // The fastest sample's cost above the C call: above the C call's own fastest sample where
+  // that was sampled in the same rounds, else above its median (tirl_stream gives no other).
+  const cMin = o.cAbiFrom === 'same-process' ? o.minUs?.cAbi : undefined;
+  const above = (minUs: number | undefined) =>
+    minUs === undefined || c === undefined
+      ? ''
+      : cMin !== undefined
+        ? `, fastest ${fixed(minUs - cMin, 2)} µs above the C call's fastest`
+        : `, fastest ${fixed(minUs - c, 2)} µs above the C call's median`;
   const form = (name: keyof typeof OVERHEAD_TARGETS_US, us: number | undefined, cpuUs: number | undefined, minUs: number | undefined) => {
     if (us === undefined) return [];
     if (c === undefined) return [`${name} ${fixed(us, 2)} µs${cpu(cpuUs, minUs)}`];
@@ -184,6 +230,7 @@ function overheadLines(r: BenchReport): string[] {
   const forms = [
     ...form('sync', o.syncUs, o.cpuUs?.sync, m?.sync),
     ...form('prepared', o.preparedUs, o.cpuUs?.prepared, m?.prepared),
+    ...form('positional', o.positionalUs, o.cpuUs?.positional, m?.positional).map((text) => `prepared ${text}`),
     ...form('async', o.asyncUs, o.cpuUs?.async, m?.async).map((text) => `${text} (one call in flight, awaited one by one)`),
     // Issue 20 sets no target for Python.
     ...(o.pythonUs === undefined
@@ -203,8 +250,14 @@ function overheadLines(r: BenchReport): string[] {
     o.asyncUs === undefined || o.napiHopUs === undefined || c === undefined
       ? ''
       : `; async above that floor and the C call: ${fixed(o.asyncUs - o.napiHopUs - c, 2)} µs${ownFastest}`;
+  const cSource =
+    c === undefined
+      ? ''
+      : o.cAbiFrom === 'same-process'
+        ? ` (the same C call on the same arrays, repeated in one native call, sampled in the same rounds as the forms${o.streamCAbiUs === undefined ? '' : `; tirl_stream's, another process: ${fixed(o.streamCAbiUs, 2)} µs`})`
+        : ' (tirl_stream, another process)';
   return [
-    `Binding overhead, ppoLoss on 1,024 tokens (median wall time a call; CPU time of all threads, and the fastest sample's wall time, in brackets): kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
+    `Binding overhead, ppoLoss on 1,024 tokens (median wall time a call; CPU time of all threads, and the fastest sample's wall time, in brackets): kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs${cpu(o.cpuUs?.cAbi, cMin)}`}${cSource}; ` +
       forms.join('; ') +
       (floors.length === 0 ? '' : `; the floors of an async call, no kernel: ${floors.join(', ')}${own}`),
   ];
@@ -221,6 +274,7 @@ function summaryRows(r: BenchReport): string[][] {
     const target = c.bandwidthTarget;
     return [
       c.id,
+      c.cache,
       ms(ours.medianMs),
       fixed(ours.gbPerSecond, 1),
       percent(ours.copyShare),
@@ -231,6 +285,11 @@ function summaryRows(r: BenchReport): string[][] {
       torch ? speedup(torch) : '–',
     ];
   });
+}
+
+/** A case's cache state in words. */
+function caseCache(c: CaseResult): string {
+  return c.cache === 'cold' ? 'timed cold (one call per sample, after a sweep of the caches)' : 'timed warm (calls back to back)';
 }
 
 const PEER_HEADER = ['peer', 'median ms', 'min–max ms', 'CPU ms', 'GB/s', '% copy', 'tirl faster'];
@@ -249,13 +308,13 @@ function peerRows(c: CaseResult): string[][] {
   ]);
 }
 
-const SUMMARY_HEADER = ['case', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'threads vs 1', 'vs TS', 'vs PyTorch'];
-const SUMMARY_RIGHT = [false, true, true, true, true, true, true, true, true];
+const SUMMARY_HEADER = ['case', 'cache', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'threads vs 1', 'vs TS', 'vs PyTorch'];
+const SUMMARY_RIGHT = [false, false, true, true, true, true, true, true, true, true];
 
 export function terminalReport(r: BenchReport): string {
-  const out: string[] = [...machineLines(r), ''];
+  const out: string[] = [...machineLines(r), cacheSentence(r), ''];
   for (const c of r.cases) {
-    out.push(`${c.title} — ${megabytes(c.bytes)} moved (${c.byteModel}); ${c.peers[0].samples} rounds`);
+    out.push(`${c.title} — ${megabytes(c.bytes)} moved (${c.byteModel}); ${c.peers[0].samples} rounds, ${caseCache(c)}`);
     out.push(
       table(PEER_HEADER, peerRows(c), PEER_RIGHT)
         .split('\n')
@@ -291,7 +350,7 @@ export function markdownReport(r: BenchReport): string {
   out.push('## Summary', '');
   out.push("Speed-ups are the peer's median time divided by ours (out buffers reused); `% copy` is the");
   out.push('time of a memory copy of the same number of bytes, measured in the same process and run,');
-  out.push('divided by ours; `threads vs 1` is our one-thread time divided by ours.', '');
+  out.push('divided by ours; `threads vs 1` is our one-thread time divided by ours.', cacheSentence(r), '');
   out.push(markdownTable(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT), '');
   const notes = [...dtypeLines(r), ...overheadLines(r), ...scalingSummary(r)];
   out.push(...notes.map((l) => `- ${l}`));
@@ -308,7 +367,7 @@ export function markdownReport(r: BenchReport): string {
   }
   out.push('## Cases', '');
   for (const c of r.cases) {
-    out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}. ${c.peers[0].samples} rounds.`, '');
+    out.push(`### ${c.title}`, '', `${megabytes(c.bytes)} moved: ${c.byteModel}. ${c.peers[0].samples} rounds, ${caseCache(c)}.`, '');
     out.push(markdownTable(PEER_HEADER, peerRows(c), PEER_RIGHT));
     for (const s of c.skipped) out.push('', `${s.peer}: skipped (${s.reason}).`);
     if (c.mismatch) out.push('', `**Warning**: the TypeScript peer disagrees with the kernel: ${c.mismatch}.`);

@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { info, setThreads } from '../lib/index.js';
+import { CacheSweeper, cachePlan, type CachePlan } from './cache.js';
 import { allCases } from './cases.js';
 import { measureCase, type BenchCase, type CaseResult, type SizeName } from './harness.js';
 import { markdownReport, svgChart, terminalReport, type BenchReport, type BindingOverhead, type StreamResult } from './report.js';
@@ -192,12 +193,14 @@ export async function runBench(argv: string[]): Promise<number> {
   const stream: StreamResult =
     flags.scaling === 'only' ? { skipped: 'not run (--scaling-only)' } : await measureStream(flags.threads, flags.sizes === 'quick');
 
+  // Cases past the L2 are timed one call at a time after a sweep of the caches (cache.ts).
+  const plan: CachePlan | undefined = cases.length > 0 ? cachePlan() : undefined;
   let torchDescription = 'not run (--no-torch)';
   let torchReason: string | undefined = '--no-torch';
   let torch;
   if (flags.torch && cases.some((c) => c.torch)) {
     progress('starting the PyTorch peer');
-    const start = await startTorch(cases, flags.threads);
+    const start = await startTorch(cases, flags.threads, plan && { bytes: plan.sweepBytes, threads: plan.sweepThreads });
     torch = start.runner;
     torchReason = start.reason;
     torchDescription = start.runner ? start.description : `skipped: ${start.reason}`;
@@ -205,6 +208,8 @@ export async function runBench(argv: string[]): Promise<number> {
 
   const results: CaseResult[] = [];
   let scaling: ScalingRow[] | undefined;
+  const needsSweep = plan !== undefined && cases.some((c) => c.bytes > plan.coldAboveBytes);
+  const sweeper = needsSweep ? new CacheSweeper(plan.sweepBytes, plan.sweepThreads) : undefined;
   try {
     for (let i = 0; i < cases.length; i++) {
       const c = cases[i];
@@ -218,6 +223,7 @@ export async function runBench(argv: string[]): Promise<number> {
             minSampleSeconds: flags.minSampleSeconds,
             caseBudgetSeconds: flags.caseBudgetSeconds,
             scaling: true,
+            ...(sweeper ? { cache: { coldAboveBytes: plan!.coldAboveBytes, sweeper } } : {}),
           },
           torch,
           torchReason,
@@ -235,6 +241,7 @@ export async function runBench(argv: string[]): Promise<number> {
       });
     }
   } finally {
+    await sweeper?.close();
     torch?.close();
     setThreads(previousThreads);
     if (interactive) process.stderr.write(`\r${' '.repeat(lastLength)}\r`);
@@ -260,6 +267,7 @@ export async function runBench(argv: string[]): Promise<number> {
       warmup: flags.warmup,
       minSampleMs: flags.minSampleSeconds * 1e3,
       caseBudgetSeconds: flags.caseBudgetSeconds,
+      ...(plan ? { cache: plan } : {}),
     },
     stream,
     torch: torchDescription,
@@ -272,9 +280,11 @@ export async function runBench(argv: string[]): Promise<number> {
     const forms = [
       ['tirl-async', 'asyncUs', 'async'],
       ['tirl-prepared', 'preparedUs', 'prepared'],
+      ['tirl-positional', 'positionalUs', 'positional'],
       ['pool-hop', 'poolHopUs', 'poolHop'],
       ['napi-hop', 'napiHopUs', 'napiHop'],
       ['tirl-python', 'pythonUs', 'python'],
+      ['c-abi', 'cAbiUs', 'cAbi'],
     ] as const;
     const wallUs: Partial<Record<(typeof forms)[number][1], number>> = {};
     const cpuUs: NonNullable<BindingOverhead['cpuUs']> = { sync: overhead.peers[0].cpuMs * 1e3 };
@@ -291,7 +301,13 @@ export async function runBench(argv: string[]): Promise<number> {
       ...wallUs,
       cpuUs,
       minUs,
-      ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
+      // The C call sampled in the same rounds (ppoLossCCalls) is the reference; tirl_stream's,
+      // from another process, only where that peer is missing.
+      ...(wallUs.cAbiUs !== undefined
+        ? { cAbiFrom: 'same-process' as const, ...(stream.ppoLoss1024CallUs === undefined ? {} : { streamCAbiUs: stream.ppoLoss1024CallUs }) }
+        : stream.ppoLoss1024CallUs === undefined
+          ? {}
+          : { cAbiUs: stream.ppoLoss1024CallUs, cAbiFrom: 'tirl_stream' as const }),
     };
   }
 

@@ -4,6 +4,13 @@
  * with `threads` threads against the same call on one thread, in interleaved rounds. A
  * kernel library must not lose time by parallelising: the sweep is what tunes each op's
  * minimum work per thread (`native/src/cpu/<op>.cc`) and what shows it holds.
+ *
+ * Unlike the cases past the L2 (harness.ts, cache.ts), this sweep is timed warm, calls back
+ * to back, at every size: it compares one kernel with itself, the two sides back to back in
+ * the same state, so no cache state favours one side; what it asks is whether a second
+ * thread ever costs time (the wake-up, the split of the work), a fixed cost that a cold
+ * call's longer memory time would dilute; and cold samples of one call each, over 102 sizes
+ * × 31 rounds × 2 sides, would add a sweep per call: minutes to the run.
  */
 import { ADVANTAGE_ESTIMATORS, POLICY_LOSSES, setThreads, type PolicyLoss } from '../lib/index.js';
 import { advantagesCase } from './advantages.js';
@@ -50,8 +57,10 @@ export function scalingCases(): ScalingEntry[] {
     ...OTHER_LOSSES.flatMap((loss) => byBatch((s, l) => policyLossCase(loss, s, l, ['full']))),
     ...bySize((t) => tokenLogprobsCase(t, 32_000, 'f32', false, ['full']), tokens(4, 64, 1024)),
     ...bySize((t) => tokenLogprobsCase(t, 32_000, 'bf16', false, ['full']), tokens(4, 64, 1024)),
-    ...bySize((n) => groupCase(n), tokens(64, 4096, 65_536)),
-    ...bySize((n) => groupIdsCase(n), tokens(64, 4096, 65_536)),
+    // A reward batch of 64, the full case's 65,536, and 1M rewards: where the scattered
+    // sweeps stop cutting parts (kKeptPartRewards) and once ran slower on two threads.
+    ...bySize((n) => groupCase(n), tokens(64, 65_536, 1 << 20)),
+    ...bySize((n) => groupIdsCase(n), tokens(64, 65_536, 1 << 20)),
     ...ADVANTAGE_ESTIMATORS.flatMap((estimator) => byBatch((s, l) => advantagesCase(estimator, s, l, ['full']))),
     ...bySize((n) => dpoCase(n), tokens(64, 4096, 65_536)),
     ...byBatch((s, l) => feedbackMaskCase(s, l, ['full'])),

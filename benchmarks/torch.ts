@@ -87,8 +87,8 @@ class TorchProcess implements TorchRunner {
     return reply.error;
   }
 
-  async sample(id: string, inner: number): Promise<Sample> {
-    const reply = await this.request({ cmd: 'sample', id, inner });
+  async sample(id: string, inner: number, evict = false): Promise<Sample> {
+    const reply = await this.request({ cmd: 'sample', id, inner, ...(evict ? { evict: true } : {}) });
     if (reply.error !== undefined || reply.seconds === undefined || reply.cpuSeconds === undefined) {
       throw new Error(`bench: PyTorch failed on ${id}: ${reply.error ?? 'no timing'}`);
     }
@@ -112,8 +112,12 @@ export interface TorchStart {
   description: string;
 }
 
-/** Starts the co-process for `cases` at `threads` threads, or says why it cannot. */
-export async function startTorch(cases: BenchCase[], threads: number): Promise<TorchStart> {
+/**
+ * Starts the co-process for `cases` at `threads` threads, or says why it cannot. `sweep`:
+ * the bytes and threads of the co-process's own cache sweep (a sample with `evict` reads
+ * them before its timed call), the same as this process's (benchmarks/cache.ts).
+ */
+export async function startTorch(cases: BenchCase[], threads: number, sweep?: { bytes: number; threads: number }): Promise<TorchStart> {
   const withTorch = cases.filter((c) => c.torch !== undefined);
   if (!existsSync(PYTHON)) {
     return { reason: `${PYTHON} not found (apt-get install -y python3-torch libjemalloc2)`, description: 'not run' };
@@ -139,6 +143,7 @@ export async function startTorch(cases: BenchCase[], threads: number): Promise<T
   const runner = new TorchProcess(child, allocator);
   const hello = await runner.request({
     threads,
+    ...(sweep ? { sweep } : {}),
     cases: withTorch.flatMap((c) => [
       { id: c.id, op: c.torch!.op, params: c.torch!.params },
       ...(c.python ? [{ id: pythonId(c), op: c.python.op, params: c.python.params }] : []),

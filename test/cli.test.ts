@@ -74,14 +74,20 @@ describe('tirl command', () => {
       const r = tirl('bench', '--quick', '--ops', 'groupAdvantages', '--no-torch', '--reps', '1', '--json', '--out', out);
       assert.equal(r.code, 0, r.stderr);
       const report = JSON.parse(r.stdout) as {
-        cases: { id: string; peers: { kind: string; medianMs: number; copyShare: number }[] }[];
+        cases: { id: string; bytes: number; cache: string; peers: { kind: string; medianMs: number; copyShare: number; inner: number }[] }[];
+        settings: { cache: { coldAboveBytes: number; sweepBytes: number; sweepThreads: number } };
         torch: string;
       };
+      // The cache plan is recorded; each case says its state, cold exactly past the L2.
+      const plan = report.settings.cache;
+      assert.ok(plan.coldAboveBytes > 0 && plan.sweepBytes > 0 && plan.sweepThreads >= 1, JSON.stringify(plan));
       assert.ok(report.cases.length >= 1);
       for (const c of report.cases) {
         assert.equal(c.peers[0].kind, 'tirl');
         assert.ok(c.peers.some((p) => p.kind === 'typescript'));
         assert.equal(c.peers[c.peers.length - 1].kind, 'copy');
+        assert.equal(c.cache, c.bytes > plan.coldAboveBytes ? 'cold' : 'warm', c.id);
+        if (c.cache === 'cold') for (const p of c.peers) assert.equal(p.inner, 1, `${c.id} ${p.kind}`);
         for (const p of c.peers) assert.ok(p.medianMs > 0 && Number.isFinite(p.copyShare), `${c.id} ${p.kind}`);
       }
       assert.match(report.torch, /--no-torch/);
@@ -90,7 +96,10 @@ describe('tirl command', () => {
       const svg = readFileSync(join(out, files[2]), 'utf8');
       assert.match(svg, /^<svg [^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
       assert.match(svg, /<\/svg>\n$/);
-      assert.match(readFileSync(join(out, files[1]), 'utf8'), /^# tirl bench, CPU/);
+      const markdown = readFileSync(join(out, files[1]), 'utf8');
+      assert.match(markdown, /^# tirl bench, CPU/);
+      assert.match(markdown, /are timed one call at a time, each call after a sweep that reads/);
+      assert.match(markdown, /\| case \| cache \| tirl ms \|/);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

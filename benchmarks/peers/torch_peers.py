@@ -7,10 +7,13 @@ formulas are written once (verl_ppo_loss, trl_dpo_loss, grpo_advantages, log_pro
 timed on the CPU for `tirl bench` and on a GPU for benchmarks/gpu/run.sh.
 
 Three modes:
-  --serve           (used by `tirl bench`, CPU) first stdin line: {"threads": T, "cases": [...]};
+  --serve           (used by `tirl bench`, CPU) first stdin line: {"threads": T, "cases": [...],
+                    "sweep": {"bytes", "threads"} (optional)};
                     then one JSON command per line, one JSON reply per line:
                     {"cmd": "setup", "id"} -> {"ok": true} | {"error"}
-                    {"cmd": "sample", "id", "inner"} -> {"seconds", "cpuSeconds": per call}
+                    {"cmd": "sample", "id", "inner", "evict": true (optional)}
+                        -> {"seconds", "cpuSeconds": per call}; with evict, the caches are
+                        swept first (CacheSweep), outside the timed region
                     {"cmd": "drop", "id"} -> {"ok": true}
                     Inputs have the shapes and distributions of benchmarks/data.ts (not
                     the same values: timings do not depend on them).
@@ -729,6 +732,35 @@ def timed(call, inner):
     return ((time.perf_counter() - start) / inner, (time.process_time() - cpu_start) / inner)
 
 
+class CacheSweep:
+    """Evicts the caches before a cold sample, as benchmarks/cache.ts does in Node.
+
+    It sweeps here, in the process that then makes the timed call, and not in Node before the
+    request: a sweep in Node evicts the shared L3 and the L2 of Node's own core, but this
+    process may run on another core, whose L2 would still hold this peer's last call. The
+    buffer (the same size as Node's, twice the last-level cache) is written once when it is
+    allocated (an unwritten buffer maps the zero page and evicts nothing), then only read
+    by a sum on `threads` threads (as many as Node's sweep: every core's L2), which leaves
+    clean lines that the timed call evicts without writing them back.
+    """
+
+    def __init__(self, torch, spec):
+        self.torch = torch
+        self.threads = int(spec['threads'])
+        self.buffer = torch.ones(int(spec['bytes']) // 4, dtype=torch.float32)
+
+    def evict(self):
+        torch = self.torch
+        own = torch.get_num_threads()
+        if own != self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            self.buffer.sum().item()
+        finally:
+            if own != self.threads:
+                torch.set_num_threads(own)
+
+
 def reply(message):
     sys.stdout.write(json.dumps(message) + '\n')
     sys.stdout.flush()
@@ -748,6 +780,8 @@ def serve():
         reply({'error': f'cannot import torch: {error}'})
         return
     cases = {case['id']: case for case in first['cases']}
+    sweep_spec = first.get('sweep')
+    sweep = None
     reply({'ready': True, 'torch': torch.__version__, 'threads': torch.get_num_threads()})
     live = {}
     for line in sys.stdin:
@@ -759,6 +793,12 @@ def serve():
                 live[case_id] = BUILDERS[case['op']](torch, **case['params'])
                 reply({'ok': True})
             elif command == 'sample':
+                if message.get('evict'):
+                    if sweep_spec is None:
+                        raise ValueError('evict asked for, but no sweep was given at start')
+                    if sweep is None:
+                        sweep = CacheSweep(torch, sweep_spec)
+                    sweep.evict()
                 seconds, cpu_seconds = timed(live[case_id], message['inner'])
                 reply({'seconds': seconds, 'cpuSeconds': cpu_seconds})
             elif command == 'drop':

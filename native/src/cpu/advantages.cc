@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "common/thread_kept.h"
 #include "cpu/ops.h"
 #include "math/advantages.h"
 
@@ -40,16 +41,10 @@ struct SequenceValues {
   float value(int64_t s) const { return static_cast<float>(seq_adv[s]); }
 };
 
-// What the optimal-token baselines' group pass keeps per thread between calls: a group's
-// column sums and a member's path variances (each a sequence long).
-struct TokenBaselineBuffers {
-  std::vector<advantages::ColumnSums> sums;
-  std::vector<double> variances;
-};
-TokenBaselineBuffers& token_baseline_buffers() {
-  thread_local TokenBaselineBuffers kept;
-  return kept;
-}
+// What the optimal-token baselines' group pass keeps per thread between calls
+// (thread_kept): a group's column sums and a member's path variances, each a sequence long.
+struct TokenBaselineSums {};
+struct TokenBaselineVariances {};
 
 // The per-token loops run as vectors, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/advantages_kernels.inc"

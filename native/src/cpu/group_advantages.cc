@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "common/thread_kept.h"
 #include "cpu/group_advantages_divide.h"
 #include "cpu/ops.h"
 #include "math/group_advantages.h"
@@ -46,12 +47,9 @@ constexpr int64_t kKeptGroups = int64_t{1} << 16;
 class GroupScratch {
  public:
   explicit GroupScratch(int64_t num_groups) {
-    Kept& kept = thread_kept();
     if (num_groups <= kKeptGroups) {
-      kept.moments.resize(static_cast<size_t>(kKeptGroups));
-      kept.counts.resize(static_cast<size_t>(kKeptGroups));
-      moments_ = kept.moments.data();
-      counts_ = kept.counts.data();
+      moments_ = thread_kept<GroupScratch, GroupMoments>(kKeptGroups);
+      counts_ = thread_kept<GroupScratch, int64_t>(kKeptGroups);
     } else {
       own_moments_.resize(static_cast<size_t>(num_groups));
       own_counts_.resize(static_cast<size_t>(num_groups));
@@ -63,14 +61,6 @@ class GroupScratch {
   int64_t* counts() { return counts_; }
 
  private:
-  struct Kept {
-    std::vector<GroupMoments> moments;
-    std::vector<int64_t> counts;
-  };
-  static Kept& thread_kept() {
-    thread_local Kept kept;
-    return kept;
-  }
   GroupMoments* moments_;
   int64_t* counts_;
   std::vector<GroupMoments> own_moments_;
@@ -173,15 +163,9 @@ int64_t scattered_parts(int64_t num_rewards, int64_t num_groups) {
 // The lists of one part's rewards and groups (select_part), kept by each thread between
 // calls (scattered_parts cuts no parts above kKeptPartRewards).
 struct PartLists {
-  explicit PartLists(int64_t num_rewards) {
-    const auto size = static_cast<size_t>(num_rewards + 16);
-    thread_local std::vector<int32_t> kept_groups;
-    thread_local std::vector<float> kept_rewards;
-    if (kept_groups.size() < size) kept_groups.resize(size);
-    if (kept_rewards.size() < size) kept_rewards.resize(size);
-    groups = kept_groups.data();
-    rewards = kept_rewards.data();
-  }
+  explicit PartLists(int64_t num_rewards)
+      : groups(thread_kept<PartLists, int32_t>(static_cast<size_t>(num_rewards + 16))),
+        rewards(thread_kept<PartLists, float>(static_cast<size_t>(num_rewards + 16))) {}
   int32_t* groups;
   float* rewards;
 };

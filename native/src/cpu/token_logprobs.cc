@@ -38,6 +38,7 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/simd.h"
+#include "common/thread_kept.h"
 #include "cpu/ops.h"
 #include "math/bf16.h"
 #include "math/token_logprobs.h"
@@ -96,10 +97,9 @@ void forward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
 
 // The calling thread's scratch row for the one-exp backward: the exps of one row, kept in
 // L2 between its two passes (at most kMaxKeptBlocks * kBlock floats, 2 MiB, per thread).
+struct KeptExps {};
 float* kept_exps_scratch(int64_t vocab_size) {
-  thread_local std::vector<float> scratch;
-  if (static_cast<int64_t>(scratch.size()) < vocab_size) scratch.resize(vocab_size);
-  return scratch.data();
+  return thread_kept<KeptExps, float>(static_cast<size_t>(vocab_size));
 }
 
 template <bool WithEntropy, class Logit>

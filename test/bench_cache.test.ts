@@ -1,0 +1,239 @@
+/**
+ * The bench's cache state (benchmarks/cache.ts, harness.ts): the cache sizes read from
+ * sysfs, the plan that picks which cases are timed cold, the sweep that evicts the caches,
+ * and the harness's cold path (a sweep before each timed call of every peer, one call a
+ * sample) beside its warm one. No timing is asserted: only what runs, in which order.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import {
+  CacheSweeper,
+  FALLBACK_L2_BYTES,
+  FALLBACK_LLC_BYTES,
+  MAX_SWEEP_BYTES,
+  MAX_SWEEP_THREADS,
+  cachePlan,
+  cpuCaches,
+  parseCacheSize,
+} from '../benchmarks/cache.js';
+import { dpoCase } from '../benchmarks/dpo_loss.js';
+import { measureCase, syncPeer, type BenchCase, type Peer } from '../benchmarks/harness.js';
+import { startTorch } from '../benchmarks/torch.js';
+
+const MiB = 2 ** 20;
+
+/** A sweeper that logs each eviction into `log` before doing it. */
+class LoggingSweeper extends CacheSweeper {
+  constructor(
+    private readonly log: string[],
+    bytes: number,
+    threads: number,
+  ) {
+    super(bytes, threads);
+  }
+
+  override evict(): number {
+    this.log.push('evict');
+    return super.evict();
+  }
+}
+
+/** A case of `bytes` whose peers log their calls; `withCold` adds a peer that evicts itself. */
+function loggingCase(bytes: number, log: string[], withCold: boolean): BenchCase {
+  return {
+    op: 'test',
+    id: `test/${bytes}`,
+    title: 'logging case',
+    sizes: ['quick'],
+    bytes,
+    byteModel: 'none',
+    setup() {
+      const data = new Float64Array(1024);
+      const peers: Peer[] = [
+        syncPeer('ours', 'tirl', () => {
+          log.push('tirl');
+          data.fill(1);
+        }),
+        syncPeer('plain', 'typescript', () => {
+          log.push('typescript');
+          data.fill(2);
+        }),
+      ];
+      if (withCold) {
+        const remote = syncPeer('remote', 'torch', () => log.push('torch'));
+        peers.push({
+          ...remote,
+          async sampleCold() {
+            log.push('torch-evict');
+            return remote.sample(1);
+          },
+        });
+      }
+      return { peers };
+    },
+  };
+}
+
+const options = { threads: 1, reps: 3, warmup: 1, minSampleSeconds: 0.001, caseBudgetSeconds: 30, scaling: false };
+
+describe('bench cache sizes', () => {
+  it('parses sysfs sizes and rejects anything else', () => {
+    assert.equal(parseCacheSize('48K'), 48 * 1024);
+    assert.equal(parseCacheSize('2048K\n'), 2 * MiB);
+    assert.equal(parseCacheSize('300M'), 300 * MiB);
+    assert.equal(parseCacheSize('1G'), 2 ** 30);
+    assert.equal(parseCacheSize('512'), 512);
+    for (const bad of ['', 'K', '0K', '-4K', '3.5M', '12 KB', 'big']) assert.equal(parseCacheSize(bad), undefined, bad);
+  });
+
+  it('reads data and unified caches from a sysfs tree, skipping instruction caches and broken entries', () => {
+    const root = mkdtempSync(join(tmpdir(), 'tirl-cache-'));
+    try {
+      const entry = (name: string, fields: Record<string, string>) => {
+        mkdirSync(join(root, name));
+        for (const [field, value] of Object.entries(fields)) writeFileSync(join(root, name, field), `${value}\n`);
+      };
+      entry('index3', { level: '3', type: 'Unified', size: '307200K' });
+      entry('index0', { level: '1', type: 'Data', size: '48K' });
+      entry('index1', { level: '1', type: 'Instruction', size: '32K' });
+      entry('index2', { level: '2', type: 'Unified', size: '2048K' });
+      entry('index4', { level: '4' }); // no type or size
+      mkdirSync(join(root, 'power'));
+      assert.deepEqual(cpuCaches(root), [
+        { level: 1, type: 'Data', bytes: 48 * 1024 },
+        { level: 2, type: 'Unified', bytes: 2 * MiB },
+        { level: 3, type: 'Unified', bytes: 300 * MiB },
+      ]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+    assert.deepEqual(cpuCaches(join(tmpdir(), 'tirl-no-such-cache-dir')), []);
+  });
+
+  it('plans cold timing past the L2 with a sweep of twice the last-level cache, capped, with fallbacks', () => {
+    const xeon = [
+      { level: 1, type: 'Data', bytes: 48 * 1024 },
+      { level: 2, type: 'Unified', bytes: 2 * MiB },
+      { level: 3, type: 'Unified', bytes: 300 * MiB },
+    ];
+    const plan = cachePlan(xeon, 2);
+    assert.equal(plan.coldAboveBytes, 2 * MiB);
+    assert.equal(plan.lastLevelBytes, 300 * MiB);
+    assert.equal(plan.sweepBytes, 600 * MiB);
+    assert.equal(plan.sweepThreads, 2);
+    assert.match(plan.source, /L2 2048 KiB, L3 300 MiB/);
+
+    const huge = cachePlan([{ level: 2, type: 'Unified', bytes: MiB }, { level: 3, type: 'Unified', bytes: 1024 * MiB }], 256);
+    assert.equal(huge.sweepBytes, MAX_SWEEP_BYTES);
+    assert.equal(huge.sweepThreads, MAX_SWEEP_THREADS);
+
+    const unknown = cachePlan([], 1);
+    assert.equal(unknown.coldAboveBytes, FALLBACK_L2_BYTES);
+    assert.equal(unknown.sweepBytes, 2 * FALLBACK_LLC_BYTES);
+    assert.equal(unknown.sweepThreads, 1);
+    assert.match(unknown.source, /unknown/);
+
+    const real = cachePlan();
+    assert.ok(real.coldAboveBytes > 0 && real.sweepBytes >= 2 * MiB && real.sweepBytes <= MAX_SWEEP_BYTES, JSON.stringify(real));
+  });
+});
+
+describe('bench cache sweep', () => {
+  it('sweeps on one thread and on several, repeatedly, and rejects bad sizes', async () => {
+    for (const threads of [1, 3]) {
+      const sweeper = new CacheSweeper(MiB + 100, threads);
+      try {
+        assert.equal(sweeper.bytes, MiB + 64);
+        assert.equal(sweeper.threads, threads);
+        for (let i = 0; i < 5; i++) {
+          const seconds = sweeper.evict();
+          assert.ok(seconds >= 0 && Number.isFinite(seconds));
+        }
+      } finally {
+        await sweeper.close();
+      }
+    }
+    assert.equal(new CacheSweeper(128, 8).threads, 2); // never more threads than cache lines
+    assert.throws(() => new CacheSweeper(10, 1), { name: 'RangeError', message: /at least 64 for bytes but received 10/ });
+    assert.throws(() => new CacheSweeper(MiB, 0), { name: 'RangeError', message: /positive integer for threads but received 0/ });
+    assert.throws(() => new CacheSweeper(NaN, 1), RangeError);
+  });
+});
+
+describe('bench harness cache state', () => {
+  it('times a case past the threshold one call per sample, each after a sweep; a peer in another process sweeps itself', async () => {
+    const log: string[] = [];
+    const sweeper = new LoggingSweeper(log, MiB, 2);
+    try {
+      const result = await measureCase(
+        loggingCase(4 * MiB, log, true),
+        { ...options, cache: { coldAboveBytes: 2 * MiB, sweeper } },
+        undefined,
+        undefined,
+        (message) => {
+          if (message.includes('round')) log.push('round');
+        },
+      );
+      assert.equal(result.cache, 'cold');
+      assert.deepEqual(
+        result.peers.map((p) => [p.kind, p.inner, p.samples]),
+        [
+          ['tirl', 1, 3],
+          ['typescript', 1, 3],
+          ['torch', 1, 3],
+          ['copy', 1, 3],
+        ],
+      );
+      // After the warm-up, each timed call of ours (the copy logs nothing) follows a sweep:
+      // the harness's for our peers and the copy, the peer's own for the other process.
+      const rounds = log.slice(log.indexOf('round')).filter((e) => e !== 'round');
+      const calls = rounds.filter((e) => e === 'tirl' || e === 'typescript' || e === 'torch');
+      assert.equal(calls.length, 9);
+      for (let i = 0; i < rounds.length; i++) {
+        if (rounds[i] === 'tirl' || rounds[i] === 'typescript') assert.equal(rounds[i - 1], 'evict', `${i}: ${rounds.join(' ')}`);
+        if (rounds[i] === 'torch') assert.equal(rounds[i - 1], 'torch-evict', `${i}: ${rounds.join(' ')}`);
+      }
+      // Four peers a round, three rounds: one harness sweep per peer but the self-sweeping one.
+      assert.equal(rounds.filter((e) => e === 'evict').length, 9);
+      assert.equal(rounds.filter((e) => e === 'torch-evict').length, 3);
+    } finally {
+      await sweeper.close();
+    }
+  });
+
+  it('times a case at or below the threshold warm, several calls a sample, with no sweep', async () => {
+    const log: string[] = [];
+    const sweeper = new LoggingSweeper(log, MiB, 1);
+    try {
+      const result = await measureCase(loggingCase(2 * MiB, log, true), { ...options, cache: { coldAboveBytes: 2 * MiB, sweeper } }, undefined, undefined, () => {});
+      assert.equal(result.cache, 'warm');
+      assert.ok(!log.includes('evict') && !log.includes('torch-evict'), 'no sweep for a warm case');
+      assert.ok(result.peers[0].inner > 1, `inner ${result.peers[0].inner}`);
+      const noPlan = await measureCase(loggingCase(8 * MiB, log, false), options, undefined, undefined, () => {});
+      assert.equal(noPlan.cache, 'warm', 'without a sweeper every case is warm');
+    } finally {
+      await sweeper.close();
+    }
+  });
+
+  it('has the PyTorch co-process sweep its own buffer before a cold sample', { skip: !existsSync('/usr/bin/python3') && 'no /usr/bin/python3' }, async (t) => {
+    const benchCase = dpoCase(64);
+    const start = await startTorch([benchCase], 1, { bytes: MiB, threads: 1 });
+    if (!start.runner) {
+      t.skip(`PyTorch not available: ${start.reason}`);
+      return;
+    }
+    try {
+      assert.equal(await start.runner.setup(benchCase), undefined);
+      for (const evict of [false, true, true]) {
+        const sample = await start.runner.sample(benchCase.id, 1, evict);
+        assert.ok(sample.wall > 0 && Number.isFinite(sample.cpu), JSON.stringify(sample));
+      }
+    } finally {
+      start.runner.close();
+    }
+  });
+});
