@@ -77,30 +77,6 @@ static inline void* ab_symbol(void* lib, const char* name) {
   return symbol;
 }
 
-// AB_EVICT=1 in the environment: before each timed call (A, B and the copy alike), untimed,
-// a read of one byte per cache line of a 600 MiB buffer (twice the VM's 300 MiB L3; read
-// only, as `tirl bench`'s cold cases sweep, so that no dirty line is left to write back),
-// so that every call starts with its inputs and outputs in DRAM. Without it the L3 holds a
-// 17 MB case whole, and a warm copy runs at twice the speed.
-static unsigned char* ab_evict_buffer = NULL;
-static int ab_evict_mode = -1;  // -1: AB_EVICT not read yet
-static volatile unsigned ab_evict_sink;
-static inline void ab_evict(void) {
-  enum { kEvictBytes = 600 << 20 };
-  if (ab_evict_mode < 0) {
-    const char* flag = getenv("AB_EVICT");
-    ab_evict_mode = flag != NULL && strcmp(flag, "1") == 0;
-    if (ab_evict_mode) {  // written once: untouched pages would all read the one zero page
-      ab_evict_buffer = malloc(kEvictBytes);
-      memset(ab_evict_buffer, 1, kEvictBytes);
-    }
-  }
-  if (!ab_evict_mode) return;
-  unsigned sum = 0;
-  for (size_t i = 0; i < kEvictBytes; i += 64) sum += ab_evict_buffer[i];
-  ab_evict_sink = sum;
-}
-
 // Wall and process CPU seconds of each round of A, B and the copy, sorted once run.
 typedef struct {
   int rounds;
@@ -109,8 +85,10 @@ typedef struct {
 } AbTimes;
 
 // One warm-up round, then `rounds` timed ones of call(0, context), call(1, context) and a
-// memmove of `copy_bytes` (half the op's bytes read, half written), each after ab_evict().
-// call returns 0 on success; a failure is reported and ends the process.
+// memmove of `copy_bytes` (half the op's bytes read, half written). call returns 0 on
+// success; a failure is reported and ends the process. With AB_EVICT_MB=n in the
+// environment, an untimed sweep of n MB (a write a cache line) before each call and copy
+// starts every one from evicted caches (600 evicts this VM's 300 MB L3).
 static inline AbTimes ab_run(int rounds, int (*call)(int build, void* context), void* context,
                       size_t copy_bytes) {
   AbTimes times = {rounds, {0}, {0}};
@@ -122,10 +100,13 @@ static inline AbTimes ab_run(int rounds, int (*call)(int build, void* context), 
   char* copy_to = malloc(copy_bytes);
   memset(copy_from, 1, copy_bytes);
   memmove(copy_to, copy_from, copy_bytes);
+  const char* evict_mb = getenv("AB_EVICT_MB");
+  const size_t sweep_bytes = evict_mb != NULL ? (size_t)atol(evict_mb) << 20 : 0;
+  char* sweep = sweep_bytes > 0 ? calloc(sweep_bytes, 1) : NULL;
   for (int r = -1; r < rounds; ++r) {
     for (int i = 0; i < 3; ++i) {
       const int k = (r & 1) && i < 2 ? 1 - i : i;  // A, B, copy; B, A, copy
-      ab_evict();
+      for (size_t b = 0; b < sweep_bytes; b += 64) sweep[b] = (char)(sweep[b] + 1);
       const double start = ab_seconds(CLOCK_MONOTONIC), cpu_start = ab_seconds(CLOCK_PROCESS_CPUTIME_ID);
       if (k == 2) {
         memmove(copy_to, copy_from, copy_bytes);
@@ -145,6 +126,7 @@ static inline AbTimes ab_run(int rounds, int (*call)(int build, void* context), 
   }
   free(copy_from);
   free(copy_to);
+  free(sweep);
   return times;
 }
 
