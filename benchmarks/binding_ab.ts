@@ -1,7 +1,9 @@
 /**
  * A/B of two builds of the addon (`tirl.node`) in one process, for binding changes: every
- * call form of a 1,024-token ppoLoss (sync with `out` reused, allocating, prepared, async,
- * prepared async, async allocating) and the bare Node-API round trip (`poolRoundTrip`), the
+ * call form of a 1,024-token ppoLoss (sync with `out` reused, allocating, prepared, prepared
+ * positional, async, prepared async, async allocating), the same C call alone repeated in
+ * one native call (`ppoLossCCalls`: the reference the forms' cost above the C call is read
+ * from) and the bare Node-API round trip (`poolRoundTrip`), the
  * builds alternated call form by call form in rounds whose order reverses every round. It
  * prints, per build and form, the min and median over rounds of the wall time and of the
  * process CPU time (all threads) a call: on a shared machine the CPU times and the A/B
@@ -17,14 +19,16 @@ import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 
 import type { NativeAddon } from '../lib/native.js';
-import type { PpoLossArrays, PpoLossResult } from '../lib/kernels/ppo_loss.js';
+import type { PpoLossArrays, PpoLossPositional, PpoLossResult } from '../lib/kernels/ppo_loss.js';
 import type { PreparedCall } from '../lib/kernels/prepared.js';
 import { Rng } from './data.js';
 
 type Addon = NativeAddon & {
   ppoLoss(options: PpoLossArrays): PpoLossResult;
   ppoLossAsync(options: PpoLossArrays): Promise<PpoLossResult>;
-  preparePpoLoss(settings: object): PreparedCall<PpoLossArrays, PpoLossResult>;
+  preparePpoLoss(settings: object): PreparedCall<PpoLossArrays, PpoLossResult, PpoLossPositional>;
+  // Absent from builds older than them: their forms are then left out for that build.
+  ppoLossCCalls?(options: PpoLossArrays, calls: number): void;
 };
 
 const TOKENS = 1024;
@@ -32,6 +36,8 @@ const TOKENS = 1024;
 interface Form {
   name: string;
   call: () => unknown;
+  /** Makes `calls` calls in one (the C-call reference: no JavaScript between them). */
+  batch?: (calls: number) => void;
 }
 
 function usage(message: string): never {
@@ -80,10 +86,17 @@ function formsOf(addon: Addon): Form[] {
   const reused = inputs();
   const { out: _out, ...allocating } = inputs();
   const prepared = addon.preparePpoLoss({});
+  const { logp, oldLogp, advantages, mask, out } = reused;
+  const cCalls = addon.ppoLossCCalls;
   return [
+    // The same C call (tirl_policy_loss) on the same arrays, repeated in one native call.
+    ...(cCalls ? [{ name: 'C call (ppoLossCCalls)', call: () => cCalls(reused, 1), batch: (n: number) => cCalls(reused, n) }] : []),
     { name: 'sync', call: () => addon.ppoLoss(reused) },
     { name: 'sync allocating', call: () => addon.ppoLoss(allocating) },
     { name: 'prepared', call: () => prepared(reused) },
+    ...(typeof prepared.positional === 'function'
+      ? [{ name: 'prepared positional', call: () => prepared.positional(logp, oldLogp, advantages, mask, undefined, undefined, undefined, out) }]
+      : []),
     { name: 'async', call: () => addon.ppoLossAsync(reused) },
     { name: 'async allocating', call: () => addon.ppoLossAsync(allocating) },
     { name: 'prepared async', call: () => prepared.async(reused) },
@@ -97,12 +110,15 @@ function cpuMicros(): number {
 }
 
 /** µs a call of `calls` calls, wall and CPU; a Promise is awaited before the next call. */
-async function sample(call: () => unknown, calls: number): Promise<[number, number]> {
+async function sample(form: Form, calls: number): Promise<[number, number]> {
   const c0 = cpuMicros();
   const t0 = performance.now();
-  for (let i = 0; i < calls; i++) {
-    const r = call();
-    if (r instanceof Promise) await r;
+  if (form.batch) form.batch(calls);
+  else {
+    for (let i = 0; i < calls; i++) {
+      const r = form.call();
+      if (r instanceof Promise) await r;
+    }
   }
   return [((performance.now() - t0) * 1e3) / calls, (cpuMicros() - c0) / calls];
 }
@@ -116,17 +132,21 @@ function median(values: number[]): number {
 async function main(): Promise<void> {
   const { builds, rounds, calls } = parse(process.argv.slice(2));
   const require = createRequire(import.meta.url);
-  const entries: { label: string; call: () => unknown; wall: number[]; cpu: number[] }[] = [];
+  const entries: { label: string; form: Form; wall: number[]; cpu: number[] }[] = [];
   const forms = builds.map(([name, path]) => [name, formsOf(require(path) as Addon)] as const);
   // Build by build within each form, so that the two sides of a form run back to back.
-  for (let f = 0; f < forms[0]![1].length; f++) {
-    for (const [name, list] of forms) entries.push({ label: `${name}: ${list[f]!.name}`, call: list[f]!.call, wall: [], cpu: [] });
+  const names = [...new Set(forms.flatMap(([, list]) => list.map((f) => f.name)))];
+  for (const formName of names) {
+    for (const [name, list] of forms) {
+      const form = list.find((f) => f.name === formName);
+      if (form) entries.push({ label: `${name}: ${formName}`, form, wall: [], cpu: [] });
+    }
   }
-  for (const e of entries) await sample(e.call, calls); // warm-up: JIT, the pool's threads
+  for (const e of entries) await sample(e.form, calls); // warm-up: JIT, the pool's threads
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? entries : [...entries].reverse();
     for (const e of order) {
-      const [wall, cpu] = await sample(e.call, calls);
+      const [wall, cpu] = await sample(e.form, calls);
       e.wall.push(wall);
       e.cpu.push(cpu);
     }

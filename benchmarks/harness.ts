@@ -18,8 +18,10 @@ export type PeerKind =
   | 'tirl-1thread' // our kernel on one thread (the scaling row)
   | 'tirl-async' // the …Async form (binding-overhead case)
   | 'tirl-prepared' // a prepared call (preparePpoLoss), options read once (binding-overhead case)
+  | 'tirl-positional' // a prepared call's positional form (arrays as arguments; binding-overhead case)
   | 'pool-hop' // Node's own libuv thread-pool round trip, no kernel (binding-overhead case)
   | 'napi-hop' // a bare Node-API async work (native.poolRoundTrip), no kernel (binding-overhead case)
+  | 'c-abi' // the op's C call alone, repeated in one native call (native.ppoLossCCalls; binding-overhead case)
   | 'tirl-python' // tirl's own Python package (python/tirl, ctypes), in the Python co-process (binding-overhead case)
   | 'typescript' // the plain TypeScript peer from test/reference/<op>.ts
   | 'torch' // PyTorch eager, in the Python co-process
@@ -241,6 +243,8 @@ export interface CaseResult {
   byteModel: string;
   /** The caches' state at the start of each timed call. */
   cache: CacheState;
+  /** A cold case's sweep, timed once before its rounds (ms, wall): what each sample adds to the run. */
+  sweepMs?: number;
   peers: PeerResult[];
   skipped: { peer: string; reason: string }[];
   /** Set when the TypeScript peer disagrees with the kernel (a warning, not a failure). */
@@ -397,6 +401,7 @@ export async function measureCase(
     bytes: benchCase.bytes,
     byteModel: benchCase.byteModel,
     cache,
+    ...(sweeper ? { sweepMs: sweepSeconds * 1e3 } : {}),
     peers: stats.map((s) => ({
       name: s.peer.name,
       kind: s.peer.kind,

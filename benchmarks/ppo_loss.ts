@@ -8,11 +8,12 @@
  * for the binding-overhead line.
  */
 import { pbkdf2 } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 
 import { POLICY_LOSSES, ppoLoss, ppoLossAsync, preparePpoLoss, type PolicyLoss, type PpoLossOptions } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
-import { asyncPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { asyncPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type Peer, type SizeName } from './harness.js';
 import { native } from '../lib/native.js';
 import { ppoLossTs } from '../test/reference/ppo_loss.js';
 import { policyReference } from '../test/reference/policy_loss.js';
@@ -172,6 +173,32 @@ export function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSe
  * 1,024 tokens with the default options and no sequence offsets: the same call that
  * tirl_stream makes through the C ABI, so the difference is the binding's cost.
  */
+/**
+ * The reference of the binding-overhead line: the very C call the sync form makes
+ * (`tirl_policy_loss`, on the same arrays, `out` and options), `inner` times inside one
+ * native call (ppoLossCCalls), so that no binding work comes between two C calls. Sampled
+ * in the same rounds as the JavaScript forms, in the same process, it sees the same load,
+ * caches and clock as they do: tirl_stream's C call ran in another process at another
+ * moment (and called tirl_ppo_loss, not tirl_policy_loss).
+ */
+function cCallPeer(options: PpoLossOptions): Peer {
+  const cpuSeconds = () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1e6;
+  };
+  return {
+    name: 'the same C call alone (ppoLossCCalls: tirl_policy_loss, same arrays and options)',
+    kind: 'c-abi',
+    sample(inner) {
+      const cpu0 = cpuSeconds();
+      const t0 = performance.now();
+      native.ppoLossCCalls(options, inner);
+      const wall = (performance.now() - t0) / 1e3 / inner;
+      return { wall, cpu: (cpuSeconds() - cpu0) / inner };
+    },
+  };
+}
+
 function callOverheadCase(): BenchCase {
   const tokens = 1024;
   return {
@@ -195,6 +222,9 @@ function callOverheadCase(): BenchCase {
         peers: [
           syncPeer('tirl sync, out reused', 'tirl', () => ppoLoss(reused)),
           syncPeer('tirl prepared (preparePpoLoss), out reused', 'tirl-prepared', () => prepared(reused)),
+          syncPeer('tirl prepared, positional (arrays as arguments), out reused', 'tirl-positional', () =>
+            prepared.positional(logp, oldLogp, advantages, mask, undefined, undefined, undefined, reused.out),
+          ),
           asyncPeer('tirl async, out reused', 'tirl-async', () => ppoLossAsync(reused)),
           // The floor of any call through libuv's pool: Node's own pbkdf2 of one iteration
           // (microseconds of work), a queue to a pool thread and a wake-up of the event loop.
@@ -202,6 +232,7 @@ function callOverheadCase(): BenchCase {
           // The floor of our own async form: the same Node-API work item and Promise, with
           // an empty body and no arguments, copies or result (bindings/library.cc).
           asyncPeer('Node-API async round trip (poolRoundTrip, empty work item)', 'napi-hop', () => native.poolRoundTrip()),
+          cCallPeer(reused),
           syncPeer('tirl sync, allocating', 'tirl-alloc', () => ppoLoss(options)),
           syncPeer('TypeScript, 1 thread', 'typescript', () =>
             ppoLossTs(logp, oldLogp, advantages, mask, undefined, CLIP, CLIP, 0, 0, tsGrad),

@@ -18,7 +18,7 @@ export interface StreamResult {
 }
 
 /** Issue 20's targets for the binding's cost above the C ABI call, in µs a call. */
-export const OVERHEAD_TARGETS_US = { sync: 3, async: 15, prepared: 3 } as const;
+export const OVERHEAD_TARGETS_US = { sync: 3, async: 15, prepared: 3, positional: 3 } as const;
 
 export interface BindingOverhead {
   /** Median µs per call of the sync and async binding (1,024-token ppoLoss). */
@@ -26,8 +26,19 @@ export interface BindingOverhead {
   asyncUs?: number;
   /** The same call prepared once (preparePpoLoss), then given only its arrays. */
   preparedUs?: number;
-  /** The same call through the C ABI from a C program; absent when not measured. */
+  /** The prepared call's positional form (`prepared.positional(logp, …)`): arrays as arguments. */
+  positionalUs?: number;
+  /**
+   * The same call through the C ABI: the reference every form's cost "above the C call" is
+   * taken from; absent when not measured. From `cAbiFrom`: 'same-process' is the op's own
+   * C call repeated inside one native call (ppoLossCCalls), sampled in the same rounds as
+   * the JavaScript forms; 'tirl_stream' is a C program's, in another process at another
+   * moment (the fallback).
+   */
   cAbiUs?: number;
+  cAbiFrom?: 'same-process' | 'tirl_stream';
+  /** tirl_stream's C call, where the same-process one is the reference: for comparison. */
+  streamCAbiUs?: number;
   /**
    * Node's own round trip through libuv's thread pool (crypto.pbkdf2, one iteration), awaited
    * one by one like the async form: the floor of any call that leaves the event loop.
@@ -43,13 +54,13 @@ export interface BindingOverhead {
    * Median CPU µs per call of the whole process (all threads) for each form: what a call
    * costs the machine, without the waits for a core that a loaded machine adds to wall time.
    */
-  cpuUs?: { sync: number; prepared?: number; async?: number; poolHop?: number; napiHop?: number; python?: number };
+  cpuUs?: { sync: number; prepared?: number; positional?: number; async?: number; poolHop?: number; napiHop?: number; python?: number; cAbi?: number };
   /**
    * Wall µs per call of each form's fastest sample (a sample averages thousands of calls):
    * the least disturbed one, steadier than the median on a loaded machine, where a wake-up
    * of a pool thread or of the event loop waits for a core.
    */
-  minUs?: { sync: number; prepared?: number; async?: number; poolHop?: number; napiHop?: number; python?: number };
+  minUs?: { sync: number; prepared?: number; positional?: number; async?: number; poolHop?: number; napiHop?: number; python?: number; cAbi?: number };
   /**
    * The same call through tirl's Python package (`tirl.ppo_loss` on torch tensors, ctypes),
    * timed inside the Python co-process; absent without PyTorch or outside a checkout.
@@ -200,7 +211,15 @@ function overheadLines(r: BenchReport): string[] {
     us === undefined && minUs === undefined
       ? ''
       : ` (${[...(us === undefined ? [] : [`CPU ${fixed(us, 2)} µs`]), ...(minUs === undefined ? [] : [`fastest ${fixed(minUs, 2)} µs`])].join(', ')})`;
-  const above = (minUs: number | undefined) => (minUs === undefined || c === undefined ? '' : `, fastest ${fixed(minUs - c, 2)} µs above the C call's median`);
+  // The fastest sample's cost above the C call: above the C call's own fastest sample where
+  // that was sampled in the same rounds, else above its median (tirl_stream gives no other).
+  const cMin = o.cAbiFrom === 'same-process' ? o.minUs?.cAbi : undefined;
+  const above = (minUs: number | undefined) =>
+    minUs === undefined || c === undefined
+      ? ''
+      : cMin !== undefined
+        ? `, fastest ${fixed(minUs - cMin, 2)} µs above the C call's fastest`
+        : `, fastest ${fixed(minUs - c, 2)} µs above the C call's median`;
   const form = (name: keyof typeof OVERHEAD_TARGETS_US, us: number | undefined, cpuUs: number | undefined, minUs: number | undefined) => {
     if (us === undefined) return [];
     if (c === undefined) return [`${name} ${fixed(us, 2)} µs${cpu(cpuUs, minUs)}`];
@@ -211,6 +230,7 @@ function overheadLines(r: BenchReport): string[] {
   const forms = [
     ...form('sync', o.syncUs, o.cpuUs?.sync, m?.sync),
     ...form('prepared', o.preparedUs, o.cpuUs?.prepared, m?.prepared),
+    ...form('positional', o.positionalUs, o.cpuUs?.positional, m?.positional).map((text) => `prepared ${text}`),
     ...form('async', o.asyncUs, o.cpuUs?.async, m?.async).map((text) => `${text} (one call in flight, awaited one by one)`),
     // Issue 20 sets no target for Python.
     ...(o.pythonUs === undefined
@@ -230,8 +250,14 @@ function overheadLines(r: BenchReport): string[] {
     o.asyncUs === undefined || o.napiHopUs === undefined || c === undefined
       ? ''
       : `; async above that floor and the C call: ${fixed(o.asyncUs - o.napiHopUs - c, 2)} µs${ownFastest}`;
+  const cSource =
+    c === undefined
+      ? ''
+      : o.cAbiFrom === 'same-process'
+        ? ` (the same C call on the same arrays, repeated in one native call, sampled in the same rounds as the forms${o.streamCAbiUs === undefined ? '' : `; tirl_stream's, another process: ${fixed(o.streamCAbiUs, 2)} µs`})`
+        : ' (tirl_stream, another process)';
   return [
-    `Binding overhead, ppoLoss on 1,024 tokens (median wall time a call; CPU time of all threads, and the fastest sample's wall time, in brackets): kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs`}; ` +
+    `Binding overhead, ppoLoss on 1,024 tokens (median wall time a call; CPU time of all threads, and the fastest sample's wall time, in brackets): kernel through the C ABI ${c === undefined ? 'not measured' : `${fixed(c, 2)} µs${cpu(o.cpuUs?.cAbi, cMin)}`}${cSource}; ` +
       forms.join('; ') +
       (floors.length === 0 ? '' : `; the floors of an async call, no kernel: ${floors.join(', ')}${own}`),
   ];

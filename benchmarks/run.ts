@@ -21,7 +21,8 @@ const packageRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const benchUsage = `Usage: tirl bench [options]
 
 Measures every kernel against a plain TypeScript peer, PyTorch eager on the CPU and the
-memory bandwidth of this machine (see benchmarks/README.md).
+memory bandwidth of this machine (see benchmarks/README.md). Cases larger than the L2 are
+timed one call at a time, each after a sweep that evicts the caches.
 
 Options:
   --ops LIST       ops to run, comma-separated (e.g. ppoLoss,tokenLogprobs); default all
@@ -280,9 +281,11 @@ export async function runBench(argv: string[]): Promise<number> {
     const forms = [
       ['tirl-async', 'asyncUs', 'async'],
       ['tirl-prepared', 'preparedUs', 'prepared'],
+      ['tirl-positional', 'positionalUs', 'positional'],
       ['pool-hop', 'poolHopUs', 'poolHop'],
       ['napi-hop', 'napiHopUs', 'napiHop'],
       ['tirl-python', 'pythonUs', 'python'],
+      ['c-abi', 'cAbiUs', 'cAbi'],
     ] as const;
     const wallUs: Partial<Record<(typeof forms)[number][1], number>> = {};
     const cpuUs: NonNullable<BindingOverhead['cpuUs']> = { sync: overhead.peers[0].cpuMs * 1e3 };
@@ -299,7 +302,13 @@ export async function runBench(argv: string[]): Promise<number> {
       ...wallUs,
       cpuUs,
       minUs,
-      ...(stream.ppoLoss1024CallUs === undefined ? {} : { cAbiUs: stream.ppoLoss1024CallUs }),
+      // The C call sampled in the same rounds (ppoLossCCalls) is the reference; tirl_stream's,
+      // from another process, only where that peer is missing.
+      ...(wallUs.cAbiUs !== undefined
+        ? { cAbiFrom: 'same-process' as const, ...(stream.ppoLoss1024CallUs === undefined ? {} : { streamCAbiUs: stream.ppoLoss1024CallUs }) }
+        : stream.ppoLoss1024CallUs === undefined
+          ? {}
+          : { cAbiUs: stream.ppoLoss1024CallUs, cAbiFrom: 'tirl_stream' as const }),
     };
   }
 

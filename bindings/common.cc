@@ -706,6 +706,22 @@ Options::Options(const Napi::CallbackInfo& info, const char* op) : env_(info.Env
   snapshot_own_keys();
 }
 
+Options::Options(const Napi::CallbackInfo& info, const char* op, const char* const* keys, size_t count)
+    : env_(info.Env()), op_(op), positional_keys_(keys), positional_count_(count) {
+  if (info.Length() > count) {
+    std::string names;
+    for (size_t i = 0; i < count; ++i) names += std::string(i == 0 ? "" : ", ") + keys[i];
+    throw Napi::TypeError::New(env_, std::string(op_) + ": Expected at most " + std::to_string(count) +
+                                         " arguments (" + names + ") but received " +
+                                         std::to_string(info.Length()));
+  }
+  const napi_value undefined = env_.Undefined();
+  for (size_t i = 0; i < count; ++i) positional_[i] = i < info.Length() ? napi_value(info[i]) : undefined;
+  known_keys_.reserve(16);
+  inputs_.reserve(count);
+  read_arrays_.reserve(count);
+}
+
 void Options::snapshot_own_keys() {
   napi_value prototype, null_value;
   bool plain = false, is_null = false;
@@ -765,6 +781,16 @@ Options::OwnKey* Options::own_key(const char* name) {
 
 bool Options::lookup_key(const char* name, Napi::Value* value) {
   known_keys_.push_back(name);  // repeats are harmless; names() and messages drop them
+  if (positional_keys_ != nullptr) {
+    // The same literal is usually the same pointer; the text decides otherwise.
+    for (size_t i = 0; i < positional_count_; ++i) {
+      if (positional_keys_[i] == name || std::strcmp(positional_keys_[i], name) == 0) {
+        *value = Napi::Value(env_, positional_[i]);
+        return true;
+      }
+    }
+    return false;  // not an array: absent
+  }
   napi_value raw;
   if (plain_) {
     OwnKey* own = own_key(name);
@@ -804,6 +830,7 @@ void Options::refuse(const char* name, const std::string& because) {
 }
 
 void Options::check_unknown_keys() {
+  if (positional_keys_ != nullptr) return;  // no keys: the constructor checked the arity
   if (plain_) {
     for (const OwnKey& own : own_keys_) {
       if (own.read || known(own.text)) continue;

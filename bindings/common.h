@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -206,6 +207,12 @@ struct NameSource {
 class Options {
  public:
   Options(const Napi::CallbackInfo& info, const char* op);
+  // A prepared call's positional form: the call's arguments are the arrays named by `keys`
+  // (its Call::kArrays, at most kMostPositional), in that order, instead of one options
+  // object; an absent or undefined argument is an absent array, and more arguments than
+  // keys is a TypeError. There are no option keys to read, enumerate or check.
+  static constexpr size_t kMostPositional = 8;
+  Options(const Napi::CallbackInfo& info, const char* op, const char* const* keys, size_t count);
 
   Napi::Env env() const { return env_; }
   const char* op() const { return op_; }
@@ -378,6 +385,11 @@ class Options {
   const char* op_;
   Napi::Object object_;
   bool plain_ = false;  // own_keys_ lists every key of object_ that can hold an option
+  // The positional form's arguments (napi_value, undefined where absent), by key: keys
+  // non-null only in that form, whose object_ is empty.
+  const char* const* positional_keys_ = nullptr;
+  size_t positional_count_ = 0;
+  napi_value positional_[kMostPositional] = {};
   std::vector<OwnKey> own_keys_;
   // The own keys' texts, each followed by a NUL: in the inline buffer when they fit.
   char own_names_inline_[256];
@@ -663,15 +675,19 @@ Napi::Value guard(Napi::Env env, Body&& body) {
 // One sync call: `read` parses the call from `options` (define_op's parse_call, or a
 // prepared call's arrays), then the C call runs on this thread.
 template <class Call, class Read>
+Napi::Value run_sync(Napi::Env env, Options& options, Read&& read) {
+  Call call = read(options);
+  tirl_status status = call.run();
+  if (status != TIRL_OK) {
+    throw status_error(env, status, tirl_last_error(), options.names());
+  }
+  return call.result(env);
+}
+template <class Call, class Read>
 Napi::Value call_sync(const Napi::CallbackInfo& info, const char* name, Read&& read) {
   return guard(info.Env(), [&]() -> Napi::Value {
     Options options(info, name);
-    Call call = read(options);
-    tirl_status status = call.run();
-    if (status != TIRL_OK) {
-      throw status_error(info.Env(), status, tirl_last_error(), options.names());
-    }
-    return call.result(info.Env());
+    return run_sync<Call>(info.Env(), options, read);
   });
 }
 
@@ -732,28 +748,41 @@ Call parse_prepared(Options& options, const PreparedCall<Call>& prepared) {
 template <class Call>
 using PreparedData = std::pair<const char*, std::shared_ptr<const PreparedCall<Call>>>;
 
+// The three functions of a prepared op: the call on an object of arrays, its .async, and
+// its .positional (the arrays as arguments, in Call::kArrays order: no object to read).
+enum class PreparedForm { sync, async, positional };
+
 // The callback of a prepared op's function: its data is the op's name and the call.
-template <class Call, bool Async>
+template <class Call, PreparedForm Form>
 napi_value prepared_entry(napi_env raw_env, napi_callback_info raw_info) {
   Napi::CallbackInfo info(raw_env, raw_info);
   const PreparedData<Call>& data = *static_cast<const PreparedData<Call>*>(info.Data());
   const auto read = [&](Options& o) { return parse_prepared<Call>(o, *data.second); };
   try {
-    return Async ? call_async<Call>(info, data.first, read) : call_sync<Call>(info, data.first, read);
+    if constexpr (Form == PreparedForm::async) return call_async<Call>(info, data.first, read);
+    if constexpr (Form == PreparedForm::sync) return call_sync<Call>(info, data.first, read);
+    if constexpr (Form == PreparedForm::positional) {
+      static_assert(std::size(Call::kArrays) <= Options::kMostPositional, "a positional form of too many arrays");
+      return guard(info.Env(), [&]() -> Napi::Value {
+        Options options(info, data.first, Call::kArrays, std::size(Call::kArrays));
+        return run_sync<Call>(info.Env(), options, read);
+      });
+    }
   } catch (const Napi::Error& e) {
     e.ThrowAsJavaScriptException();
     return nullptr;
   }
 }
 
-// A function calling a prepared op, sync or async; its data lives until it is collected.
-template <class Call, bool Async>
+// A function calling a prepared op in one of its forms; its data lives until it is collected.
+template <class Call, PreparedForm Form>
 Napi::Function prepared_function(Napi::Env env, const char* name,
                                  const std::shared_ptr<const PreparedCall<Call>>& prepared) {
   auto* data = new PreparedData<Call>(name, prepared);
   napi_value function;
-  if (napi_create_function(env, Async ? "async" : name, NAPI_AUTO_LENGTH,
-                           &prepared_entry<Call, Async>, data, &function) != napi_ok ||
+  const char* function_name = Form == PreparedForm::sync ? name : Form == PreparedForm::async ? "async" : "positional";
+  if (napi_create_function(env, function_name, NAPI_AUTO_LENGTH,
+                           &prepared_entry<Call, Form>, data, &function) != napi_ok ||
       napi_add_finalizer(
           env, function, data,
           [](napi_env, void* finalize_data, void*) {
@@ -778,8 +807,9 @@ Napi::Value prepare_call(const Napi::CallbackInfo& info, const char* name) {
     Call::options_after(options, prepared->settings);
     options.check_unknown_keys();
     prepared->names = options.name_source();
-    Napi::Function sync = prepared_function<Call, false>(info.Env(), name, prepared);
-    sync.Set("async", prepared_function<Call, true>(info.Env(), name, prepared));
+    Napi::Function sync = prepared_function<Call, PreparedForm::sync>(info.Env(), name, prepared);
+    sync.Set("async", prepared_function<Call, PreparedForm::async>(info.Env(), name, prepared));
+    sync.Set("positional", prepared_function<Call, PreparedForm::positional>(info.Env(), name, prepared));
     return sync;
   });
 }
@@ -810,6 +840,42 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
                                   },
                                   prepare_name));
   }
+}
+
+// For the bench, not the SDK: `<op>CCalls(options, calls)` reads one call of the op exactly
+// as the sync form does, then makes its C call `calls` times on those arrays and options
+// with nothing between them, and returns undefined. Timed around that one JavaScript call,
+// it is the C call alone, in the same process as the JavaScript forms and sampled in the
+// same rounds (benchmarks/ppo_loss.ts): the reference that their cost above the C call is
+// measured from. `calls` is an integer in [1, 2^31 - 1].
+template <class Call>
+void define_c_call_loop(Napi::Env env, Napi::Object exports, const char* name) {
+  std::string loop_name = std::string(name) + "CCalls";
+  exports.Set(loop_name, Napi::Function::New(
+                             env,
+                             [name](const Napi::CallbackInfo& info) -> Napi::Value {
+                               return guard(info.Env(), [&]() -> Napi::Value {
+                                 Napi::Env env = info.Env();
+                                 Options options(info, name);
+                                 Call call = parse_call<Call>(options);
+                                 Napi::Value n = info.Length() > 1 ? info[1] : env.Undefined();
+                                 const double calls = n.IsNumber() ? n.As<Napi::Number>().DoubleValue() : 0;
+                                 if (!(calls >= 1 && calls <= 2147483647.0) || calls != std::floor(calls)) {
+                                   const std::string message = std::string(name) +
+                                       "CCalls: Expected an integer in [1, 2147483647] for calls but received " +
+                                       describe(n);
+                                   if (n.IsNumber()) throw Napi::RangeError::New(env, message);
+                                   throw Napi::TypeError::New(env, message);
+                                 }
+                                 for (int64_t i = 0, end = static_cast<int64_t>(calls); i < end; ++i) {
+                                   if (tirl_status status = call.run(); status != TIRL_OK) {
+                                     throw status_error(env, status, tirl_last_error(), options.names());
+                                   }
+                                 }
+                                 return env.Undefined();
+                               });
+                             },
+                             loop_name));
 }
 
 // The register function of ops.def's op `c_name` (bindings/ops.h), with `Call` as its parse,

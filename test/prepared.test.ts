@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { ppoLoss, ppoLossAsync, preparePpoLoss, type PpoLossArrays, type PpoLossOptions, type PpoLossResult, type PpoLossSettings } from '../lib/index.js';
+import { ppoLoss, ppoLossAsync, preparePpoLoss, type PpoLossArrays, type PpoLossOptions, type PpoLossPositional, type PpoLossResult, type PpoLossSettings } from '../lib/index.js';
+import { native } from '../lib/native.js';
 import { assertBitwiseEqual, detached, Random } from './support.js';
 
 const ARRAY_KEYS = ['logp', 'oldLogp', 'advantages', 'mask', 'seqOffsets', 'refLogp', 'weights', 'out'] as const;
@@ -28,6 +29,11 @@ function assertSameResult(got: PpoLossResult, want: PpoLossResult, label: string
     if (key === 'grad') assertBitwiseEqual(got.grad, want.grad, `${label} grad`);
     else assert.ok(Object.is(got[key], want[key]), `${label} ${key}: ${String(got[key])} vs ${String(want[key])}`);
   }
+}
+
+/** The arguments of a prepared call's positional form, in its order. */
+function positional(a: PpoLossArrays): PpoLossPositional {
+  return [a.logp, a.oldLogp, a.advantages, a.mask, a.refLogp, a.weights, a.seqOffsets, a.out];
 }
 
 /** The message of what `call` throws, and its class. */
@@ -79,6 +85,52 @@ describe('preparePpoLoss', () => {
       assert.equal(withOut.grad, grad, `${label}: out.grad is the result`);
       assertSameResult(withOut, want, `${label} out`);
     }
+  });
+
+  it('positional: gives bitwise the results of ppoLoss for every kind of option', () => {
+    for (const [label, options] of CASES) {
+      const { arrays, settings } = split(options);
+      const prepared = preparePpoLoss(settings);
+      const want = ppoLoss(options);
+      assertSameResult(prepared.positional(...positional(arrays)), want, `${label} positional`);
+      const grad = new Float32Array(options.logp.length);
+      const withOut = prepared.positional(...positional({ ...arrays, out: { grad } }));
+      assert.equal(withOut.grad, grad, `${label}: out.grad is the result`);
+      assertSameResult(withOut, want, `${label} positional with out`);
+    }
+  });
+
+  it('positional: throws what ppoLoss throws for bad arrays, and a TypeError for too many arguments', () => {
+    const bad: [string, PpoLossOptions][] = [
+      ['missing oldLogp', { ...base, oldLogp: undefined } as unknown as PpoLossOptions],
+      ['wrong type', { ...base, mask: new Float32Array(n) } as unknown as PpoLossOptions],
+      ['short advantages', { ...base, advantages: base.advantages.subarray(1) }],
+      ['short refLogp', { ...base, refLogp: refLogp.subarray(2), klCoef: 0.1 }],
+      ['short weights', { ...base, policyLoss: 'gpg', weights: weights.subarray(1) } as PpoLossOptions],
+      ['weights of a loss that does not read them', { ...base, policyLoss: 'bypass_mode', weights } as PpoLossOptions],
+      ['seqOffsets of the wrong type', { ...base, seqOffsets: new Float32Array(2) } as unknown as PpoLossOptions],
+      ['clipLow out of range', { ...base, clipLow: 1.5 }],
+      ['seqOffsets out of order', { ...base, aggregation: 'seq-mean-token-sum', seqOffsets: Int32Array.from([0, 9, 3, n]) }],
+      ['out.grad too short', { ...base, out: { grad: new Float32Array(n - 1) } }],
+      ['out not an object', { ...base, out: 3 } as unknown as PpoLossOptions],
+      ['a detached logp', { ...base, logp: detached((k) => new Float32Array(k)) }],
+      ['a detached out.grad', { ...base, out: { grad: detached((k) => new Float32Array(k)) } }],
+    ];
+    for (const [label, options] of bad) {
+      const { arrays, settings } = split(options);
+      const want = thrown(() => ppoLoss(options));
+      assert.ok(want.type === TypeError || want.type === RangeError, `${label}: ${want.message}`);
+      assert.deepEqual(thrown(() => preparePpoLoss(settings).positional(...positional(arrays))), want, label);
+    }
+    const prepared = preparePpoLoss({});
+    const call = prepared.positional as unknown as (...args: unknown[]) => PpoLossResult;
+    assert.deepEqual(thrown(() => call(base.logp, base.oldLogp, base.advantages, base.mask, undefined, undefined, undefined, undefined, 1)), {
+      type: TypeError,
+      message: 'ppoLoss: Expected at most 8 arguments (logp, oldLogp, advantages, mask, refLogp, weights, seqOffsets, out) but received 9',
+    });
+    // The object form's argument given to the positional form: named as the first array.
+    assert.deepEqual(thrown(() => call(base)), { type: TypeError, message: 'ppoLoss: Expected a Float32Array for logp but received an object' });
+    assert.deepEqual(thrown(() => call()), { type: TypeError, message: 'ppoLoss: Expected a Float32Array for logp but received undefined' });
   });
 
   it('takes any arrays of any length on each call', () => {
@@ -154,5 +206,31 @@ describe('preparePpoLoss', () => {
     await new Promise((resolve) => setImmediate(resolve));
     globalThis.gc?.();
     assertSameResult(await later(base), ppoLoss({ ...base, clipLow: 0.25, dualClip: 2 }), 'after the sync function was dropped');
+  });
+});
+
+describe('ppoLossCCalls (the bench reference: the C call alone)', () => {
+  const rng = new Random(21);
+  const n = 300;
+  const logp = rng.floats(n, -4, -0.1);
+  const options: PpoLossOptions = { logp, oldLogp: logp.map((x) => x + rng.normal() * 0.3), advantages: rng.normals(n), mask: rng.mask(n, 0.7), clipLow: 0.2, dualClip: 3 };
+
+  it("writes bitwise ppoLoss's gradient into out.grad, however many times it calls", () => {
+    const want = ppoLoss(options);
+    for (const calls of [1, 7]) {
+      const grad = new Float32Array(n);
+      assert.equal(native.ppoLossCCalls({ ...options, out: { grad } }, calls), undefined);
+      assertBitwiseEqual(grad, want.grad, `${calls} calls`);
+    }
+  });
+
+  it("refuses what ppoLoss refuses, and a count that is not an integer in [1, 2^31 - 1]", () => {
+    const bad = { ...options, clipLow: 1.5 };
+    assert.deepEqual(thrown(() => native.ppoLossCCalls(bad, 1)), thrown(() => ppoLoss(bad)));
+    assert.deepEqual(thrown(() => native.ppoLossCCalls({ ...options, clipLo: 1 } as PpoLossOptions, 1)), thrown(() => ppoLoss({ ...options, clipLo: 1 } as PpoLossOptions)));
+    for (const calls of [0, 1.5, -1, 2 ** 31, NaN]) {
+      assert.throws(() => native.ppoLossCCalls(options, calls), (e: Error) => e instanceof RangeError && /^ppoLossCCalls: Expected an integer in \[1, 2147483647\] for calls but received /.test(e.message), String(calls));
+    }
+    assert.throws(() => native.ppoLossCCalls(options, '3' as unknown as number), /^TypeError: ppoLossCCalls: Expected an integer in \[1, 2147483647\] for calls but received a string$/);
   });
 });

@@ -238,6 +238,21 @@ export interface PpoLossResult {
 /** The arrays of a {@link ppoLoss} call: what a prepared call takes ({@link preparePpoLoss}). */
 export type PpoLossArrays = Pick<PpoLossOptions, 'logp' | 'oldLogp' | 'advantages' | 'mask' | 'seqOffsets' | 'refLogp' | 'weights' | 'out'>;
 
+/**
+ * The arrays of a {@link ppoLoss} call as the arguments of a prepared call's `positional`
+ * form ({@link preparePpoLoss}), in this order.
+ */
+export type PpoLossPositional = [
+  logp: Float32Array,
+  oldLogp: Float32Array,
+  advantages: Float32Array,
+  mask: Uint8Array,
+  refLogp?: Float32Array,
+  weights?: Float32Array,
+  seqOffsets?: Int32Array,
+  out?: { grad?: Float32Array },
+];
+
 /** Every {@link ppoLoss} option that is not an array: what {@link preparePpoLoss} reads once. */
 export type PpoLossSettings = Omit<PpoLossOptions, keyof PpoLossArrays>;
 
@@ -245,7 +260,14 @@ declare module '../native.js' {
   interface NativeAddon {
     ppoLoss(options: PpoLossOptions): PpoLossResult;
     ppoLossAsync(options: PpoLossOptions): Promise<PpoLossResult>;
-    preparePpoLoss(settings: PpoLossSettings): PreparedCall<PpoLossArrays, PpoLossResult>;
+    preparePpoLoss(settings: PpoLossSettings): PreparedCall<PpoLossArrays, PpoLossResult, PpoLossPositional>;
+    /**
+     * For the bench, not the SDK: reads `options` as {@link ppoLoss} does, then makes the
+     * same C call (`tirl_policy_loss`) `calls` times on those arrays and options with no
+     * JavaScript between them. Timed around, it is the C call alone in this process: the
+     * reference of the binding-overhead line.
+     */
+    ppoLossCCalls(options: PpoLossOptions, calls: number): void;
   }
 }
 
@@ -291,9 +313,11 @@ export function ppoLossAsync(
 /**
  * {@link ppoLoss} with its options read and checked once: returns a function that takes
  * only the arrays (`logp`, `oldLogp`, `advantages`, `mask`, and `seqOffsets`, `refLogp`,
- * `weights`, `out` where the options use them), with `.async` for the Promise form. For the
- * same options and arrays its results are bitwise those of `ppoLoss`; it saves the reading
- * of the ~40 option keys on every call, which on a small batch (a 1,024-token micro-batch)
+ * `weights`, `out` where the options use them), with `.async` for the Promise form and
+ * `.positional(logp, oldLogp, advantages, mask, refLogp?, weights?, seqOffsets?, out?)`
+ * ({@link PpoLossPositional}) taking them as arguments, the cheapest form. For the same
+ * options and arrays its results are bitwise those of `ppoLoss`; it saves the reading of
+ * the ~40 option keys on every call, which on a small batch (a 1,024-token micro-batch)
  * costs about as much as the kernel.
  *
  * ```ts
@@ -301,6 +325,7 @@ export function ppoLossAsync(
  * for (const batch of microBatches) {
  *   const { loss: value, grad } = loss({ logp: batch.logp, oldLogp: batch.oldLogp,
  *                                        advantages: batch.advantages, mask: batch.mask });
+ *   // or, the same numbers: loss.positional(batch.logp, batch.oldLogp, batch.advantages, batch.mask)
  * }
  * ```
  *
@@ -309,6 +334,6 @@ export function ppoLossAsync(
  *   the prepared call throws as `ppoLoss` for its arrays, a TypeError for any other key,
  *   and a RangeError for a value out of range (checked by the C call, on every call).
  */
-export function preparePpoLoss(settings: PpoLossSettings = {}): PreparedCall<PpoLossArrays, PpoLossResult> {
+export function preparePpoLoss(settings: PpoLossSettings = {}): PreparedCall<PpoLossArrays, PpoLossResult, PpoLossPositional> {
   return native.preparePpoLoss(settings);
 }
