@@ -243,6 +243,8 @@ export interface CaseResult {
   byteModel: string;
   /** The caches' state at the start of each timed call. */
   cache: CacheState;
+  /** A cold case's sweep, timed once before its rounds (ms, wall): what each sample adds to the run. */
+  sweepMs?: number;
   peers: PeerResult[];
   skipped: { peer: string; reason: string }[];
   /** Set when the TypeScript peer disagrees with the kernel (a warning, not a failure). */
@@ -399,6 +401,7 @@ export async function measureCase(
     bytes: benchCase.bytes,
     byteModel: benchCase.byteModel,
     cache,
+    ...(sweeper ? { sweepMs: sweepSeconds * 1e3 } : {}),
     peers: stats.map((s) => ({
       name: s.peer.name,
       kind: s.peer.kind,

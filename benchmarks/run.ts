@@ -21,7 +21,8 @@ const packageRoot = fileURLToPath(new URL('../..', import.meta.url));
 export const benchUsage = `Usage: tirl bench [options]
 
 Measures every kernel against a plain TypeScript peer, PyTorch eager on the CPU and the
-memory bandwidth of this machine (see benchmarks/README.md).
+memory bandwidth of this machine (see benchmarks/README.md). Cases larger than the L2 are
+timed one call at a time, each after a sweep that evicts the caches.
 
 Options:
   --ops LIST       ops to run, comma-separated (e.g. ppoLoss,tokenLogprobs); default all

@@ -178,6 +178,7 @@ describe('bench harness cache state', () => {
         },
       );
       assert.equal(result.cache, 'cold');
+      assert.ok(result.sweepMs !== undefined && result.sweepMs >= 0, `sweepMs ${result.sweepMs}`);
       assert.deepEqual(
         result.peers.map((p) => [p.kind, p.inner, p.samples]),
         [
@@ -210,6 +211,7 @@ describe('bench harness cache state', () => {
     try {
       const result = await measureCase(loggingCase(2 * MiB, log, true), { ...options, cache: { coldAboveBytes: 2 * MiB, sweeper } }, undefined, undefined, () => {});
       assert.equal(result.cache, 'warm');
+      assert.equal(result.sweepMs, undefined);
       assert.ok(!log.includes('evict') && !log.includes('torch-evict'), 'no sweep for a warm case');
       assert.ok(result.peers[0].inner > 1, `inner ${result.peers[0].inner}`);
       const noPlan = await measureCase(loggingCase(8 * MiB, log, false), options, undefined, undefined, () => {});

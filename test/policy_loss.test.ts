@@ -45,6 +45,7 @@ const LOSSES: { loss: PolicyLoss; options: Partial<PpoLossOptions> }[] = [
   { loss: 'bypass_mode', options: { lossType: 'ppo_clip', clipLow: 0.2, dualClip: 3 } },
   { loss: 'bypass_mode', options: { lossType: 'reinforce', rolloutIs: 'token', rolloutIsThreshold: 1.5 } },
   { loss: 'bypass_mode', options: { lossType: 'reinforce', rolloutIs: 'sequence', rolloutIsThreshold: 3, rolloutIsBatchNormalize: true } },
+  { loss: 'bypass_mode', options: { lossType: 'reinforce', rolloutIs: 'sequence', rolloutIsThreshold: 1.2 } },
   { loss: 'bypass_mode', options: { lossType: 'reinforce', rolloutIs: 'token', rolloutIsThreshold: 1.5, rolloutIsThresholdLower: 0.7, rolloutIsBatchNormalize: true } },
 ];
 
@@ -379,6 +380,51 @@ describe('ppoLoss policy losses', () => {
       } else {
         const unpenalised = ppoLoss({ ...o, ppoKlCoef: 0 }).grad;
         assert.deepEqual([...got.grad.keys()].filter((t) => got.grad[t] !== unpenalised[t]), picked, `${label}: the penalised tokens`);
+      }
+    }
+  });
+
+  it('bypass_mode on 60,000 tokens, sequences across the 16,384-token chunks: each token weighed by its sequence\'s IS weight, the same on 1 and 4 threads', () => {
+    // The token pass computes a sequence's weight as it reaches the sequence, and takes
+    // those of the sequences that straddle a chunk from a pass before it
+    // (cpu/policy_loss.cc, sequence_is_weights_aside): the same weights either way, so each
+    // gradient is REINFORCE's with that sequence's weight passed in.
+    const rng = new Random(29);
+    const lengths = [0, 7000, 9000, 1, 12000, 5000, 3000, 0, 16384, 7615];
+    const seqOffsets = Int32Array.from({ length: lengths.length + 1 }, (_, i) => lengths.slice(0, i).reduce((a, b) => a + b, 0));
+    const n = seqOffsets[lengths.length];
+    const logp = rng.floats(n, -5, 0);
+    const oldLogp = logp.map((x) => x + 0.002 * rng.normal());
+    const advantages = rng.normals(n);
+    const mask = rng.mask(n, 0.7);
+    mask.fill(0, seqOffsets[6], seqOffsets[7]);  // a fully masked sequence
+    for (const rolloutIsBatchNormalize of [false, true]) {
+      const o = { logp, oldLogp, advantages, mask, seqOffsets, policyLoss: 'bypass_mode' as const, lossType: 'reinforce' as const, rolloutIs: 'sequence' as const, rolloutIsThreshold: 1.05, rolloutIsBatchNormalize };
+      const label = `normalize ${rolloutIsBatchNormalize}`;
+      const got = withThreads(1, () => ppoLoss(o));
+      assertBitwiseEqual(got.grad, withThreads(4, () => ppoLoss(o)).grad, `${label}: 1 and 4 threads`);
+      const want = policyReference(o);
+      const atol = 2e-6 * want.magnitude;
+      assertClose(got.loss, want.loss, { atol, label: `${label} loss` });
+      assertClose(got.approxKl, want.approxKl, { label: `${label} approxKl` });
+      assert.equal(got.maskedTokens, want.maskedTokens, `${label} maskedTokens`);
+      // Each sequence's weight, in float64, as REINFORCE's weights (some truncated at 1.05).
+      const weights = new Float32Array(n);
+      const perSequence: number[] = [];
+      for (let s = 0; s < lengths.length; s++) {
+        let sum = 0;
+        for (let t = seqOffsets[s]; t < seqOffsets[s + 1]; t++) if (mask[t]) sum += logp[t] - oldLogp[t];
+        perSequence.push(Math.min(Math.exp(Math.max(-20, Math.min(20, sum))), 1.05));
+      }
+      const nonEmpty = perSequence.filter((_, s) => mask.subarray(seqOffsets[s], seqOffsets[s + 1]).some((m) => m !== 0));
+      const mean = nonEmpty.reduce((a, b) => a + b, 0) / nonEmpty.length;
+      for (let s = 0; s < lengths.length; s++) {
+        weights.fill(rolloutIsBatchNormalize ? perSequence[s] / mean : perSequence[s], seqOffsets[s], seqOffsets[s + 1]);
+      }
+      assert.ok(perSequence.some((w) => w === 1.05) && perSequence.some((w) => w < 1.05), `${label}: truncated and kept weights`);
+      const reinforce = ppoLoss({ logp, oldLogp, advantages, mask, seqOffsets, policyLoss: 'reinforce', weights });
+      for (let t = 0; t < n; t++) {
+        assertClose(got.grad[t], reinforce.grad[t], { rtol: 1e-5, atol: 1e-12, label: `${label} grad[${t}]` });
       }
     }
   });

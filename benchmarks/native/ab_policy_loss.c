@@ -7,7 +7,9 @@
 //   cc -O2 -Inative/include benchmarks/native/ab_policy_loss.c -o /tmp/ab_pl -ldl -lm
 //   cp build/Release/libtirl.so /tmp/a.so   (before the change; the build after it as b.so)
 //   /tmp/ab_pl /tmp/a.so /tmp/b.so [threads A[,threads B]] [loss] [rounds]
-// loss: clip_cov (default), kl_cov, dppo_kl, dppo_tv, sapo, geo_mean, gpg, vanilla (dual clip 3). Threads "1,2" runs A
+// loss: clip_cov (default), kl_cov, dppo_kl, dppo_tv, sapo, geo_mean, gpg, vanilla (dual clip 3),
+// bypass_mode (REINFORCE with sequence-level truncated weights, threshold 2, as the bench),
+// bypass_token (token-level). AB_EVICT_MB=600: every call from evicted caches (ab.h). Threads "1,2" runs A
 // on one thread and B on two (give the same file twice, as two copies on disk). Prints min
 // and median milliseconds a call, the % of the copy's median, the process CPU time a call
 // (min and median: steadier than the clock on a shared machine), and the loss and
@@ -44,6 +46,16 @@ static void set_loss(tirl_policy_loss_options* o, const char* loss) {
   } else if (strcmp(loss, "vanilla") == 0) {
     o->policy_loss = TIRL_POLICY_VANILLA;
     o->ppo.dual_clip = 3;
+  } else if (strcmp(loss, "bypass_mode") == 0) {  // REINFORCE, sequence-level truncated weights
+    o->policy_loss = TIRL_POLICY_BYPASS_MODE;
+    o->loss_type = TIRL_BYPASS_REINFORCE;
+    o->rollout_is = TIRL_ROLLOUT_IS_SEQUENCE;
+    o->rollout_is_threshold = 2;
+  } else if (strcmp(loss, "bypass_token") == 0) {  // the same, token-level weights
+    o->policy_loss = TIRL_POLICY_BYPASS_MODE;
+    o->loss_type = TIRL_BYPASS_REINFORCE;
+    o->rollout_is = TIRL_ROLLOUT_IS_TOKEN;
+    o->rollout_is_threshold = 2;
   } else if (strcmp(loss, "geo_mean") == 0) {
     o->policy_loss = TIRL_POLICY_GEO_MEAN;
   } else {

@@ -3,8 +3,10 @@
 // (api/ppo_loss.cc) has validated everything.
 //
 // Passes: (1) where the math needs them: per-sequence masked counts (seq-* aggregations,
-// geo_mean, sequence-level IS weights), the batch means of clip_cov and kl_cov, bypass_mode's
-// IS weights, geo_mean's per-sequence sums; (2) one fused pass that writes each gradient.
+// geo_mean), the batch means of clip_cov and kl_cov, bypass_mode's batch-normalised IS
+// weights (and the sequence-level weights of sequences that straddle a chunk), geo_mean's
+// per-sequence sums; (2) one fused pass that writes each gradient (computing bypass_mode's
+// other IS weights as it goes).
 // clip_cov and kl_cov pick their tokens during (2), from a sampled threshold: the few tokens
 // under it are kept aside and their gradients rewritten once the pick is settled; where the
 // sample misled, (2) runs again after an exact pick.
@@ -38,6 +40,10 @@ constexpr int64_t kSequencesPerChunk = 32;
 constexpr int64_t kMinTokensPerThread = 32768;
 constexpr int64_t kMinCountedPerThread = 262144;
 
+// How the token pass weighs each token: by in.weights (or not at all), or by bypass_mode's
+// IS weights that it computes.
+enum InlineIs : int { kIsNone = 0, kIsToken = 1, kIsSequence = 2 };
+
 struct Inputs {
   const float* logp;
   const float* old_logp;
@@ -51,7 +57,16 @@ struct Inputs {
   const int32_t* seq_offsets;  // may be null
   int64_t num_seqs;
   bool weights_are_input;  // false for bypass_mode's own weights: not counted in nonFinite
+  // bypass_mode's IS weights computed by the token pass itself (weights null): token-level
+  // ones a token, sequence-level ones a sequence (sequence_is_weights: those precomputed,
+  // see sequence_is_weights_aside).
+  int inline_is = kIsNone;
+  float is_lower = 0.0f;
+  float is_upper = 0.0f;
+  const float* sequence_is_weights = nullptr;
+  bool all_sequence_is_weights = false;  // else only the sequences that straddle a chunk
 };
+
 
 // min_chunks_per_thread for a pass over chunks of kSequencesPerChunk sequences: sequences
 // vary in length, so their mean stands for a chunk's tokens.
@@ -489,62 +504,82 @@ bool pick_while_computing(const Inputs& in, tirl_policy_loss_kind loss, const Pi
 // ---------------------------------------------------------------- bypass_mode's IS weights
 
 // verl's compute_rollout_correction_weights with old_log_prob = logp (detached) and
-// rollout_log_prob = old_logp: 0 on masked-out tokens; optionally divided by their mean.
-std::vector<float> bypass_weights(const Inputs& in, const tirl_policy_loss_options& o,
-                                  double* norm_factor) {
+// rollout_log_prob = old_logp. Token-level weights without the batch normalisation are
+// computed by the token pass itself (kIsToken); sequence-level ones a sequence at a time
+// as the pass reaches it (kIsSequence), those here set aside first.
+
+// Token-level weights divided by their mean over the masked-in tokens (where it is above
+// 1e-8): 0 on masked-out tokens.
+std::vector<float> normalized_token_is_weights(const Inputs& in, const tirl_policy_loss_options& o,
+                                               double* norm_factor) {
   std::vector<float> w(static_cast<size_t>(in.num_tokens), 0.0f);
   const float lower = static_cast<float>(o.rollout_is_threshold_lower);
   const float upper = static_cast<float>(o.rollout_is_threshold);
-  const bool sequence = o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE;
-  if (sequence) {
-    const auto log_ratio_sum = TIRL_SIMD_SELECT(masked_log_ratio_sum);
-    auto body = [&](int64_t chunk) {
-      const int64_t first = chunk * kSequencesPerChunk;
-      const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
-      for (int64_t s = first; s < last; ++s) {
-        const double sum = log_ratio_sum(in.logp, in.old_logp, in.mask, in.seq_offsets[s], in.seq_offsets[s + 1]);
-        const float weight = rollout_is_weight(static_cast<float>(sum), lower, upper);
-        for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
-          w[static_cast<size_t>(t)] = in.mask[t] != 0 ? weight : 0.0f;
-        }
-      }
-    };
-    parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body, per_sequence_chunks(in, kMinTokensPerThread));
-  } else {
-    auto body = [&](int64_t chunk) {
-      const int64_t begin = chunk * kTokensPerChunk;
-      const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
-      for (int64_t t = begin; t < end; ++t) {
-        w[static_cast<size_t>(t)] =
-            in.mask[t] != 0 ? rollout_is_weight(in.logp[t] - in.old_logp[t], lower, upper) : 0.0f;
-      }
-    };
-    parallel_for(chunk_count(in.num_tokens, kTokensPerChunk), body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
-  }
+  auto body = [&](int64_t chunk) {
+    const int64_t begin = chunk * kTokensPerChunk;
+    const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
+    for (int64_t t = begin; t < end; ++t) {
+      w[static_cast<size_t>(t)] =
+          in.mask[t] != 0 ? rollout_is_weight(in.logp[t] - in.old_logp[t], lower, upper) : 0.0f;
+    }
+  };
+  parallel_for(chunk_count(in.num_tokens, kTokensPerChunk), body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
+  const int64_t masked = count_masked(in.mask, in.num_tokens);
+  const double sum = ordered_token_sum(in.num_tokens, [&](int64_t t) {
+    return static_cast<double>(w[static_cast<size_t>(t)]);
+  });
+  const double mean = masked > 0 ? sum / static_cast<double>(masked) : 0.0;
   *norm_factor = 1.0;
-  if (o.rollout_is_batch_normalize == 0) return w;
-  double mean = 0;
-  if (sequence) {
-    // The mean over the non-empty sequences of each one's weight.
-    double sum = 0;
-    int64_t non_empty = 0;
+  if (mean > 1e-8) {
+    const float f = static_cast<float>(mean);
+    for (float& x : w) x /= f;
+    *norm_factor = mean;
+  }
+  return w;
+}
+
+// The sequence-level weights the token pass does not compute itself (run_chunk's
+// sequence_is_weight): with the batch normalisation every sequence's, divided by the mean
+// over the non-empty sequences (those with a masked-in token); else those of the
+// sequences that straddle a chunk of the pass (the rest of the vector unset).
+std::vector<float> sequence_is_weights_aside(const Inputs& in, const tirl_policy_loss_options& o,
+                                             double* norm_factor) {
+  std::vector<float> w(static_cast<size_t>(in.num_seqs), 0.0f);
+  const float lower = static_cast<float>(o.rollout_is_threshold_lower);
+  const float upper = static_cast<float>(o.rollout_is_threshold);
+  const auto log_ratio_sum = TIRL_SIMD_SELECT(masked_log_ratio_sum);
+  auto weight = [&](int64_t s) {
+    const double sum = log_ratio_sum(in.logp, in.old_logp, in.mask, in.seq_offsets[s], in.seq_offsets[s + 1]);
+    return rollout_is_weight(static_cast<float>(sum), lower, upper);
+  };
+  *norm_factor = 1.0;
+  if (o.rollout_is_batch_normalize == 0) {
     for (int64_t s = 0; s < in.num_seqs; ++s) {
-      for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
-        if (in.mask[t] != 0) {
-          sum += w[static_cast<size_t>(t)];
-          ++non_empty;
-          break;
-        }
+      const int64_t first = in.seq_offsets[s], last = in.seq_offsets[s + 1];
+      if (first < last && first / kTokensPerChunk != (last - 1) / kTokensPerChunk) {
+        w[static_cast<size_t>(s)] = weight(s);
       }
     }
-    mean = non_empty > 0 ? sum / static_cast<double>(non_empty) : 0.0;
-  } else {
-    const int64_t masked = count_masked(in.mask, in.num_tokens);
-    const double sum = ordered_token_sum(in.num_tokens, [&](int64_t t) {
-      return static_cast<double>(w[static_cast<size_t>(t)]);
-    });
-    mean = masked > 0 ? sum / static_cast<double>(masked) : 0.0;
+    return w;
   }
+  auto body = [&](int64_t chunk) {
+    const int64_t first = chunk * kSequencesPerChunk;
+    const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
+    for (int64_t s = first; s < last; ++s) w[static_cast<size_t>(s)] = weight(s);
+  };
+  parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body, per_sequence_chunks(in, kMinTokensPerThread));
+  double sum = 0;
+  int64_t non_empty = 0;
+  for (int64_t s = 0; s < in.num_seqs; ++s) {
+    for (int64_t t = in.seq_offsets[s]; t < in.seq_offsets[s + 1]; ++t) {
+      if (in.mask[t] != 0) {
+        sum += w[static_cast<size_t>(s)];
+        ++non_empty;
+        break;
+      }
+    }
+  }
+  const double mean = non_empty > 0 ? sum / static_cast<double>(non_empty) : 0.0;
   if (mean > 1e-8) {
     const float f = static_cast<float>(mean);
     for (float& x : w) x /= f;
@@ -567,7 +602,9 @@ tirl_status token_loss_cpu(const Inputs& in, const tirl_policy_loss_options& o,
 
   const TokenKernelConstants k{c, kl ? TIRL_SIMD_SELECT(select_kl_block)(p.kl_estimator) : nullptr,
                                static_cast<float>(p.kl_coef)};
-  const ChunkKernel kernel = TIRL_SIMD_SELECT(select_chunk_kernel)(loss, in.weights != nullptr);
+  const ChunkKernel kernel = in.inline_is != kIsNone
+                                 ? TIRL_SIMD_SELECT(select_bypass_kernel)(in.inline_is)
+                                 : TIRL_SIMD_SELECT(select_chunk_kernel)(loss, in.weights != nullptr);
   std::vector<uint8_t> selected;
   Inputs run = in;
   result->selected_tokens = 0;
@@ -694,10 +731,19 @@ tirl_status policy_loss(const float* logp, const float* old_logp, const float* a
     std::vector<float> is_weights;
     if (loss == TIRL_POLICY_BYPASS_MODE) {
       loss = TIRL_POLICY_REINFORCE;
-      if (o.rollout_is != TIRL_ROLLOUT_IS_NONE) {
-        is_weights = bypass_weights(in, o, &result->rollout_is_batch_norm_factor);
+      in.weights_are_input = false;
+      in.is_lower = static_cast<float>(o.rollout_is_threshold_lower);
+      in.is_upper = static_cast<float>(o.rollout_is_threshold);
+      if (o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE) {
+        is_weights = sequence_is_weights_aside(in, o, &result->rollout_is_batch_norm_factor);
+        in.sequence_is_weights = is_weights.data();
+        in.all_sequence_is_weights = o.rollout_is_batch_normalize != 0;
+        in.inline_is = kIsSequence;
+      } else if (o.rollout_is == TIRL_ROLLOUT_IS_TOKEN && o.rollout_is_batch_normalize != 0) {
+        is_weights = normalized_token_is_weights(in, o, &result->rollout_is_batch_norm_factor);
         in.weights = is_weights.data();
-        in.weights_are_input = false;
+      } else if (o.rollout_is == TIRL_ROLLOUT_IS_TOKEN) {
+        in.inline_is = kIsToken;
       }
     }
     return token_loss_cpu(in, o, loss, result);

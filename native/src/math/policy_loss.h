@@ -38,7 +38,7 @@ struct PolicyTerm {
 template <bool kBounded>
 TIRL_HD inline float policy_exp(float x, int32_t& far) {
   if constexpr (kBounded) {
-    far |= static_cast<int32_t>(!((x >= -80.0f) & (x <= 80.0f)));
+    far |= static_cast<int32_t>(!(fabsf(x) <= 80.0f));  // one compare; NaN is far
     return exp_bounded(x);
   } else {
     return exp_any(x);
@@ -95,7 +95,7 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
   const bool ratio_unclamped = inside(logp - old_logp, -kLogRatioBound, kLogRatioBound);  // not NaN
   float prob;
   if constexpr (kBounded) {
-    far |= static_cast<int32_t>(!ratio_unclamped);
+    far |= static_cast<int32_t>(!(fabsf(logp - old_logp) <= kLogRatioBound));  // !ratio_unclamped
     prob = old_prob * r.ratio;
   } else {
     prob = select(ratio_unclamped, old_prob * r.ratio, exp_any(logp));
@@ -129,14 +129,18 @@ template <bool kBounded = false>
 TIRL_HD inline PolicyTerm sapo_term(float logp, float old_logp, float advantage,
                                     const PolicyConstants& c) {
   const Ratio r = token_ratio(logp, old_logp);
-  const float tau = select(advantage > 0.0f, c.tau_pos, c.tau_neg);
+  const bool positive = advantage > 0.0f;
+  const float tau = select(positive, c.tau_pos, c.tau_neg);
+  // 4 / tau from the two constants (loop invariants: no division a token).
+  const float four_over_tau = select(positive, 4.0f / c.tau_pos, 4.0f / c.tau_neg);
   int32_t far = 0;
   const float e = policy_exp<kBounded>(-(tau * (r.ratio - 1.0f)), far);
   const float s = 1.0f / (1.0f + e);
-  // 1 - s without cancellation where s is near 1 (e small).
-  const float one_minus_s = select(s < 0.5f, 1.0f - s, e / (1.0f + e));
-  const float gate = s * (4.0f / tau);
-  const float dgate_dratio = (4.0f / tau) * (s * one_minus_s) * tau;
+  // 1 - s without cancellation where s is near 1 (e small): e / (1 + e) = e s, the one
+  // division shared.
+  const float one_minus_s = select(s < 0.5f, 1.0f - s, e * s);
+  const float gate = s * four_over_tau;
+  const float dgate_dratio = 4.0f * (s * one_minus_s);  // (4 / tau) s (1 - s) tau
   return {-gate * advantage, -advantage * dgate_dratio * r.dratio_dlogp, 0, 0,
           -clamped_log_ratio(logp, old_logp), far};
 }
@@ -314,10 +318,13 @@ constexpr float kRolloutLogRatioBound = 20.0f;
 // Truncated (TIS, lower == 0) or band-masked (IcePop, lower > 0) importance weight from a
 // log-ratio (a token's, or a sequence's sum): exp(clamp(x, -20, 20)), then min(w, upper), or
 // w where lower <= w <= upper and 0 elsewhere.
+// Branch-free (so that a token loop calling it vectorises); exp_bounded has exp_any's bits
+// on the clamped exponent.
 TIRL_HD inline float rollout_is_weight(float log_ratio, float lower, float upper) {
-  const float w = exp_any(clamp_keep_nan(log_ratio, -kRolloutLogRatioBound, kRolloutLogRatioBound));
-  if (lower > 0.0f) return select((w >= lower) & (w <= upper), w, 0.0f);
-  return select(w > upper, upper, w);
+  const float w = exp_bounded(clamp_keep_nan(log_ratio, -kRolloutLogRatioBound, kRolloutLogRatioBound));
+  const float banded = select((w >= lower) & (w <= upper), w, 0.0f);
+  const float truncated = select(w > upper, upper, w);
+  return select(lower > 0.0f, banded, truncated);
 }
 
 // ---------------------------------------------------------------- one token, by loss
