@@ -11,7 +11,9 @@
 // seq_max_k3), tokrs (IcePop token IS + token_k1 + token_k3). Threads "1,2" runs A on one
 // thread and B on two (give the same file twice, as two copies on disk: dlopen shares one
 // mapping per path). Prints min and median milliseconds a call (wall and process CPU time),
-// and a few statistics of each (which agree to rounding).
+// and a few statistics of each (which agree to rounding). AB_EVICT_MB=600 in the
+// environment starts every timed call (and copy) from DRAM (ab.h). The kernel's limit,
+// measured with it: cpu/rollout_correction.cc's header.
 #include "ab.h"
 #include "tirl/tirl.h"
 

@@ -9,6 +9,18 @@
 // boundaries depend on the sizes only, and a sequence's lanes on its tokens' positions,
 // so results are bitwise identical for any thread count. A sequence longer than a chunk
 // is walked by one thread: splitting one would need a second merge per value.
+//
+// What limits it is arithmetic, not memory (measured 2026-12-02 on the 2-core Xeon VM,
+// AVX-512, 512 x 2048 tokens, benchmarks/native/ab_rollout_correction.c, one thread, CPU
+// time, min of 31 rounds on the loaded machine): 2.2-2.5 ms warm, 2.6-2.8 ms with every
+// call started from DRAM (AB_EVICT_MB=600), against 0.52 ms and 0.98 ms for a memmove of the
+// same 14 B/token. The double exp alone (benchmarks/native/exp_double_floor.cc) is 0.91 ms
+// of it (AVX2: 1.83 ms of 4.0-4.3); the statistics passes over the block's arrays in L1
+// most of the rest (callgrind, AVX2: 26.6 instructions a token, 44% in the token loop, 46%
+// in the sums, weights and moments passes, 7% the mask). Software prefetch of the block
+// two ahead: 2-5% slower, not kept; the weights' pass fused into the sums pass: 2% faster
+// on AVX-512 and 3% slower on AVX2 (16 registers: spills), not kept; the AVX2 token loop's
+// form on AVX-512: no change.
 // The kernels pass vectors of doubles between inline functions (and rollout_k of
 // math/rollout_correction.h); GCC notes that the ABI of such a call would differ from one
 // compiled for the vector's ISA, but every one is inlined into its path's kernel. Before
