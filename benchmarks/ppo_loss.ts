@@ -3,9 +3,10 @@
  * masked in), with and without the k3 KL term; every other policy loss on the same batch
  * (the TypeScript peer is the float64 reference of the loss and its statistics, without a
  * gradient; the PyTorch peer is verl's code for the loss, with autograd's backward); and
- * the fixed cost of one call on 1,024 tokens, sync, prepared and async, beside two floors
- * of an async call (libuv's own thread-pool round trip, and a bare Node-API async work),
- * for the binding-overhead line.
+ * the fixed cost of one call on 1,024 tokens, sync, prepared (object and positional) and
+ * async, beside the same C call alone (the reference) and two floors of an async call
+ * (libuv's own thread-pool round trip, and a bare Node-API async work), for the
+ * binding-overhead line.
  */
 import { pbkdf2 } from 'node:crypto';
 import { performance } from 'node:perf_hooks';

@@ -715,8 +715,7 @@ Options::Options(const Napi::CallbackInfo& info, const char* op, const char* con
                                          " arguments (" + names + ") but received " +
                                          std::to_string(info.Length()));
   }
-  const napi_value undefined = env_.Undefined();
-  for (size_t i = 0; i < count; ++i) positional_[i] = i < info.Length() ? napi_value(info[i]) : undefined;
+  for (size_t i = 0; i < info.Length(); ++i) positional_[i] = info[i];  // the rest stay nullptr
   known_keys_.reserve(16);
   inputs_.reserve(count);
   read_arrays_.reserve(count);
@@ -782,14 +781,17 @@ Options::OwnKey* Options::own_key(const char* name) {
 bool Options::lookup_key(const char* name, Napi::Value* value) {
   known_keys_.push_back(name);  // repeats are harmless; names() and messages drop them
   if (positional_keys_ != nullptr) {
-    // The same literal is usually the same pointer; the text decides otherwise.
-    for (size_t i = 0; i < positional_count_; ++i) {
-      if (positional_keys_[i] == name || std::strcmp(positional_keys_[i], name) == 0) {
-        *value = Napi::Value(env_, positional_[i]);
-        return true;
-      }
+    // The same literal is usually the same pointer (one pass without comparing any text);
+    // the text decides otherwise. An argument not passed is absent, as one not an array.
+    size_t i = 0;
+    while (i < positional_count_ && positional_keys_[i] != name) ++i;
+    if (i == positional_count_) {
+      i = 0;
+      while (i < positional_count_ && std::strcmp(positional_keys_[i], name) != 0) ++i;
     }
-    return false;  // not an array: absent
+    if (i == positional_count_ || positional_[i] == nullptr) return false;
+    *value = Napi::Value(env_, positional_[i]);
+    return true;
   }
   napi_value raw;
   if (plain_) {

@@ -385,8 +385,8 @@ class Options {
   const char* op_;
   Napi::Object object_;
   bool plain_ = false;  // own_keys_ lists every key of object_ that can hold an option
-  // The positional form's arguments (napi_value, undefined where absent), by key: keys
-  // non-null only in that form, whose object_ is empty.
+  // The positional form's arguments by key (nullptr for one not passed): keys non-null
+  // only in that form, whose object_ is empty.
   const char* const* positional_keys_ = nullptr;
   size_t positional_count_ = 0;
   napi_value positional_[kMostPositional] = {};

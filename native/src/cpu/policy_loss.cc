@@ -46,7 +46,8 @@ constexpr int64_t kMinCountedPerThread = 262144;
 
 // How the token pass weighs each token: by in.weights (or not at all), or by bypass_mode's
 // IS weights that it computes.
-enum InlineIs : int { kIsNone = 0, kIsToken = 1, kIsSequence = 2 };
+// kIsTokenNormalized: token-level ones divided by Inputs::is_norm.
+enum InlineIs : int { kIsNone = 0, kIsToken = 1, kIsSequence = 2, kIsTokenNormalized = 3 };
 
 struct Inputs {
   const float* logp;
@@ -67,6 +68,7 @@ struct Inputs {
   int inline_is = kIsNone;
   float is_lower = 0.0f;
   float is_upper = 0.0f;
+  float is_norm = 1.0f;  // kIsTokenNormalized: the weights' mean
   const float* sequence_is_weights = nullptr;
   bool all_sequence_is_weights = false;  // else only the sequences that straddle a chunk
 };
@@ -512,38 +514,22 @@ bool pick_while_computing(const Inputs& in, tirl_policy_loss_kind loss, const Pi
 // ---------------------------------------------------------------- bypass_mode's IS weights
 
 // verl's compute_rollout_correction_weights with old_log_prob = logp (detached) and
-// rollout_log_prob = old_logp. Token-level weights without the batch normalisation are
-// computed by the token pass itself (kIsToken); sequence-level ones a sequence at a time
-// as the pass reaches it (kIsSequence), those here set aside first.
+// rollout_log_prob = old_logp. Token-level weights are computed by the token pass itself
+// (kIsToken; kIsTokenNormalized divided by their mean, computed here first);
+// sequence-level ones a sequence at a time as the pass reaches it (kIsSequence), those
+// here set aside first.
 
-// Token-level weights divided by their mean over the masked-in tokens (where it is above
-// 1e-8): 0 on masked-out tokens.
-std::vector<float> normalized_token_is_weights(const Inputs& in, const tirl_policy_loss_options& o,
-                                               double* norm_factor) {
-  std::vector<float> w(static_cast<size_t>(in.num_tokens), 0.0f);
+// The mean of the token-level weights over the masked-in tokens (0 without any), summed in
+// chunks in token order; the token pass divides each weight by it (kIsTokenNormalized)
+// where it is above 1e-8.
+double token_is_weight_mean(const Inputs& in, const tirl_policy_loss_options& o) {
   const float lower = static_cast<float>(o.rollout_is_threshold_lower);
   const float upper = static_cast<float>(o.rollout_is_threshold);
-  auto body = [&](int64_t chunk) {
-    const int64_t begin = chunk * kTokensPerChunk;
-    const int64_t end = std::min(in.num_tokens, begin + kTokensPerChunk);
-    for (int64_t t = begin; t < end; ++t) {
-      w[static_cast<size_t>(t)] =
-          in.mask[t] != 0 ? rollout_is_weight(in.logp[t] - in.old_logp[t], lower, upper) : 0.0f;
-    }
-  };
-  parallel_for(chunk_count(in.num_tokens, kTokensPerChunk), body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
   const int64_t masked = count_masked(in.mask, in.num_tokens);
   const double sum = ordered_token_sum(in.num_tokens, [&](int64_t t) {
-    return static_cast<double>(w[static_cast<size_t>(t)]);
+    return in.mask[t] != 0 ? static_cast<double>(rollout_is_weight(in.logp[t] - in.old_logp[t], lower, upper)) : 0.0;
   });
-  const double mean = masked > 0 ? sum / static_cast<double>(masked) : 0.0;
-  *norm_factor = 1.0;
-  if (mean > 1e-8) {
-    const float f = static_cast<float>(mean);
-    for (float& x : w) x /= f;
-    *norm_factor = mean;
-  }
-  return w;
+  return masked > 0 ? sum / static_cast<double>(masked) : 0.0;
 }
 
 // The sequence-level weights the token pass does not compute itself (run_chunk's
@@ -747,11 +733,14 @@ tirl_status policy_loss(const float* logp, const float* old_logp, const float* a
         in.sequence_is_weights = is_weights.data();
         in.all_sequence_is_weights = o.rollout_is_batch_normalize != 0;
         in.inline_is = kIsSequence;
-      } else if (o.rollout_is == TIRL_ROLLOUT_IS_TOKEN && o.rollout_is_batch_normalize != 0) {
-        is_weights = normalized_token_is_weights(in, o, &result->rollout_is_batch_norm_factor);
-        in.weights = is_weights.data();
       } else if (o.rollout_is == TIRL_ROLLOUT_IS_TOKEN) {
         in.inline_is = kIsToken;
+        const double mean = o.rollout_is_batch_normalize != 0 ? token_is_weight_mean(in, o) : 0.0;
+        if (mean > 1e-8) {
+          in.is_norm = static_cast<float>(mean);
+          in.inline_is = kIsTokenNormalized;
+          result->rollout_is_batch_norm_factor = mean;
+        }
       }
     }
     return token_loss_cpu(in, o, loss, result);
