@@ -29,7 +29,7 @@ Options:
   --sizes NAME     'full' (the sizes of issue 3, default) or 'quick' (small inputs)
   --quick          --sizes quick with fewer repetitions: a run of well under a minute
   --threads N      threads for our kernels and PyTorch (default: tirl's default)
-  --reps N         interleaved rounds per case (default 9, quick 5; fewer, but at least
+  --reps N         interleaved rounds per case (default 15, quick 5; fewer, but at least
                    3, where the rounds would exceed 40 s, or 3 s with --quick)
   --no-torch       do not run the PyTorch peer
   --no-scaling     skip the "threads vs 1" sweep (every op at three sizes)
@@ -102,7 +102,7 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
     ...(ops ? { ops } : {}),
     sizes,
     threads,
-    reps: positiveInteger(parsed.reps, 'reps') ?? (sizes === 'quick' ? 5 : 9),
+    reps: positiveInteger(parsed.reps, 'reps') ?? (sizes === 'quick' ? 5 : 15),
     warmup: sizes === 'quick' ? 1 : 2,
     minSampleSeconds: sizes === 'quick' ? 0.002 : 0.005,
     caseBudgetSeconds: sizes === 'quick' ? 3 : 40,
