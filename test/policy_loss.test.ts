@@ -5,7 +5,9 @@
  * statistics (pg_clipfrac, pg_clipfrac_lower, ppo_kl), config defaults (actor.yaml).
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 
 import {
   info,
@@ -426,6 +428,19 @@ describe('ppoLoss policy losses', () => {
       for (let t = 0; t < n; t++) {
         assertClose(got.grad[t], reinforce.grad[t], { rtol: 1e-5, atol: 1e-12, label: `${label} grad[${t}]` });
       }
+    }
+  });
+
+  it('bypass_mode: a sequence gets the same IS weight and gradient bits wherever it lies (inside a chunk or across one), on every SIMD path; the token-level mean is that of the pass\'s weights', () => {
+    // test/policy_loss_twin.ts in a child process a path (TIRL_SIMD, as test/simd.test.ts):
+    // the pass and the weights computed before it (sequences across a chunk, the
+    // token-level mean) call one compiled function of cpu/policy_loss_kernels.inc, so the
+    // FMA-contracted AVX2 / AVX-512 exps agree with themselves.
+    const script = fileURLToPath(new URL('./policy_loss_twin.js', import.meta.url));
+    for (const path of ['baseline', 'avx2', 'avx512']) {
+      const stdout = execFileSync(process.execPath, [script], { env: { ...process.env, TIRL_SIMD: path }, encoding: 'utf8' });
+      const { simd, failures } = JSON.parse(stdout) as { simd: string; failures: string[] };
+      assert.deepEqual(failures, [], `TIRL_SIMD=${path} (ran ${simd})`);
     }
   });
 

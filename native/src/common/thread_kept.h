@@ -12,6 +12,10 @@ namespace tirl {
 // than their work. `Use` names what the buffer is for (an empty struct): two uses of one
 // T never share a buffer, even inside one call. The pointer stays valid until the same
 // thread asks for more Ts of the same use.
+// Growing the buffer can throw std::bad_alloc. The body of a parallel_for (common/parallel.h)
+// must not throw: one that calls this catches bad_alloc itself, and the caller rethrows it
+// after the parallel_for (see cpu/group_advantages.cc, cpu/advantages.cc,
+// cpu/token_logprobs.cc).
 template <class Use, class T>
 T* thread_kept(size_t count) {
   thread_local std::vector<T> kept;

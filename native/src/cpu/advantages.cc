@@ -5,7 +5,9 @@
 // evaluate the same formula unfused). The front door (api/advantages.cc) has checked the
 // call and copied the index arrays.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <new>
 #include <numeric>
 #include <vector>
 
@@ -296,14 +298,20 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   if (advantages::is_token_baseline(e)) {
     const auto group = TIRL_SIMD_SELECT(token_baseline_group);
     const int64_t num_groups = static_cast<int64_t>(group_start.size()) - 1;
+    std::atomic<bool> out_of_memory{false};
     auto body = [&](int64_t chunk) {
-      const int64_t last = std::min(num_groups, (chunk + 1) * kGroupsPerChunk);
-      for (int64_t g = chunk * kGroupsPerChunk; g < last; ++g) {
-        group(p, summary.data(), members.data() + group_start[g], group_start[g + 1] - group_start[g]);
+      try {  // parallel_for's bodies must not throw (thread_kept may): rethrown below
+        const int64_t last = std::min(num_groups, (chunk + 1) * kGroupsPerChunk);
+        for (int64_t g = chunk * kGroupsPerChunk; g < last; ++g) {
+          group(p, summary.data(), members.data() + group_start[g], group_start[g + 1] - group_start[g]);
+        }
+      } catch (const std::bad_alloc&) {
+        out_of_memory.store(true, std::memory_order_relaxed);
       }
     };
     const int64_t chunks = chunk_count(num_groups, kGroupsPerChunk);
     parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
+    if (out_of_memory.load(std::memory_order_relaxed)) throw std::bad_alloc();
   }
 
   if (advantages::is_whitened(e)) {

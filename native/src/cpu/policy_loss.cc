@@ -65,13 +65,20 @@ struct Inputs {
   // bypass_mode's IS weights computed by the token pass itself (weights null): token-level
   // ones a token, sequence-level ones a sequence (sequence_is_weights: those precomputed,
   // see sequence_is_weights_aside).
-  int inline_is = kIsNone;
+  InlineIs inline_is = kIsNone;
   float is_lower = 0.0f;
   float is_upper = 0.0f;
   float is_norm = 1.0f;  // kIsTokenNormalized: the weights' mean
   const float* sequence_is_weights = nullptr;
   bool all_sequence_is_weights = false;  // else only the sequences that straddle a chunk
 };
+
+// Whether the tokens [first, last) of a sequence (non-empty) lie in two or more chunks of
+// the token pass: bypass_mode's sequence-level weight of such a sequence is set aside
+// before the pass (sequence_is_weights_aside), that of any other computed by the pass.
+constexpr bool straddles_chunk(int64_t first, int64_t last) {
+  return first < last && first / kTokensPerChunk != (last - 1) / kTokensPerChunk;
+}
 
 
 // min_chunks_per_thread for a pass over chunks of kSequencesPerChunk sequences: sequences
@@ -179,7 +186,8 @@ SequenceCounts count_sequences(const Inputs& in) {
   return c;
 }
 
-// A chunked, ordered sum over the tokens of f(t) (double), and the masked count.
+// A chunked, ordered sum over the tokens: f(begin, end) (double) a chunk, the chunks' sums
+// added in order.
 template <class F>
 double ordered_token_sum(int64_t num_tokens, F f) {
   const int64_t num_chunks = chunk_count(num_tokens, kTokensPerChunk);
@@ -187,9 +195,7 @@ double ordered_token_sum(int64_t num_tokens, F f) {
   auto body = [&](int64_t chunk) {
     const int64_t begin = chunk * kTokensPerChunk;
     const int64_t end = std::min(num_tokens, begin + kTokensPerChunk);
-    double sum = 0;
-    for (int64_t t = begin; t < end; ++t) sum += f(t);
-    partial[static_cast<size_t>(chunk)] = sum;
+    partial[static_cast<size_t>(chunk)] = f(begin, end);
   };
   parallel_for(num_chunks, body, min_chunks(kMinCountedPerThread, kTokensPerChunk));
   double total = 0;
@@ -520,46 +526,35 @@ bool pick_while_computing(const Inputs& in, tirl_policy_loss_kind loss, const Pi
 // here set aside first.
 
 // The mean of the token-level weights over the masked-in tokens (0 without any), summed in
-// chunks in token order; the token pass divides each weight by it (kIsTokenNormalized)
-// where it is above 1e-8.
-double token_is_weight_mean(const Inputs& in, const tirl_policy_loss_options& o) {
-  const float lower = static_cast<float>(o.rollout_is_threshold_lower);
-  const float upper = static_cast<float>(o.rollout_is_threshold);
+// chunks in token order (token_is_weight_sum, in cpu/policy_loss_kernels.inc with the pass
+// that uses it: the weights it sums are the pass's bits); the token pass divides each weight
+// by it (kIsTokenNormalized) where it is above 1e-8.
+double token_is_weight_mean(const Inputs& in) {
   const int64_t masked = count_masked(in.mask, in.num_tokens);
-  const double sum = ordered_token_sum(in.num_tokens, [&](int64_t t) {
-    return in.mask[t] != 0 ? static_cast<double>(rollout_is_weight(in.logp[t] - in.old_logp[t], lower, upper)) : 0.0;
-  });
+  const auto chunk_sum = TIRL_SIMD_SELECT(token_is_weight_sum);
+  const double sum = ordered_token_sum(in.num_tokens, [&](int64_t begin, int64_t end) { return chunk_sum(in, begin, end); });
   return masked > 0 ? sum / static_cast<double>(masked) : 0.0;
 }
 
 // The sequence-level weights the token pass does not compute itself (run_chunk's
 // sequence_is_weight): with the batch normalisation every sequence's, divided by the mean
 // over the non-empty sequences (those with a masked-in token); else those of the
-// sequences that straddle a chunk of the pass (the rest of the vector unset).
-std::vector<float> sequence_is_weights_aside(const Inputs& in, const tirl_policy_loss_options& o,
-                                             double* norm_factor) {
+// sequences that straddle a chunk of the pass (the rest of the vector unset). Each from
+// sequence_is_weight_of (cpu/policy_loss_kernels.inc), which the pass calls too.
+std::vector<float> sequence_is_weights_aside(const Inputs& in, double* norm_factor) {
   std::vector<float> w(static_cast<size_t>(in.num_seqs), 0.0f);
-  const float lower = static_cast<float>(o.rollout_is_threshold_lower);
-  const float upper = static_cast<float>(o.rollout_is_threshold);
-  const auto log_ratio_sum = TIRL_SIMD_SELECT(masked_log_ratio_sum);
-  auto weight = [&](int64_t s) {
-    const double sum = log_ratio_sum(in.logp, in.old_logp, in.mask, in.seq_offsets[s], in.seq_offsets[s + 1]);
-    return rollout_is_weight(static_cast<float>(sum), lower, upper);
-  };
+  const auto weight = TIRL_SIMD_SELECT(sequence_is_weight_of);
   *norm_factor = 1.0;
-  if (o.rollout_is_batch_normalize == 0) {
+  if (!in.all_sequence_is_weights) {
     for (int64_t s = 0; s < in.num_seqs; ++s) {
-      const int64_t first = in.seq_offsets[s], last = in.seq_offsets[s + 1];
-      if (first < last && first / kTokensPerChunk != (last - 1) / kTokensPerChunk) {
-        w[static_cast<size_t>(s)] = weight(s);
-      }
+      if (straddles_chunk(in.seq_offsets[s], in.seq_offsets[s + 1])) w[static_cast<size_t>(s)] = weight(in, s);
     }
     return w;
   }
   auto body = [&](int64_t chunk) {
     const int64_t first = chunk * kSequencesPerChunk;
     const int64_t last = std::min(in.num_seqs, first + kSequencesPerChunk);
-    for (int64_t s = first; s < last; ++s) w[static_cast<size_t>(s)] = weight(s);
+    for (int64_t s = first; s < last; ++s) w[static_cast<size_t>(s)] = weight(in, s);
   };
   parallel_for(chunk_count(in.num_seqs, kSequencesPerChunk), body, per_sequence_chunks(in, kMinTokensPerThread));
   double sum = 0;
@@ -729,13 +724,13 @@ tirl_status policy_loss(const float* logp, const float* old_logp, const float* a
       in.is_lower = static_cast<float>(o.rollout_is_threshold_lower);
       in.is_upper = static_cast<float>(o.rollout_is_threshold);
       if (o.rollout_is == TIRL_ROLLOUT_IS_SEQUENCE) {
-        is_weights = sequence_is_weights_aside(in, o, &result->rollout_is_batch_norm_factor);
-        in.sequence_is_weights = is_weights.data();
         in.all_sequence_is_weights = o.rollout_is_batch_normalize != 0;
+        is_weights = sequence_is_weights_aside(in, &result->rollout_is_batch_norm_factor);
+        in.sequence_is_weights = is_weights.data();
         in.inline_is = kIsSequence;
       } else if (o.rollout_is == TIRL_ROLLOUT_IS_TOKEN) {
         in.inline_is = kIsToken;
-        const double mean = o.rollout_is_batch_normalize != 0 ? token_is_weight_mean(in, o) : 0.0;
+        const double mean = o.rollout_is_batch_normalize != 0 ? token_is_weight_mean(in) : 0.0;
         if (mean > 1e-8) {
           in.is_norm = static_cast<float>(mean);
           in.inline_is = kIsTokenNormalized;

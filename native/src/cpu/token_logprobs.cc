@@ -23,10 +23,12 @@
 // into the max), max, exponent, clamp, round (3), exponent bits, the polynomial, and
 // scale and sum as one FMA.
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cstring>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -114,13 +116,23 @@ void backward_cpu(const Logit* logits, int64_t num_tokens, int64_t vocab_size,
   const bool stream = keep_exps && !WithEntropy &&
                       num_tokens >= kMinStreamedFloats / std::max<int64_t>(1, vocab_size);
   const auto backward_rows = TIRL_SIMD_SELECT(backward_rows<WithEntropy, Logit>);
+  std::atomic<bool> out_of_memory{false};
   auto body = [&](int64_t chunk) {
-    float* kept = keep_exps ? kept_exps_scratch(vocab_size) : nullptr;
+    float* kept = nullptr;
+    if (keep_exps) {
+      try {  // parallel_for's bodies must not throw (thread_kept may): rethrown below
+        kept = kept_exps_scratch(vocab_size);
+      } catch (const std::bad_alloc&) {
+        out_of_memory.store(true, std::memory_order_relaxed);
+        return;
+      }
+    }
     backward_rows(logits, chunk * rows, std::min(num_tokens, (chunk + 1) * rows), vocab_size,
                   labels, inv_t, log2e_over_t, grad_logp, grad_entropy, kept, stream,
                   grad_logits);
   };
   parallel_for(chunk_count(num_tokens, rows), body, min_chunks(kMinLogitsPerThread, rows * vocab_size));
+  if (out_of_memory.load(std::memory_order_relaxed)) throw std::bad_alloc();
 }
 
 }  // namespace

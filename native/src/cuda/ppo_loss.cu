@@ -136,8 +136,9 @@ sequence_pass_kernel(const float* __restrict__ logp, const float* __restrict__ o
     }
     const SequenceSum total = group_reduce<kGroup>(part, SequenceSum{0.0, 0}, AddSequenceSums{});
     if (is_weights) {
-      // bypass_mode's sequence-level weights (the CPU's bypass_weights): one per sequence,
-      // from its masked log-ratio sum, on its masked-in tokens.
+      // bypass_mode's sequence-level weights (the CPU's sequence_is_weight_of, in
+      // cpu/policy_loss_kernels.inc): one per sequence, from its masked log-ratio sum, on
+      // its masked-in tokens.
       const float weight = rollout_is_weight(static_cast<float>(total.log_ratio), lower, upper);
       for (int64_t t = r.begin + threadIdx.x % kGroup; t < r.end; t += kGroup) {
         w.is_weights[t] = mask[t] != 0 ? weight : 0.0f;
@@ -329,7 +330,8 @@ __global__ void __launch_bounds__(kThreads) policy_kernel(MainArgs a, Workspace 
 // ------------------------------------------------------------------ bypass_mode's own weights
 
 // verl's compute_rollout_correction_weights with old_log_prob = logp and rollout_log_prob =
-// old_logp, as the CPU's bypass_weights: 0 on masked-out tokens.
+// old_logp, as the CPU's token pass computes them (run_block_as's kIsToken, in
+// cpu/policy_loss_kernels.inc): 0 on masked-out tokens.
 __global__ void __launch_bounds__(kThreads)
 token_is_weights_kernel(const float* __restrict__ logp, const float* __restrict__ old_logp,
                         const uint8_t* __restrict__ mask, int64_t num_tokens, float lower, float upper,
