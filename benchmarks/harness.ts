@@ -35,6 +35,8 @@ export type PeerKind =
 export interface Sample {
   wall: number;
   cpu: number;
+  /** Bytes a peer in another process (PyTorch) read in its own cache sweep before this sample: 0 when it swept none. */
+  sweptBytes?: number;
 }
 
 export interface Peer {
