@@ -52,7 +52,8 @@ export interface Peer {
   sampleCold?(): Promise<Sample>;
 }
 
-function cpuSeconds(): number {
+/** CPU seconds this process has used so far, all threads, user and system. */
+export function cpuSeconds(): number {
   const usage = process.cpuUsage();
   return (usage.user + usage.system) / 1e6;
 }
