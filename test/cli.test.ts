@@ -57,7 +57,7 @@ describe('tirl command', () => {
       [['--reps', '0'], /--reps/],
       [['--threads', 'two'], /--threads/],
       [['--sizes', 'huge'], /--sizes/],
-      [['--cold-above', '-1'], /non-negative integer \(bytes\) for --cold-above but received '-1'/],
+      [['--cold-above=-1'], /non-negative integer \(bytes\) for --cold-above but received '-1'/],
       [['--cold-above', '2MiB'], /--cold-above but received '2MiB'/],
       [['--ops', 'noSuchOp'], /unknown op 'noSuchOp'/],
       [['--bogus'], /bogus/],
