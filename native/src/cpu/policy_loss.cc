@@ -306,9 +306,10 @@ void for_sample_runs(int64_t num_tokens, F f) {
 // Of the sampled eligible tokens, how many must lie at or below the threshold: the expected
 // count λ of the `wanted` smallest, 6 standard deviations and 4 more. The sample misleads
 // (and the pass runs again) when more than that many of the `wanted` smallest are sampled:
-// for a Poisson(λ) count at most 2.2e-9 over every λ (the worst near λ = 13; 1.9e-10 with
-// 32 more, as it was, whose ~39 hits a sampled token cost kl_cov 3.5x the hits at the
-// bench's λ ~ 1: 5,312 hits for 127 picked, 0.2 ms of settling at 512 x 2048 tokens).
+// for a Poisson(λ) count at most 2.2e-9 over every λ (the worst near λ = 10.5; for large λ
+// it tends to the normal's 6-sigma tail, 1e-9). With 32 more, as it was, a sampled token
+// cost kl_cov ~39 hits at the bench's λ ~ 1: 5,312 hits for 127 picked, 0.2 ms of
+// settling at 512 x 2048 tokens.
 int64_t sample_rank(int64_t wanted, int64_t eligible, int64_t sampled) {
   const double expected = static_cast<double>(wanted) * static_cast<double>(sampled) /
                           static_cast<double>(std::max<int64_t>(1, eligible));
