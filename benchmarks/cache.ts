@@ -82,8 +82,10 @@ export function cpuCaches(root = '/sys/devices/system/cpu/cpu0/cache'): CacheLev
 
 /** How the bench times its large cases, for the report. */
 export interface CachePlan {
-  /** Cases of more bytes than this are timed cold: the private L2. */
+  /** Cases of more bytes than this are timed cold: the private L2, or `--cold-above`'s bytes. */
   coldAboveBytes: number;
+  /** Set when `tirl bench --cold-above` chose coldAboveBytes instead of the L2. */
+  coldAboveFromFlag?: boolean;
   /** The last-level cache the sweep is sized from. */
   lastLevelBytes: number;
   /** Bytes one sweep reads: twice the last-level cache, at most MAX_SWEEP_BYTES. */

@@ -35,6 +35,8 @@ export type PeerKind =
 export interface Sample {
   wall: number;
   cpu: number;
+  /** Bytes a peer in another process (PyTorch) read in its own cache sweep before this sample: 0 when it swept none. */
+  sweptBytes?: number;
 }
 
 export interface Peer {
@@ -50,7 +52,8 @@ export interface Peer {
   sampleCold?(): Promise<Sample>;
 }
 
-function cpuSeconds(): number {
+/** CPU seconds this process has used so far, all threads, user and system. */
+export function cpuSeconds(): number {
   const usage = process.cpuUsage();
   return (usage.user + usage.system) / 1e6;
 }

@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 
 import { POLICY_LOSSES, ppoLoss, ppoLossAsync, preparePpoLoss, type PolicyLoss, type PpoLossOptions } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
-import { asyncPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type Peer, type SizeName } from './harness.js';
+import { asyncPeer, compareArrays, compareNumbers, cpuSeconds, syncPeer, type BenchCase, type Peer, type SizeName } from './harness.js';
 import { native } from '../lib/native.js';
 import { ppoLossTs } from '../test/reference/ppo_loss.js';
 import { policyReference } from '../test/reference/policy_loss.js';
@@ -171,10 +171,6 @@ export function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSe
 }
 
 /**
- * 1,024 tokens with the default options and no sequence offsets: the same call that
- * tirl_stream makes through the C ABI, so the difference is the binding's cost.
- */
-/**
  * The reference of the binding-overhead line: the very C call the sync form makes
  * (`tirl_policy_loss`, on the same arrays, `out` and options), `inner` times inside one
  * native call (ppoLossCCalls), so that no binding work comes between two C calls. Sampled
@@ -183,10 +179,6 @@ export function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSe
  * moment (and called tirl_ppo_loss, not tirl_policy_loss).
  */
 function cCallPeer(options: PpoLossOptions): Peer {
-  const cpuSeconds = () => {
-    const u = process.cpuUsage();
-    return (u.user + u.system) / 1e6;
-  };
   return {
     name: 'the same C call alone (ppoLossCCalls: tirl_policy_loss, same arrays and options)',
     kind: 'c-abi',
@@ -200,6 +192,13 @@ function cCallPeer(options: PpoLossOptions): Peer {
   };
 }
 
+/**
+ * The fixed cost of a call: ppoLoss on 1,024 tokens, default options, no sequence offsets,
+ * through each JavaScript form (sync, prepared, positional, async, allocating) beside the
+ * same C call alone in the same process (cCallPeer), the reference: the difference is the
+ * binding's cost. libuv's and Node-API's empty round trips are the async form's floors;
+ * the Python package's form runs in the PyTorch co-process.
+ */
 function callOverheadCase(): BenchCase {
   const tokens = 1024;
   return {

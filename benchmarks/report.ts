@@ -182,7 +182,7 @@ function cacheSentence(r: BenchReport): string {
   const c = r.settings.cache;
   if (!c) return 'Every case is timed warm, its calls back to back.';
   return (
-    `Cases of more than ${mebibytes(c.coldAboveBytes)} (the L2; \`cold\` in the cache column) are timed one call at a time, ` +
+    `Cases of more than ${mebibytes(c.coldAboveBytes)} (${c.coldAboveFromFlag ? 'set by --cold-above' : 'the L2'}; \`cold\` in the cache column) are timed one call at a time, ` +
     `each call after a sweep that reads ${mebibytes(c.sweepBytes)} (twice the ${mebibytes(c.lastLevelBytes)} last-level cache, ` +
     `one load per cache line) on ${c.sweepThreads} thread${c.sweepThreads > 1 ? 's' : ''}, outside the timed region, for every peer ` +
     `and the copy alike (PyTorch sweeps in its own process); smaller cases (\`warm\`) are timed with their calls back to back ` +

@@ -31,6 +31,8 @@ Options:
   --threads N      threads for our kernels and PyTorch (default: tirl's default)
   --reps N         interleaved rounds per case (default 15, quick 5; fewer, but at least
                    3, where the rounds would exceed 40 s, or 3 s with --quick)
+  --cold-above N   time cases of more than N bytes cold (default: the private L2; 0 times
+                   every case cold)
   --no-torch       do not run the PyTorch peer
   --no-scaling     skip the "threads vs 1" sweep (every op at three sizes)
   --scaling-only   run only that sweep (with --ops: of those ops)
@@ -46,6 +48,8 @@ interface BenchFlags {
   warmup: number;
   minSampleSeconds: number;
   caseBudgetSeconds: number;
+  /** Cases of more bytes than this are timed cold; undefined: the private L2 (cachePlan). */
+  coldAbove?: number;
   torch: boolean;
   scaling: 'yes' | 'no' | 'only';
   json: boolean;
@@ -74,6 +78,7 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
         quick: { type: 'boolean' },
         threads: { type: 'string' },
         reps: { type: 'string' },
+        'cold-above': { type: 'string' },
         'no-torch': { type: 'boolean' },
         'no-scaling': { type: 'boolean' },
         'scaling-only': { type: 'boolean' },
@@ -97,6 +102,11 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
     if (!known.has(op.toLowerCase())) fail(`unknown op '${op}' in --ops (known: ${[...new Set(allCases.map((c) => c.op))].join(', ')})`);
   }
   const threads = positiveInteger(parsed.threads, 'threads') ?? info().threads;
+  const coldAboveText = parsed['cold-above'];
+  const coldAbove = coldAboveText === undefined ? undefined : Number(coldAboveText);
+  if (coldAbove !== undefined && !(Number.isSafeInteger(coldAbove) && coldAbove >= 0)) {
+    fail(`expected a non-negative integer (bytes) for --cold-above but received '${coldAboveText}'`);
+  }
   if (threads > 1024) fail(`expected at most 1024 for --threads but received ${threads}`);
   return {
     ...(ops ? { ops } : {}),
@@ -106,6 +116,7 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
     warmup: sizes === 'quick' ? 1 : 2,
     minSampleSeconds: sizes === 'quick' ? 0.002 : 0.005,
     caseBudgetSeconds: sizes === 'quick' ? 3 : 40,
+    ...(coldAbove !== undefined ? { coldAbove } : {}),
     torch: parsed['no-torch'] !== true,
     scaling: parsed['scaling-only'] === true ? 'only' : parsed['no-scaling'] === true ? 'no' : 'yes',
     json: parsed.json === true,
@@ -196,6 +207,10 @@ export async function runBench(argv: string[]): Promise<number> {
 
   // Cases past the L2 are timed one call at a time after a sweep of the caches (cache.ts).
   const plan: CachePlan | undefined = cases.length > 0 ? cachePlan() : undefined;
+  if (plan && flags.coldAbove !== undefined) {
+    plan.coldAboveBytes = flags.coldAbove;
+    plan.coldAboveFromFlag = true;
+  }
   let torchDescription = 'not run (--no-torch)';
   let torchReason: string | undefined = '--no-torch';
   let torch;

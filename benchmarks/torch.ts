@@ -45,6 +45,7 @@ interface Reply {
   threads?: number;
   seconds?: number;
   cpuSeconds?: number;
+  sweptBytes?: number;
 }
 
 class TorchProcess implements TorchRunner {
@@ -92,7 +93,7 @@ class TorchProcess implements TorchRunner {
     if (reply.error !== undefined || reply.seconds === undefined || reply.cpuSeconds === undefined) {
       throw new Error(`bench: PyTorch failed on ${id}: ${reply.error ?? 'no timing'}`);
     }
-    return { wall: reply.seconds, cpu: reply.cpuSeconds };
+    return { wall: reply.seconds, cpu: reply.cpuSeconds, ...(reply.sweptBytes !== undefined ? { sweptBytes: reply.sweptBytes } : {}) };
   }
 
   async drop(id: string): Promise<void> {

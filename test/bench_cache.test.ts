@@ -230,9 +230,12 @@ describe('bench harness cache state', () => {
     }
     try {
       assert.equal(await start.runner.setup(benchCase), undefined);
-      for (const evict of [false, true, true]) {
+      // The co-process reports what its sweep read: the whole buffer asked for (1 MiB) each
+      // cold sample, nothing for a warm one.
+      for (const evict of [false, true, true, false]) {
         const sample = await start.runner.sample(benchCase.id, 1, evict);
         assert.ok(sample.wall > 0 && Number.isFinite(sample.cpu), JSON.stringify(sample));
+        assert.equal(sample.sweptBytes, evict ? MiB : 0, JSON.stringify(sample));
       }
     } finally {
       start.runner.close();

@@ -57,6 +57,8 @@ describe('tirl command', () => {
       [['--reps', '0'], /--reps/],
       [['--threads', 'two'], /--threads/],
       [['--sizes', 'huge'], /--sizes/],
+      [['--cold-above=-1'], /non-negative integer \(bytes\) for --cold-above but received '-1'/],
+      [['--cold-above', '2MiB'], /--cold-above but received '2MiB'/],
       [['--ops', 'noSuchOp'], /unknown op 'noSuchOp'/],
       [['--bogus'], /bogus/],
     ];
@@ -71,23 +73,37 @@ describe('tirl command', () => {
   it('runs a one-round benchmark and writes JSON, Markdown and SVG', () => {
     const out = mkdtempSync(join(tmpdir(), 'tirl-bench-'));
     try {
-      const r = tirl('bench', '--quick', '--ops', 'groupAdvantages', '--no-torch', '--reps', '1', '--json', '--out', out);
+      // --quick's groupAdvantages cases all fit in a 2 MiB L2: --cold-above puts the line
+      // between them (65,536 rewards of 8 B warm, the other two cold) so that both paths run.
+      const coldAbove = 600_000;
+      const r = tirl('bench', '--quick', '--ops', 'groupAdvantages', '--no-torch', '--reps', '1', '--cold-above', String(coldAbove), '--json', '--out', out);
       assert.equal(r.code, 0, r.stderr);
       const report = JSON.parse(r.stdout) as {
-        cases: { id: string; bytes: number; cache: string; peers: { kind: string; medianMs: number; copyShare: number; inner: number }[] }[];
-        settings: { cache: { coldAboveBytes: number; sweepBytes: number; sweepThreads: number } };
+        cases: { id: string; bytes: number; cache: string; sweepMs?: number; peers: { kind: string; medianMs: number; copyShare: number; inner: number; samples: number }[] }[];
+        settings: { reps: number; cache: { coldAboveBytes: number; coldAboveFromFlag?: boolean; sweepBytes: number; sweepThreads: number } };
         torch: string;
       };
       // The cache plan is recorded; each case says its state, cold exactly past the L2.
       const plan = report.settings.cache;
-      assert.ok(plan.coldAboveBytes > 0 && plan.sweepBytes > 0 && plan.sweepThreads >= 1, JSON.stringify(plan));
-      assert.ok(report.cases.length >= 1);
+      assert.ok(plan.coldAboveBytes === coldAbove && plan.coldAboveFromFlag === true, JSON.stringify(plan));
+      assert.ok(plan.sweepBytes > 0 && plan.sweepThreads >= 1, JSON.stringify(plan));
+      assert.ok(report.cases.some((c) => c.cache === 'warm'), 'a warm case');
+      assert.ok(report.cases.some((c) => c.cache === 'cold'), 'a cold case');
       for (const c of report.cases) {
         assert.equal(c.peers[0].kind, 'tirl');
         assert.ok(c.peers.some((p) => p.kind === 'typescript'));
         assert.equal(c.peers[c.peers.length - 1].kind, 'copy');
         assert.equal(c.cache, c.bytes > plan.coldAboveBytes ? 'cold' : 'warm', c.id);
-        if (c.cache === 'cold') for (const p of c.peers) assert.equal(p.inner, 1, `${c.id} ${p.kind}`);
+        // A cold case: one call a sample, one sample a round, and its sweep's time recorded.
+        if (c.cache === 'cold') {
+          assert.ok(c.sweepMs !== undefined && c.sweepMs > 0, `${c.id} sweepMs ${c.sweepMs}`);
+          for (const p of c.peers) {
+            assert.equal(p.inner, 1, `${c.id} ${p.kind}`);
+            assert.equal(p.samples, report.settings.reps, `${c.id} ${p.kind}`);
+          }
+        } else {
+          assert.equal(c.sweepMs, undefined, c.id);
+        }
         for (const p of c.peers) assert.ok(p.medianMs > 0 && Number.isFinite(p.copyShare), `${c.id} ${p.kind}`);
       }
       assert.match(report.torch, /--no-torch/);
@@ -98,7 +114,7 @@ describe('tirl command', () => {
       assert.match(svg, /<\/svg>\n$/);
       const markdown = readFileSync(join(out, files[1]), 'utf8');
       assert.match(markdown, /^# tirl bench, CPU/);
-      assert.match(markdown, /are timed one call at a time, each call after a sweep that reads/);
+      assert.match(markdown, /\(set by --cold-above; `cold` in the cache column\) are timed one call at a time, each call after a sweep that reads/);
       assert.match(markdown, /\| case \| cache \| tirl ms \|/);
     } finally {
       rmSync(out, { recursive: true, force: true });

@@ -87,8 +87,12 @@ typedef struct {
 // One warm-up round, then `rounds` timed ones of call(0, context), call(1, context) and a
 // memmove of `copy_bytes` (half the op's bytes read, half written). call returns 0 on
 // success; a failure is reported and ends the process. With AB_EVICT_MB=n in the
-// environment, an untimed sweep of n MB (a write a cache line) before each call and copy
-// starts every one from evicted caches (600 evicts this VM's 300 MB L3).
+// environment, an untimed sweep of n MB before each call and copy starts every one from
+// evicted caches (600 evicts this VM's 300 MB L3): one load a cache line, read-only as
+// `tirl bench`'s cold cases sweep (benchmarks/README.md, "Cache state"), so that no dirty
+// line is left for the timed call to write back. The buffer is written once, at allocation
+// (untouched pages would all read the one zero page). The sweep runs on this one thread,
+// enough for this one-thread A/B; the bench sweeps on every core.
 static inline AbTimes ab_run(int rounds, int (*call)(int build, void* context), void* context,
                       size_t copy_bytes) {
   AbTimes times = {rounds, {0}, {0}};
@@ -102,11 +106,15 @@ static inline AbTimes ab_run(int rounds, int (*call)(int build, void* context), 
   memmove(copy_to, copy_from, copy_bytes);
   const char* evict_mb = getenv("AB_EVICT_MB");
   const size_t sweep_bytes = evict_mb != NULL ? (size_t)atol(evict_mb) << 20 : 0;
-  char* sweep = sweep_bytes > 0 ? calloc(sweep_bytes, 1) : NULL;
+  unsigned char* sweep = sweep_bytes > 0 ? malloc(sweep_bytes) : NULL;
+  if (sweep != NULL) memset(sweep, 1, sweep_bytes);
+  volatile unsigned sweep_sink = 0;  // keeps the sweep's loads
   for (int r = -1; r < rounds; ++r) {
     for (int i = 0; i < 3; ++i) {
       const int k = (r & 1) && i < 2 ? 1 - i : i;  // A, B, copy; B, A, copy
-      for (size_t b = 0; b < sweep_bytes; b += 64) sweep[b] = (char)(sweep[b] + 1);
+      unsigned sweep_sum = 0;
+      for (size_t b = 0; b < sweep_bytes; b += 64) sweep_sum += sweep[b];
+      sweep_sink = sweep_sink + sweep_sum;
       const double start = ab_seconds(CLOCK_MONOTONIC), cpu_start = ab_seconds(CLOCK_PROCESS_CPUTIME_ID);
       if (k == 2) {
         memmove(copy_to, copy_from, copy_bytes);

@@ -12,8 +12,9 @@ Three modes:
                     then one JSON command per line, one JSON reply per line:
                     {"cmd": "setup", "id"} -> {"ok": true} | {"error"}
                     {"cmd": "sample", "id", "inner", "evict": true (optional)}
-                        -> {"seconds", "cpuSeconds": per call}; with evict, the caches are
-                        swept first (CacheSweep), outside the timed region
+                        -> {"seconds", "cpuSeconds": per call, "sweptBytes"}; with evict,
+                        the caches are swept first (CacheSweep), outside the timed region,
+                        and sweptBytes is the bytes that sweep read (else 0)
                     {"cmd": "drop", "id"} -> {"ok": true}
                     Inputs have the shapes and distributions of benchmarks/data.ts (not
                     the same values: timings do not depend on them).
@@ -750,6 +751,7 @@ class CacheSweep:
         self.buffer = torch.ones(int(spec['bytes']) // 4, dtype=torch.float32)
 
     def evict(self):
+        """Reads the whole buffer; returns the bytes read."""
         torch = self.torch
         own = torch.get_num_threads()
         if own != self.threads:
@@ -759,6 +761,7 @@ class CacheSweep:
         finally:
             if own != self.threads:
                 torch.set_num_threads(own)
+        return self.buffer.numel() * self.buffer.element_size()
 
 
 def reply(message):
@@ -793,14 +796,15 @@ def serve():
                 live[case_id] = BUILDERS[case['op']](torch, **case['params'])
                 reply({'ok': True})
             elif command == 'sample':
+                swept = 0
                 if message.get('evict'):
                     if sweep_spec is None:
                         raise ValueError('evict asked for, but no sweep was given at start')
                     if sweep is None:
                         sweep = CacheSweep(torch, sweep_spec)
-                    sweep.evict()
+                    swept = sweep.evict()
                 seconds, cpu_seconds = timed(live[case_id], message['inner'])
-                reply({'seconds': seconds, 'cpuSeconds': cpu_seconds})
+                reply({'seconds': seconds, 'cpuSeconds': cpu_seconds, 'sweptBytes': swept})
             elif command == 'drop':
                 live.pop(case_id, None)
                 gc.collect()

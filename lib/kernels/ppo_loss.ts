@@ -243,14 +243,14 @@ export type PpoLossArrays = Pick<PpoLossOptions, 'logp' | 'oldLogp' | 'advantage
  * form ({@link preparePpoLoss}), in this order.
  */
 export type PpoLossPositional = [
-  logp: Float32Array,
-  oldLogp: Float32Array,
-  advantages: Float32Array,
-  mask: Uint8Array,
-  refLogp?: Float32Array,
-  weights?: Float32Array,
-  seqOffsets?: Int32Array,
-  out?: { grad?: Float32Array },
+  logp: PpoLossOptions['logp'],
+  oldLogp: PpoLossOptions['oldLogp'],
+  advantages: PpoLossOptions['advantages'],
+  mask: PpoLossOptions['mask'],
+  refLogp?: PpoLossOptions['refLogp'],
+  weights?: PpoLossOptions['weights'],
+  seqOffsets?: PpoLossOptions['seqOffsets'],
+  out?: PpoLossOptions['out'],
 ];
 
 /** Every {@link ppoLoss} option that is not an array: what {@link preparePpoLoss} reads once. */

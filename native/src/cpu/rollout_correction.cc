@@ -13,8 +13,8 @@
 // What limits it is arithmetic, not memory (measured 2026-12-02 on the 2-core Xeon VM,
 // AVX-512, 512 x 2048 tokens, benchmarks/native/ab_rollout_correction.c, one thread, CPU
 // time, min of 31 rounds on the loaded machine): 2.2-2.5 ms warm, 2.6-2.8 ms with every
-// call started from DRAM (AB_EVICT_MB=600), against 0.52 ms and 0.98 ms for a memmove of the
-// same 14 B/token. The double exp alone (benchmarks/native/exp_double_floor.cc) is 0.91 ms
+// call started from DRAM (AB_EVICT_MB=600, then a sweep writing a byte a cache line; it
+// is read-only now), against 0.52 ms and 0.98 ms for a memmove of the same 14 B/token. The double exp alone (benchmarks/native/exp_double_floor.cc) is 0.91 ms
 // of it (AVX2: 1.83 ms of 4.0-4.3); the statistics passes over the block's arrays in L1
 // most of the rest (callgrind, AVX2: 26.6 instructions a token, 44% in the token loop, 46%
 // in the sums, weights and moments passes, 7% the mask). Software prefetch of the block
