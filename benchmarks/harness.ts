@@ -196,11 +196,13 @@ export interface TorchRunner {
 export interface MeasureOptions {
   threads: number;
   reps: number;
+  /** Rounds of a cold case (default `reps`): its samples are single calls. */
+  coldReps?: number;
   warmup: number;
   /** Each sample lasts at least this long (small ops run several calls per sample). */
   minSampleSeconds: number;
   /**
-   * Rounds are cut below `reps` (to no fewer than MIN_ROUNDS) when they would take longer
+   * Rounds are cut below `reps` or `coldReps` (to no fewer than MIN_ROUNDS) when they would take longer
    * than this in all: the TypeScript peer needs seconds per call on the largest logits.
    */
   caseBudgetSeconds: number;
@@ -282,7 +284,7 @@ export type Progress = (message: string) => void;
 /** Fewest rounds of a case, whatever its budget: a median of three still drops one outlier. */
 const MIN_ROUNDS = 3;
 
-/** Measures one case: warm-up and calibration, then `reps` interleaved rounds. */
+/** Measures one case: warm-up and calibration, then `reps` (cold: `coldReps`) interleaved rounds. */
 export async function measureCase(
   benchCase: BenchCase,
   options: MeasureOptions,
@@ -375,7 +377,8 @@ export async function measureCase(
   // 1-thread row follow ours in most rounds, and it ran up to 10% faster than the very same
   // single-threaded code in ours (grpo, rloo, sequenceLogprobs backward at 512x2048).
   const roundSeconds = warmTimes.reduce((sum, t, p) => sum + t * inner[p] + sweepSeconds, 0);
-  const rounds = Math.min(options.reps, Math.max(MIN_ROUNDS, Math.floor(options.caseBudgetSeconds / roundSeconds)));
+  const wantedRounds = sweeper ? (options.coldReps ?? options.reps) : options.reps;
+  const rounds = Math.min(wantedRounds, Math.max(MIN_ROUNDS, Math.floor(options.caseBudgetSeconds / roundSeconds)));
   const samples: Sample[][] = peers.map(() => []);
   const order = new SeededRandom(rounds * 7919 + peers.length);
   for (let r = 0; r < rounds; r++) {

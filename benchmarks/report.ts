@@ -76,6 +76,8 @@ export interface BenchReport {
     sizes: string;
     threads: number;
     reps: number;
+    /** Rounds of a cold case; absent in reports from before it existed (then `reps`). */
+    coldReps?: number;
     warmup: number;
     minSampleMs: number;
     caseBudgetSeconds: number;
@@ -167,7 +169,7 @@ function machineLines(r: BenchReport): string[] {
   return [
     `${r.date} · ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB · ${r.machine.os} · Node ${r.machine.node}`,
     `tirl ${r.machine.tirl.version}${r.machine.commit ? ` at ${r.machine.commit}` : ''} (${r.machine.tirl.simd}; ${r.machine.tirl.build}) · ${r.settings.threads} threads · ` +
-      `sizes ${r.settings.sizes} · up to ${r.settings.reps} interleaved rounds (at least 3; fewer past ${r.settings.caseBudgetSeconds} s a case) after ${r.settings.warmup} warm-up calls`,
+      `sizes ${r.settings.sizes} · up to ${r.settings.reps} interleaved rounds${r.settings.coldReps !== undefined && r.settings.coldReps !== r.settings.reps ? `, ${r.settings.coldReps} for a cold case,` : ''} (at least 3; fewer past ${r.settings.caseBudgetSeconds} s a case) after ${r.settings.warmup} warm-up calls`,
     `PyTorch: ${r.torch}`,
     stream,
   ];
