@@ -172,6 +172,13 @@ export function pythonId(benchCase: BenchCase): string {
 export interface CaseSetup {
   peers: Peer[];
   /**
+   * Our kernel on the first `units` (rows, tokens) of the case's `total`, a slice small
+   * enough that twice it stays in the caches: timed warm on one thread, it gives the case's
+   * arithmetic alone (CaseResult.arithmeticMs), what the call would take if its bytes cost
+   * nothing.
+   */
+  arithmetic?: { call: (units: number) => void; units: number; total: number };
+  /**
    * Compares our kernel's result with the TypeScript peer's; returns a description of a
    * mismatch, or undefined. Guards against a peer measuring different math.
    */
@@ -254,6 +261,11 @@ export interface CaseResult {
   skipped: { peer: string; reason: string }[];
   /** Set when the TypeScript peer disagrees with the kernel (a warning, not a failure). */
   mismatch?: string;
+  /**
+   * The case's arithmetic alone (CaseSetup.arithmetic): the median CPU time a call of the
+   * in-cache slice on one thread, scaled to the whole case and divided by the threads, in ms.
+   */
+  arithmeticMs?: number;
   callOverhead?: boolean;
   bandwidthTarget?: number;
 }
@@ -390,6 +402,7 @@ export async function measureCase(
     }
     for (const p of sequence) samples[p].push(await sample(peers[p], inner[p]));
   }
+  const arithmeticMs = prepared.arithmetic && measureArithmetic(prepared.arithmetic, options, progress, benchCase.id);
   if (torch && benchCase.torch && !skipped.some((s) => s.peer === 'PyTorch')) await torch.drop(benchCase.id);
   if (torch && benchCase.python && peers.some((p) => p.kind === 'tirl-python')) await torch.drop(pythonId(benchCase));
 
@@ -423,9 +436,48 @@ export async function measureCase(
     })),
     skipped,
     ...(mismatch === undefined ? {} : { mismatch }),
+    ...(arithmeticMs === undefined ? {} : { arithmeticMs }),
     ...(benchCase.callOverhead ? { callOverhead: true } : {}),
     ...(benchCase.bandwidthTarget === undefined ? {} : { bandwidthTarget: benchCase.bandwidthTarget }),
   };
+}
+
+/** Samples of a case's in-cache slices (CaseSetup.arithmetic). */
+const ARITHMETIC_SAMPLES = 9;
+
+/**
+ * The case's arithmetic alone, in ms: on one thread, warm, the CPU time a call of its slice
+ * of 2·units less that of its slice of `units` (the call's fixed cost cancels), the median
+ * over ARITHMETIC_SAMPLES samples of at least minSampleSeconds each, scaled to the case's
+ * total and divided by the threads (as if they scaled perfectly: a lower bound).
+ */
+function measureArithmetic(
+  arithmetic: { call: (units: number) => void; units: number; total: number },
+  options: MeasureOptions,
+  progress: Progress,
+  id: string,
+): number {
+  progress(`${id}: timing the arithmetic alone`);
+  const single = syncPeer('slice', 'tirl-1thread', () => arithmetic.call(arithmetic.units));
+  const double = syncPeer('slice', 'tirl-1thread', () => arithmetic.call(2 * arithmetic.units));
+  const differences: number[] = [];
+  setThreads(1);
+  try {
+    let fastest = Infinity;
+    for (let w = 0; w < Math.max(2, options.warmup); w++) {
+      single.sample(1);
+      fastest = Math.min(fastest, (double.sample(1) as Sample).cpu);
+    }
+    const inner = Math.max(1, Math.ceil(options.minSampleSeconds / Math.max(fastest, 1e-9)));
+    for (let s = 0; s < ARITHMETIC_SAMPLES; s++) {
+      const one = (single.sample(inner) as Sample).cpu;
+      differences.push((double.sample(inner) as Sample).cpu - one);
+    }
+  } finally {
+    setThreads(options.threads);
+  }
+  const perUnit = median(differences.sort((a, b) => a - b)) / arithmetic.units;
+  return ((perUnit * arithmetic.total) / options.threads) * 1e3;
 }
 
 /** The thread count our kernels use now. */

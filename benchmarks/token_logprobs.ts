@@ -81,8 +81,17 @@ export function tokenLogprobsCase(numTokens: number, vocabSize: number, dtype: D
             syncPeer('tirl, allocating', 'tirl-alloc', () => tokenLogprobs(base)),
             syncPeer('TypeScript, 1 thread', 'typescript', forwardTs),
           ];
+      // Rows whose logits (and gradient) twice over fit in 512 KiB, an L2 of 1 MiB or more.
+      const rowBytes = vocabSize * (width + (backward ? 4 : 0));
+      const sliceRows = Math.max(1, Math.min(numTokens >> 1, Math.floor(256 * 1024 / rowBytes)));
+      const slice = (rows: number) => {
+        const head = { ...base, logits: logits.subarray(0, rows * vocabSize), labels: labels.subarray(0, rows) };
+        tokenLogprobs({ ...head, out: { logp: logp.subarray(0, rows) } });
+        if (backward) tokenLogprobsBackward({ ...head, gradLogp: gradLogp.subarray(0, rows), out: grad.subarray(0, rows * vocabSize) });
+      };
       return {
         peers,
+        arithmetic: { call: slice, units: sliceRows, total: numTokens },
         check() {
           // The first rows only: the TypeScript peer takes seconds on the whole batch.
           const rows = Math.min(numTokens, 16);
