@@ -163,6 +163,33 @@ describe('bench cache sweep', () => {
   });
 });
 
+/** Burns `ms` of this thread's CPU time. */
+function burnCpu(ms: number): void {
+  const end = process.cpuUsage().user + ms * 1e3;
+  while (process.cpuUsage().user < end);
+}
+
+describe('bench harness arithmetic alone', () => {
+  it('scales the CPU time of a slice of 2u units less one of u to the case and its threads', async () => {
+    const units: number[] = [];
+    const benchCase: BenchCase = {
+      ...loggingCase(MiB, [], false),
+      setup() {
+        return {
+          ...loggingCase(MiB, [], false).setup(),
+          // 0.4 ms a unit on top of a fixed 1 ms a call, which the difference cancels.
+          arithmetic: { call: (u: number) => (units.push(u), burnCpu(1 + 0.4 * u)), units: 2, total: 30 },
+        };
+      },
+    };
+    const result = await measureCase(benchCase, { ...options, threads: 2 }, undefined, undefined, () => {});
+    assert.deepEqual([...new Set(units)].sort(), [2, 4]);
+    // 0.4 ms × 30 units over 2 threads.
+    const expected = (0.4 * 30) / 2;
+    assert.ok(result.arithmeticMs !== undefined && Math.abs(result.arithmeticMs - expected) < 0.35 * expected, `arithmeticMs ${result.arithmeticMs}`);
+  });
+});
+
 describe('bench harness cache state', () => {
   it('times a case past the threshold one call per sample, each after a sweep; a peer in another process sweeps itself', async () => {
     const log: string[] = [];
@@ -200,6 +227,20 @@ describe('bench harness cache state', () => {
       // Four peers a round, three rounds: one harness sweep per peer but the self-sweeping one.
       assert.equal(rounds.filter((e) => e === 'evict').length, 9);
       assert.equal(rounds.filter((e) => e === 'torch-evict').length, 3);
+    } finally {
+      await sweeper.close();
+    }
+  });
+
+  it('runs a cold case for coldReps rounds and a warm one for reps', async () => {
+    const log: string[] = [];
+    const sweeper = new LoggingSweeper(log, MiB, 1);
+    try {
+      const withRounds = { ...options, reps: 3, coldReps: 5, cache: { coldAboveBytes: 2 * MiB, sweeper } };
+      const cold = await measureCase(loggingCase(4 * MiB, log, false), withRounds, undefined, undefined, () => {});
+      assert.deepEqual(cold.peers.map((p) => [p.kind, p.samples]), [['tirl', 5], ['typescript', 5], ['copy', 5]]);
+      const warm = await measureCase(loggingCase(MiB, log, false), withRounds, undefined, undefined, () => {});
+      assert.deepEqual(warm.peers.map((p) => [p.kind, p.samples]), [['tirl', 3], ['typescript', 3], ['copy', 3]]);
     } finally {
       await sweeper.close();
     }
