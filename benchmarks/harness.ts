@@ -172,17 +172,35 @@ export function pythonId(benchCase: BenchCase): string {
 export interface CaseSetup {
   peers: Peer[];
   /**
-   * Our kernel on the first `units` (rows, tokens) of the case's `total`, a slice small
-   * enough that twice it stays in the caches: timed warm on one thread, it gives the case's
-   * arithmetic alone (CaseResult.arithmeticMs), what the call would take if its bytes cost
-   * nothing.
+   * Our kernel's call on the first `units` (rows, sequences, groups) of the case's `total`,
+   * a slice small enough that twice it stays in the caches (`slice(units)` makes that call):
+   * timed warm on one thread, it gives the case's arithmetic alone (CaseResult.arithmeticMs),
+   * what the call would take if its bytes cost nothing.
    */
-  arithmetic?: { call: (units: number) => void; units: number; total: number };
+  arithmetic?: Arithmetic;
   /**
    * Compares our kernel's result with the TypeScript peer's; returns a description of a
    * mismatch, or undefined. Guards against a peer measuring different math.
    */
   check?(): string | undefined;
+}
+
+/** Bytes of a case's smaller in-cache slice: twice it stays inside an L2 of 1 MiB or more. */
+const SLICE_BYTES = 256 * 1024;
+
+/**
+ * The units (rows, sequences, groups) of a case's smaller in-cache slice, of its `total`
+ * units and `bytes` in all: as many as SLICE_BYTES holds, at least one, at most half.
+ */
+export function sliceUnits(bytes: number, total: number): number {
+  return Math.max(1, Math.min(Math.floor(total / 2), Math.floor(SLICE_BYTES / (bytes / total))));
+}
+
+/** A case's in-cache slices (CaseSetup.arithmetic). */
+export interface Arithmetic {
+  slice(units: number): () => unknown;
+  units: number;
+  total: number;
 }
 
 /** Where PyTorch timings come from; implemented by the Python co-process. */
@@ -451,15 +469,10 @@ const ARITHMETIC_SAMPLES = 9;
  * over ARITHMETIC_SAMPLES samples of at least minSampleSeconds each, scaled to the case's
  * total and divided by the threads (as if they scaled perfectly: a lower bound).
  */
-function measureArithmetic(
-  arithmetic: { call: (units: number) => void; units: number; total: number },
-  options: MeasureOptions,
-  progress: Progress,
-  id: string,
-): number {
+function measureArithmetic(arithmetic: Arithmetic, options: MeasureOptions, progress: Progress, id: string): number {
   progress(`${id}: timing the arithmetic alone`);
-  const single = syncPeer('slice', 'tirl-1thread', () => arithmetic.call(arithmetic.units));
-  const double = syncPeer('slice', 'tirl-1thread', () => arithmetic.call(2 * arithmetic.units));
+  const single = syncPeer('slice', 'tirl-1thread', arithmetic.slice(arithmetic.units));
+  const double = syncPeer('slice', 'tirl-1thread', arithmetic.slice(2 * arithmetic.units));
   const differences: number[] = [];
   setThreads(1);
   try {

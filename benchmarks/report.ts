@@ -277,6 +277,15 @@ function overheadLines(r: BenchReport): string[] {
   ];
 }
 
+/**
+ * The `% copy` a case's arithmetic alone allows (the copy's median over CaseResult
+ * .arithmeticMs), or '–' where it was not measured.
+ */
+function arithmeticCap(c: CaseResult): string {
+  if (c.arithmeticMs === undefined) return '–';
+  return percent(c.peers[c.peers.length - 1].medianMs / c.arithmeticMs);
+}
+
 /** One row per case: our time, bandwidth share, scaling and speed-ups. */
 function summaryRows(r: BenchReport): string[][] {
   return r.cases.map((c) => {
@@ -293,6 +302,7 @@ function summaryRows(r: BenchReport): string[][] {
       fixed(ours.gbPerSecond, 1),
       percent(ours.copyShare),
       target === undefined ? '' : `${percent(target)} ${ours.copyShare >= target ? 'met' : 'MISSED'}`,
+      arithmeticCap(c),
       alloc ? ms(alloc.medianMs) : '–',
       one ? `${fixed(one.medianMs / ours.medianMs, 2)}×` : '–',
       ts ? speedup(ts) : '–',
@@ -325,8 +335,8 @@ function peerRows(c: CaseResult): string[][] {
   ]);
 }
 
-const SUMMARY_HEADER = ['case', 'cache', 'tirl ms', 'GB/s', '% copy', 'target', 'alloc ms', 'threads vs 1', 'vs TS', 'vs PyTorch'];
-const SUMMARY_RIGHT = [false, false, true, true, true, true, true, true, true, true];
+const SUMMARY_HEADER = ['case', 'cache', 'tirl ms', 'GB/s', '% copy', 'target', 'arithmetic cap', 'alloc ms', 'threads vs 1', 'vs TS', 'vs PyTorch'];
+const SUMMARY_RIGHT = [false, false, true, true, true, true, true, true, true, true, true];
 
 export function terminalReport(r: BenchReport): string {
   const out: string[] = [...machineLines(r), cacheSentence(r), ''];
@@ -367,7 +377,9 @@ export function markdownReport(r: BenchReport): string {
   out.push('## Summary', '');
   out.push("Speed-ups are the peer's median time divided by ours (out buffers reused); `% copy` is the");
   out.push('time of a memory copy of the same number of bytes, measured in the same process and run,');
-  out.push('divided by ours; `threads vs 1` is our one-thread time divided by ours.', cacheSentence(r), '');
+  out.push('divided by ours; `threads vs 1` is our one-thread time divided by ours; `arithmetic cap` is the');
+  out.push('`% copy` our kernel would reach if its bytes cost nothing: the copy\'s time over the case\'s arithmetic');
+  out.push('alone (slices of it in the caches, one thread, scaled to the case and the threads; benchmarks/README.md).', cacheSentence(r), '');
   out.push(markdownTable(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT), '');
   const notes = [...dtypeLines(r), ...overheadLines(r), ...scalingSummary(r)];
   out.push(...notes.map((l) => `- ${l}`));

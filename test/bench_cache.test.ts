@@ -178,7 +178,7 @@ describe('bench harness arithmetic alone', () => {
         return {
           ...loggingCase(MiB, [], false).setup(),
           // 0.4 ms a unit on top of a fixed 1 ms a call, which the difference cancels.
-          arithmetic: { call: (u: number) => (units.push(u), burnCpu(1 + 0.4 * u)), units: 2, total: 30 },
+          arithmetic: { slice: (u: number) => () => (units.push(u), burnCpu(1 + 0.4 * u)), units: 2, total: 30 },
         };
       },
     };
