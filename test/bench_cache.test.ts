@@ -19,6 +19,7 @@ import {
   cpuCaches,
   parseCacheSize,
 } from '../benchmarks/cache.js';
+import { firstSequences } from '../benchmarks/data.js';
 import { dpoCase } from '../benchmarks/dpo_loss.js';
 import { measureCase, syncPeer, type BenchCase, type Peer } from '../benchmarks/harness.js';
 import { startTorch } from '../benchmarks/torch.js';
@@ -170,6 +171,28 @@ function burnCpu(ms: number): void {
 }
 
 describe('bench harness arithmetic alone', () => {
+  it("cuts a batch's options at its first sequences: tokens, sequences (in every block), offsets, outputs", () => {
+    const seqOffsets = Int32Array.of(0, 3, 5, 9);
+    const options = {
+      logp: Float32Array.from({ length: 9 }, (_, i) => i),
+      rewards: Float32Array.of(10, 11, 12, 20, 21, 22), // two components of three sequences
+      baselines: Float32Array.of(1, 2, 3),
+      weights: Float32Array.of(0.5, 2),
+      seqOffsets,
+      gamma: 0.9,
+      out: { advantages: new Float32Array(9) },
+    };
+    const head = firstSequences(options, seqOffsets, 2);
+    assert.deepEqual([...head.logp], [0, 1, 2, 3, 4]);
+    assert.equal(head.logp.buffer, options.logp.buffer, 'a view');
+    assert.deepEqual([...head.rewards], [10, 11, 20, 21]);
+    assert.deepEqual([...head.baselines], [1, 2]);
+    assert.deepEqual([...head.weights], [0.5, 2]);
+    assert.deepEqual([...head.seqOffsets], [0, 3, 5]);
+    assert.equal(head.gamma, 0.9);
+    assert.equal(head.out.advantages.length, 5);
+  });
+
   it('scales the CPU time of a slice of 2u units less one of u to the case and its threads', async () => {
     const units: number[] = [];
     const benchCase: BenchCase = {
