@@ -7,7 +7,7 @@
  * op's float64 reference; the PyTorch peer is verl's code for the estimator.
  */
 import { ADVANTAGE_ESTIMATORS, advantages, type AdvantageEstimator, type AdvantagesOptions } from '../lib/index.js';
-import { Rng, toolUseBatch } from './data.js';
+import { Rng, sequenceSlices, toolUseBatch } from './data.js';
 import { compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { reference } from './peers/advantages.js';
 
@@ -44,12 +44,13 @@ export function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, s
   const tokens = numSeqs * seqLen;
   const otb = estimator === 'optimal_token_baseline' || estimator === 'tir_optimal_token_baseline';
   const perToken = estimator === 'gae' ? 9 : otb ? 13 : 5;
+  const bytes = perToken * tokens + 8 * numSeqs + 4;
   return {
     op: 'advantages',
     id: `advantages/${estimator}/${numSeqs}x${seqLen}`,
     title: `advantages '${estimator}', ${numSeqs} sequences × ${seqLen}${estimator === 'gae' || estimator === 'reinforce_plus_plus' || estimator === 'remax' ? '' : ` (groups of ${GROUP_SIZE})`}`,
     sizes,
-    bytes: perToken * tokens + 8 * numSeqs + 4,
+    bytes,
     // Issue 20: the estimators join the bench with groupAdvantages' target.
     bandwidthTarget: 0.6,
     byteModel: estimator === 'gae'
@@ -69,6 +70,8 @@ export function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, s
           syncPeer('tirl, allocating', 'tirl-alloc', () => advantages(options)),
           syncPeer('TypeScript float64 reference, 1 thread', 'typescript', ts),
         ],
+        // Whole groups: a slice's groups are the batch's first ones.
+        arithmetic: sequenceSlices(advantages, { ...options, out }, options.seqOffsets!, bytes, GROUP_SIZE),
         check() {
           advantages({ ...options, out });
           return compareArrays('advantages', out.advantages, ts().advantages, 1e-5);

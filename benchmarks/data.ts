@@ -4,6 +4,7 @@
  * PyTorch peer draws its own inputs with the same shapes and distributions.
  */
 import { SeededRandom } from '../lib/training/random.js';
+import { sliceUnits, type Arithmetic } from './harness.js';
 
 /** The library's seeded generator with the draws the benchmark inputs need. */
 export class Rng extends SeededRandom {
@@ -74,6 +75,58 @@ export function toolUseBatch(numSeqs: number, seqLen: number, seed = 1): Batch {
     count += m;
   }
   return { roles, mask, seqOffsets, numSeqs, seqLen, maskedIn: n === 0 ? 0 : count / n };
+}
+
+type TypedArray = Float32Array | Float64Array | Int32Array | Uint8Array | Uint16Array;
+
+/**
+ * The first `seqs` sequences of a ragged batch, for a case's in-cache slice
+ * (CaseSetup.arithmetic): in `value` and the objects it holds (an `out`), each typed array
+ * of one entry a token (seqOffsets' last entry) is cut at seqOffsets[seqs], each of a whole
+ * number of blocks of one entry a sequence (gdpo's reward components) keeps the first
+ * `seqs` of every block, and seqOffsets itself its first seqs + 1; other values are kept.
+ * Token arrays are views; a sequence array of several blocks is a copy.
+ */
+export function firstSequences<T>(value: T, seqOffsets: Int32Array, seqs: number): T {
+  const numSeqs = seqOffsets.length - 1;
+  const tokens = seqOffsets[numSeqs];
+  const cut = (x: unknown): unknown => {
+    if (x === seqOffsets) return seqOffsets.subarray(0, seqs + 1);
+    if (ArrayBuffer.isView(x) && !(x instanceof DataView)) {
+      const array = x as TypedArray;
+      if (array.length === tokens) return array.subarray(0, seqOffsets[seqs]);
+      if (numSeqs > 0 && array.length % numSeqs === 0) {
+        const blocks = array.length / numSeqs;
+        if (blocks === 1) return array.subarray(0, seqs);
+        const kept = new (array.constructor as new (n: number) => TypedArray)(blocks * seqs);
+        for (let b = 0; b < blocks; b++) kept.set(array.subarray(b * numSeqs, b * numSeqs + seqs), b * seqs);
+        return kept;
+      }
+      return array;
+    }
+    if (x !== null && typeof x === 'object' && !Array.isArray(x)) {
+      return Object.fromEntries(Object.entries(x).map(([key, v]) => [key, cut(v)]));
+    }
+    return x;
+  };
+  return cut(value) as T;
+}
+
+/**
+ * A case's in-cache slices (CaseSetup.arithmetic) of a ragged batch: `op` on its first
+ * sequences (firstSequences), in units of `unitSeqs` sequences (whole groups), for a case
+ * of `bytes` in all.
+ */
+export function sequenceSlices<T>(op: (options: T) => unknown, options: T, seqOffsets: Int32Array, bytes: number, unitSeqs = 1): Arithmetic {
+  const total = Math.floor((seqOffsets.length - 1) / unitSeqs);
+  return {
+    slice(units) {
+      const head = firstSequences(options, seqOffsets, units * unitSeqs);
+      return () => op(head);
+    },
+    units: sliceUnits(bytes, total),
+    total,
+  };
 }
 
 /** bf16 bits of a float32 array (round to nearest even). */

@@ -1,19 +1,20 @@
 /** dpoLoss cases: the sigmoid DPO loss and its gradients on 65,536 preference pairs. */
 import { dpoLoss } from '../lib/index.js';
 import { Rng } from './data.js';
-import { compareArrays, compareNumbers, syncPeer, type BenchCase } from './harness.js';
+import { compareArrays, compareNumbers, sliceUnits, syncPeer, type BenchCase } from './harness.js';
 import { dpoLossTs } from '../test/reference/dpo_loss.js';
 
 const BETA = 0.1;
 const LABEL_SMOOTHING = 0;
 
 export function dpoCase(numPairs: number): BenchCase {
+  const bytes = 32 * numPairs;
   return {
     op: 'dpoLoss',
     id: `dpoLoss/${numPairs}`,
     title: `dpoLoss (sigmoid) with gradients, ${numPairs.toLocaleString('en-US')} pairs`,
     sizes: ['quick', 'full'],
-    bytes: 32 * numPairs,
+    bytes,
     byteModel: '32 B/pair: 4 summed log-probs read, 2 gradients and 2 rewards written',
     bandwidthTarget: 0.6,
     torch: { op: 'dpoLoss', params: { numPairs, beta: BETA, labelSmoothing: LABEL_SMOOTHING } },
@@ -44,6 +45,21 @@ export function dpoCase(numPairs: number): BenchCase {
           syncPeer('tirl, allocating', 'tirl-alloc', () => dpoLoss(options)),
           syncPeer('TypeScript, 1 thread', 'typescript', ts),
         ],
+        arithmetic: {
+          slice(pairs) {
+            const first = (x: Float32Array) => x.subarray(0, pairs);
+            const out = reused.out;
+            const head = {
+              ...options,
+              policyChosen: first(policyChosen), policyRejected: first(policyRejected),
+              refChosen: first(refChosen), refRejected: first(refRejected),
+              out: { gradChosen: first(out.gradChosen), gradRejected: first(out.gradRejected), chosenRewards: first(out.chosenRewards), rejectedRewards: first(out.rejectedRewards) },
+            };
+            return () => dpoLoss(head);
+          },
+          units: sliceUnits(bytes, numPairs),
+          total: numPairs,
+        },
         check() {
           const ours = dpoLoss(reused);
           const theirs = ts();

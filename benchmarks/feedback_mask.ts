@@ -1,18 +1,19 @@
 /** feedbackMask cases: the loss mask of a tool-use batch from its token roles. */
 import { feedbackMask } from '../lib/index.js';
-import { Rng, toolUseBatch } from './data.js';
+import { Rng, sequenceSlices, toolUseBatch } from './data.js';
 import { syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { reference as feedbackMaskReference } from '../test/reference/feedback_mask.js';
 
 export function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
+  // Per token: roles read (1 B), mask written (1 B); per sequence: offsets, keep, count.
+  const bytes = 2 * tokens + 9 * numSeqs + 4;
   return {
     op: 'feedbackMask',
     id: `feedbackMask/${numSeqs}x${seqLen}`,
     title: `feedbackMask, ${numSeqs}×${seqLen} tokens, 5% of sequences dropped`,
     sizes,
-    // Per token: roles read (1 B), mask written (1 B); per sequence: offsets, keep, count.
-    bytes: 2 * tokens + 9 * numSeqs + 4,
+    bytes,
     byteModel: '2 B/token (roles in, mask out) + 9 B/sequence (offset, keep, count)',
     bandwidthTarget: 0.6,
     torch: { op: 'feedbackMask', params: { numSeqs, seqLen } },
@@ -27,6 +28,7 @@ export function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeNam
           syncPeer('tirl, allocating', 'tirl-alloc', () => feedbackMask({ roles, seqOffsets, keep })),
           syncPeer('TypeScript, 1 thread', 'typescript', () => feedbackMaskReference(roles, seqOffsets, keep)),
         ],
+        arithmetic: sequenceSlices(feedbackMask, { roles, seqOffsets, keep, out }, seqOffsets, bytes),
         check() {
           feedbackMask({ roles, seqOffsets, keep, out });
           const theirs = feedbackMaskReference(roles, seqOffsets, keep);

@@ -172,10 +172,35 @@ export function pythonId(benchCase: BenchCase): string {
 export interface CaseSetup {
   peers: Peer[];
   /**
+   * Our kernel's call on the first `units` (rows, sequences, groups) of the case's `total`,
+   * a slice small enough that twice it stays in the caches (`slice(units)` makes that call):
+   * timed warm on one thread, it gives the case's arithmetic alone (CaseResult.arithmeticMs),
+   * what the call would take if its bytes cost nothing.
+   */
+  arithmetic?: Arithmetic;
+  /**
    * Compares our kernel's result with the TypeScript peer's; returns a description of a
    * mismatch, or undefined. Guards against a peer measuring different math.
    */
   check?(): string | undefined;
+}
+
+/** Bytes of a case's smaller in-cache slice: twice it stays inside an L2 of 1 MiB or more. */
+const SLICE_BYTES = 256 * 1024;
+
+/**
+ * The units (rows, sequences, groups) of a case's smaller in-cache slice, of its `total`
+ * units and `bytes` in all: as many as SLICE_BYTES holds, at least one, at most half.
+ */
+export function sliceUnits(bytes: number, total: number): number {
+  return Math.max(1, Math.min(Math.floor(total / 2), Math.floor(SLICE_BYTES / (bytes / total))));
+}
+
+/** A case's in-cache slices (CaseSetup.arithmetic). */
+export interface Arithmetic {
+  slice(units: number): () => unknown;
+  units: number;
+  total: number;
 }
 
 /** Where PyTorch timings come from; implemented by the Python co-process. */
@@ -196,11 +221,13 @@ export interface TorchRunner {
 export interface MeasureOptions {
   threads: number;
   reps: number;
+  /** Rounds of a cold case (default `reps`): its samples are single calls. */
+  coldReps?: number;
   warmup: number;
   /** Each sample lasts at least this long (small ops run several calls per sample). */
   minSampleSeconds: number;
   /**
-   * Rounds are cut below `reps` (to no fewer than MIN_ROUNDS) when they would take longer
+   * Rounds are cut below `reps` or `coldReps` (to no fewer than MIN_ROUNDS) when they would take longer
    * than this in all: the TypeScript peer needs seconds per call on the largest logits.
    */
   caseBudgetSeconds: number;
@@ -252,6 +279,11 @@ export interface CaseResult {
   skipped: { peer: string; reason: string }[];
   /** Set when the TypeScript peer disagrees with the kernel (a warning, not a failure). */
   mismatch?: string;
+  /**
+   * The case's arithmetic alone (CaseSetup.arithmetic): the median CPU time a call of the
+   * in-cache slice on one thread, scaled to the whole case and divided by the threads, in ms.
+   */
+  arithmeticMs?: number;
   callOverhead?: boolean;
   bandwidthTarget?: number;
 }
@@ -282,7 +314,7 @@ export type Progress = (message: string) => void;
 /** Fewest rounds of a case, whatever its budget: a median of three still drops one outlier. */
 const MIN_ROUNDS = 3;
 
-/** Measures one case: warm-up and calibration, then `reps` interleaved rounds. */
+/** Measures one case: warm-up and calibration, then `reps` (cold: `coldReps`) interleaved rounds. */
 export async function measureCase(
   benchCase: BenchCase,
   options: MeasureOptions,
@@ -375,7 +407,8 @@ export async function measureCase(
   // 1-thread row follow ours in most rounds, and it ran up to 10% faster than the very same
   // single-threaded code in ours (grpo, rloo, sequenceLogprobs backward at 512x2048).
   const roundSeconds = warmTimes.reduce((sum, t, p) => sum + t * inner[p] + sweepSeconds, 0);
-  const rounds = Math.min(options.reps, Math.max(MIN_ROUNDS, Math.floor(options.caseBudgetSeconds / roundSeconds)));
+  const wantedRounds = sweeper ? (options.coldReps ?? options.reps) : options.reps;
+  const rounds = Math.min(wantedRounds, Math.max(MIN_ROUNDS, Math.floor(options.caseBudgetSeconds / roundSeconds)));
   const samples: Sample[][] = peers.map(() => []);
   const order = new SeededRandom(rounds * 7919 + peers.length);
   for (let r = 0; r < rounds; r++) {
@@ -387,6 +420,7 @@ export async function measureCase(
     }
     for (const p of sequence) samples[p].push(await sample(peers[p], inner[p]));
   }
+  const arithmeticMs = prepared.arithmetic && measureArithmetic(prepared.arithmetic, options, progress, benchCase.id);
   if (torch && benchCase.torch && !skipped.some((s) => s.peer === 'PyTorch')) await torch.drop(benchCase.id);
   if (torch && benchCase.python && peers.some((p) => p.kind === 'tirl-python')) await torch.drop(pythonId(benchCase));
 
@@ -420,9 +454,43 @@ export async function measureCase(
     })),
     skipped,
     ...(mismatch === undefined ? {} : { mismatch }),
+    ...(arithmeticMs === undefined ? {} : { arithmeticMs }),
     ...(benchCase.callOverhead ? { callOverhead: true } : {}),
     ...(benchCase.bandwidthTarget === undefined ? {} : { bandwidthTarget: benchCase.bandwidthTarget }),
   };
+}
+
+/** Samples of a case's in-cache slices (CaseSetup.arithmetic). */
+const ARITHMETIC_SAMPLES = 9;
+
+/**
+ * The case's arithmetic alone, in ms: on one thread, warm, the CPU time a call of its slice
+ * of 2·units less that of its slice of `units` (the call's fixed cost cancels), the median
+ * over ARITHMETIC_SAMPLES samples of at least minSampleSeconds each, scaled to the case's
+ * total and divided by the threads (as if they scaled perfectly: a lower bound).
+ */
+function measureArithmetic(arithmetic: Arithmetic, options: MeasureOptions, progress: Progress, id: string): number {
+  progress(`${id}: timing the arithmetic alone`);
+  const single = syncPeer('slice', 'tirl-1thread', arithmetic.slice(arithmetic.units));
+  const double = syncPeer('slice', 'tirl-1thread', arithmetic.slice(2 * arithmetic.units));
+  const differences: number[] = [];
+  setThreads(1);
+  try {
+    let fastest = Infinity;
+    for (let w = 0; w < Math.max(2, options.warmup); w++) {
+      single.sample(1);
+      fastest = Math.min(fastest, (double.sample(1) as Sample).cpu);
+    }
+    const inner = Math.max(1, Math.ceil(options.minSampleSeconds / Math.max(fastest, 1e-9)));
+    for (let s = 0; s < ARITHMETIC_SAMPLES; s++) {
+      const one = (single.sample(inner) as Sample).cpu;
+      differences.push((double.sample(inner) as Sample).cpu - one);
+    }
+  } finally {
+    setThreads(options.threads);
+  }
+  const perUnit = median(differences.sort((a, b) => a - b)) / arithmetic.units;
+  return ((perUnit * arithmetic.total) / options.threads) * 1e3;
 }
 
 /** The thread count our kernels use now. */

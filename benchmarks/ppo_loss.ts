@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 
 import { POLICY_LOSSES, ppoLoss, ppoLossAsync, preparePpoLoss, type PolicyLoss, type PpoLossOptions } from '../lib/index.js';
-import { Rng, toolUseBatch } from './data.js';
+import { Rng, sequenceSlices, toolUseBatch } from './data.js';
 import { asyncPeer, compareArrays, compareNumbers, cpuSeconds, syncPeer, type BenchCase, type Peer, type SizeName } from './harness.js';
 import { native } from '../lib/native.js';
 import { ppoLossTs } from '../test/reference/ppo_loss.js';
@@ -59,7 +59,7 @@ export function ppoCase(numSeqs: number, seqLen: number, kl: boolean, sizes: Siz
       params: { numSeqs, seqLen, kl, clipLow: CLIP, clipHigh: CLIP, dualClip: DUAL_CLIP, klCoef: KL_COEF },
     },
     setup() {
-      const { mask, logp, oldLogp, advantages, refLogp } = ppoInputs(numSeqs, seqLen);
+      const { mask, seqOffsets, logp, oldLogp, advantages, refLogp } = ppoInputs(numSeqs, seqLen);
       const options: PpoLossOptions = {
         logp,
         oldLogp,
@@ -78,6 +78,7 @@ export function ppoCase(numSeqs: number, seqLen: number, kl: boolean, sizes: Siz
           syncPeer('tirl, allocating', 'tirl-alloc', () => ppoLoss(options)),
           syncPeer('TypeScript, 1 thread', 'typescript', ts),
         ],
+        arithmetic: sequenceSlices(ppoLoss, reused, seqOffsets, perToken * tokens),
         check() {
           const ours = ppoLoss(reused);
           const theirs = ts();
@@ -156,6 +157,7 @@ export function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSe
           syncPeer('tirl, allocating', 'tirl-alloc', () => ppoLoss(options)),
           syncPeer('TypeScript float64 reference (loss and statistics, no gradient), 1 thread', 'typescript', ts),
         ],
+        arithmetic: sequenceSlices(ppoLoss, reused, seqOffsets, 17 * tokens),
         check() {
           const ours = ppoLoss(reused);
           const theirs = ts();

@@ -5,18 +5,19 @@
  * log-probs differ from the trainer's by bf16-like noise.
  */
 import { rolloutCorrection, type RolloutCorrectionOptions } from '../lib/index.js';
-import { Rng, toolUseBatch } from './data.js';
+import { Rng, sequenceSlices, toolUseBatch } from './data.js';
 import { compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { rolloutCorrectionReference } from './peers/rollout_correction.js';
 
 export function rolloutCorrectionCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
+  const bytes = 14 * tokens + 4 * numSeqs + 4;
   return {
     op: 'rolloutCorrection',
     id: `rolloutCorrection/${numSeqs}x${seqLen}/k3-rs-token-tis`,
     title: `rolloutCorrection, ${numSeqs}×${seqLen} tokens, token TIS + seq_mean_k3 rejection`,
     sizes,
-    bytes: 14 * tokens + 4 * numSeqs + 4,
+    bytes,
     // Issue 20: rollout correction joins the bench with the other ops' 60% target.
     bandwidthTarget: 0.6,
     byteModel: '14 B/token (logp, rolloutLogp, mask read; weights, mask written) + 4 B/sequence (offset)',
@@ -38,6 +39,7 @@ export function rolloutCorrectionCase(numSeqs: number, seqLen: number, sizes: Si
           syncPeer('tirl, allocating', 'tirl-alloc', () => rolloutCorrection(options)),
           syncPeer('TypeScript, 1 thread', 'typescript', () => rolloutCorrectionReference(options)),
         ],
+        arithmetic: sequenceSlices(rolloutCorrection, { ...options, out }, seqOffsets, bytes),
         check() {
           const ours = rolloutCorrection(options);
           const ts = rolloutCorrectionReference(options);

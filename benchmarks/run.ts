@@ -29,8 +29,10 @@ Options:
   --sizes NAME     'full' (the sizes of issue 3, default) or 'quick' (small inputs)
   --quick          --sizes quick with fewer repetitions: a run of well under a minute
   --threads N      threads for our kernels and PyTorch (default: tirl's default)
-  --reps N         interleaved rounds per case (default 15, quick 5; fewer, but at least
-                   3, where the rounds would exceed 40 s, or 3 s with --quick)
+  --reps N         interleaved rounds per warm case (default 15, quick 5; fewer, but at
+                   least 3, where the rounds would exceed 40 s, or 3 s with --quick)
+  --cold-reps N    interleaved rounds per cold case, one call a sample (default 3 x reps;
+                   cut by the same budget)
   --cold-above N   time cases of more than N bytes cold (default: the private L2; 0 times
                    every case cold)
   --no-torch       do not run the PyTorch peer
@@ -40,11 +42,19 @@ Options:
   --out DIR        where to write cpu-<date>.json/.md/.svg (default bench-results/)
   -h, --help       this text`;
 
+// A cold sample is one call from evicted caches, a warm one averages many calls: short cold
+// cases (0.3-0.8 ms) moved by up to 20 points of `% copy` between two runs of one build at
+// 15 rounds (feedbackMask 66% / 44%, remax 71% / 50%), so cold cases run three times the
+// rounds; their median's spread shrinks by about the square root of that.
+const COLD_REPS_FACTOR = 3;
+
 interface BenchFlags {
   ops?: string[];
   sizes: SizeName;
   threads: number;
   reps: number;
+  /** Rounds of a cold case (one call a sample: a median needs more of them). */
+  coldReps: number;
   warmup: number;
   minSampleSeconds: number;
   caseBudgetSeconds: number;
@@ -78,6 +88,7 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
         quick: { type: 'boolean' },
         threads: { type: 'string' },
         reps: { type: 'string' },
+        'cold-reps': { type: 'string' },
         'cold-above': { type: 'string' },
         'no-torch': { type: 'boolean' },
         'no-scaling': { type: 'boolean' },
@@ -108,11 +119,13 @@ export function parseBenchFlags(argv: string[]): BenchFlags | 'help' {
     fail(`expected a non-negative integer (bytes) for --cold-above but received '${coldAboveText}'`);
   }
   if (threads > 1024) fail(`expected at most 1024 for --threads but received ${threads}`);
+  const reps = positiveInteger(parsed.reps, 'reps') ?? (sizes === 'quick' ? 5 : 15);
   return {
     ...(ops ? { ops } : {}),
     sizes,
     threads,
-    reps: positiveInteger(parsed.reps, 'reps') ?? (sizes === 'quick' ? 5 : 15),
+    reps,
+    coldReps: positiveInteger(parsed['cold-reps'], 'cold-reps') ?? COLD_REPS_FACTOR * reps,
     warmup: sizes === 'quick' ? 1 : 2,
     minSampleSeconds: sizes === 'quick' ? 0.002 : 0.005,
     caseBudgetSeconds: sizes === 'quick' ? 3 : 40,
@@ -235,6 +248,7 @@ export async function runBench(argv: string[]): Promise<number> {
           {
             threads: flags.threads,
             reps: flags.reps,
+            coldReps: flags.coldReps,
             warmup: flags.warmup,
             minSampleSeconds: flags.minSampleSeconds,
             caseBudgetSeconds: flags.caseBudgetSeconds,
@@ -280,6 +294,7 @@ export async function runBench(argv: string[]): Promise<number> {
       sizes: flags.sizes,
       threads: flags.threads,
       reps: flags.reps,
+      coldReps: flags.coldReps,
       warmup: flags.warmup,
       minSampleMs: flags.minSampleSeconds * 1e3,
       caseBudgetSeconds: flags.caseBudgetSeconds,

@@ -3,18 +3,19 @@
  * and the backward that broadcasts each sequence's gradient to its masked tokens.
  */
 import { sequenceLogprobs, sequenceLogprobsBackward } from '../lib/index.js';
-import { Rng, toolUseBatch } from './data.js';
+import { Rng, sequenceSlices, toolUseBatch } from './data.js';
 import { compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { reference as sequenceLogprobsReference, referenceBackward as sequenceLogprobsBackwardReference } from '../test/reference/sequence_logprobs.js';
 
 export function sequenceCase(numSeqs: number, seqLen: number, backward: boolean, sizes: SizeName[]): BenchCase {
   const tokens = numSeqs * seqLen;
+  const bytes = 5 * tokens + 8 * numSeqs + 4;
   return {
     op: 'sequenceLogprobs',
     id: `sequenceLogprobs/${numSeqs}x${seqLen}/${backward ? 'bwd' : 'fwd'}`,
     title: `sequenceLogprobs${backward ? 'Backward' : ''}, ${numSeqs}×${seqLen} tokens`,
     sizes,
-    bytes: 5 * tokens + 8 * numSeqs + 4,
+    bytes,
     byteModel: backward
       ? '5 B/token (mask read, gradient written) + 8 B/sequence (offset, gradSeq)'
       : '5 B/token (logp and mask read) + 8 B/sequence (offset, sum written)',
@@ -41,6 +42,9 @@ export function sequenceCase(numSeqs: number, seqLen: number, backward: boolean,
           syncPeer('tirl, allocating', 'tirl-alloc', allocating),
           syncPeer('TypeScript, 1 thread', 'typescript', ts),
         ],
+        arithmetic: backward
+          ? sequenceSlices(sequenceLogprobsBackward, { gradSeq, mask, seqOffsets, out }, seqOffsets, bytes)
+          : sequenceSlices(sequenceLogprobs, { logp, mask, seqOffsets, out }, seqOffsets, bytes),
         check() {
           ours();
           return compareArrays(backward ? 'gradLogp' : 'sums', out, ts(), 1e-5);

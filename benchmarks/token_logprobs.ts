@@ -5,7 +5,7 @@
  */
 import { tokenLogprobs, tokenLogprobsBackward } from '../lib/index.js';
 import { labelsFor, logitsLike, Rng, toBf16 } from './data.js';
-import { compareArrays, syncPeer, type BenchCase, type Peer, type SizeName } from './harness.js';
+import { compareArrays, sliceUnits, syncPeer, type BenchCase, type Peer, type SizeName } from './harness.js';
 import {
   tokenLogprobsBackwardBf16Ts,
   tokenLogprobsBackwardTs,
@@ -33,12 +33,13 @@ export function tokenLogprobsCase(numTokens: number, vocabSize: number, dtype: D
   const elements = numTokens * vocabSize;
   const width = dtype === 'f32' ? 4 : 2;
   const what = backward ? 'forward+backward' : 'forward';
+  const bytes = backward ? elements * (2 * width + 4) + 16 * numTokens : elements * width + 8 * numTokens;
   return {
     op: 'tokenLogprobs',
     id: `tokenLogprobs/${numTokens}x${vocabSize}/${dtype}${backward ? '/fwd+bwd' : '/fwd'}`,
     title: `tokenLogprobs ${what}, ${numTokens}×${vocabSize.toLocaleString('en-US')} ${dtype} logits`,
     sizes,
-    bytes: backward ? elements * (2 * width + 4) + 16 * numTokens : elements * width + 8 * numTokens,
+    bytes,
     byteModel: backward
       ? `logits read twice (${width} B each: forward, then backward) and the f32 gradient written (4 B) per logit, + labels, logp and gradLogp`
       : `logits read once (${width} B per logit), + labels read and logp written (8 B/token)`,
@@ -81,8 +82,20 @@ export function tokenLogprobsCase(numTokens: number, vocabSize: number, dtype: D
             syncPeer('tirl, allocating', 'tirl-alloc', () => tokenLogprobs(base)),
             syncPeer('TypeScript, 1 thread', 'typescript', forwardTs),
           ];
+      const slice = (rows: number) => {
+        const head = { ...base, logits: logits.subarray(0, rows * vocabSize), labels: labels.subarray(0, rows) };
+        const forward = { ...head, out: { logp: logp.subarray(0, rows) } };
+        const backwardHead = { ...head, gradLogp: gradLogp.subarray(0, rows), out: grad.subarray(0, rows * vocabSize) };
+        return backward
+          ? () => {
+              tokenLogprobs(forward);
+              tokenLogprobsBackward(backwardHead);
+            }
+          : () => tokenLogprobs(forward);
+      };
       return {
         peers,
+        arithmetic: { slice, units: sliceUnits(bytes, numTokens), total: numTokens },
         check() {
           // The first rows only: the TypeScript peer takes seconds on the whole batch.
           const rows = Math.min(numTokens, 16);

@@ -19,8 +19,9 @@ import {
   cpuCaches,
   parseCacheSize,
 } from '../benchmarks/cache.js';
+import { firstSequences } from '../benchmarks/data.js';
 import { dpoCase } from '../benchmarks/dpo_loss.js';
-import { measureCase, syncPeer, type BenchCase, type Peer } from '../benchmarks/harness.js';
+import { cpuSeconds, measureCase, syncPeer, type BenchCase, type Peer } from '../benchmarks/harness.js';
 import { startTorch } from '../benchmarks/torch.js';
 
 const MiB = 2 ** 20;
@@ -163,6 +164,55 @@ describe('bench cache sweep', () => {
   });
 });
 
+/** Burns `ms` of CPU time as the harness counts it (user and system: the loop's reads are system calls). */
+function burnCpu(ms: number): void {
+  const end = cpuSeconds() + ms / 1e3;
+  while (cpuSeconds() < end);
+}
+
+describe('bench harness arithmetic alone', () => {
+  it("cuts a batch's options at its first sequences: tokens, sequences (in every block), offsets, outputs", () => {
+    const seqOffsets = Int32Array.of(0, 3, 5, 9);
+    const options = {
+      logp: Float32Array.from({ length: 9 }, (_, i) => i),
+      rewards: Float32Array.of(10, 11, 12, 20, 21, 22), // two components of three sequences
+      baselines: Float32Array.of(1, 2, 3),
+      weights: Float32Array.of(0.5, 2),
+      seqOffsets,
+      gamma: 0.9,
+      out: { advantages: new Float32Array(9) },
+    };
+    const head = firstSequences(options, seqOffsets, 2);
+    assert.deepEqual([...head.logp], [0, 1, 2, 3, 4]);
+    assert.equal(head.logp.buffer, options.logp.buffer, 'a view');
+    assert.deepEqual([...head.rewards], [10, 11, 20, 21]);
+    assert.deepEqual([...head.baselines], [1, 2]);
+    assert.deepEqual([...head.weights], [0.5, 2]);
+    assert.deepEqual([...head.seqOffsets], [0, 3, 5]);
+    assert.equal(head.gamma, 0.9);
+    assert.equal(head.out.advantages.length, 5);
+  });
+
+  it('scales the CPU time of a slice of 2u units less one of u to the case and its threads', async () => {
+    const units: number[] = [];
+    const benchCase: BenchCase = {
+      ...loggingCase(MiB, [], false),
+      setup() {
+        return {
+          ...loggingCase(MiB, [], false).setup(),
+          // 0.4 ms a unit on top of a fixed 1 ms a call, which the difference cancels.
+          arithmetic: { slice: (u: number) => () => (units.push(u), burnCpu(1 + 0.4 * u)), units: 2, total: 30 },
+        };
+      },
+    };
+    const result = await measureCase(benchCase, { ...options, threads: 2 }, undefined, undefined, () => {});
+    assert.deepEqual([...new Set(units)].sort(), [2, 4]);
+    // 0.4 ms × 30 units over 2 threads.
+    const expected = (0.4 * 30) / 2;
+    assert.ok(result.arithmeticMs !== undefined && Math.abs(result.arithmeticMs - expected) < 0.35 * expected, `arithmeticMs ${result.arithmeticMs}`);
+  });
+});
+
 describe('bench harness cache state', () => {
   it('times a case past the threshold one call per sample, each after a sweep; a peer in another process sweeps itself', async () => {
     const log: string[] = [];
@@ -200,6 +250,20 @@ describe('bench harness cache state', () => {
       // Four peers a round, three rounds: one harness sweep per peer but the self-sweeping one.
       assert.equal(rounds.filter((e) => e === 'evict').length, 9);
       assert.equal(rounds.filter((e) => e === 'torch-evict').length, 3);
+    } finally {
+      await sweeper.close();
+    }
+  });
+
+  it('runs a cold case for coldReps rounds and a warm one for reps', async () => {
+    const log: string[] = [];
+    const sweeper = new LoggingSweeper(log, MiB, 1);
+    try {
+      const withRounds = { ...options, reps: 3, coldReps: 5, cache: { coldAboveBytes: 2 * MiB, sweeper } };
+      const cold = await measureCase(loggingCase(4 * MiB, log, false), withRounds, undefined, undefined, () => {});
+      assert.deepEqual(cold.peers.map((p) => [p.kind, p.samples]), [['tirl', 5], ['typescript', 5], ['copy', 5]]);
+      const warm = await measureCase(loggingCase(MiB, log, false), withRounds, undefined, undefined, () => {});
+      assert.deepEqual(warm.peers.map((p) => [p.kind, p.samples]), [['tirl', 3], ['typescript', 3], ['copy', 3]]);
     } finally {
       await sweeper.close();
     }

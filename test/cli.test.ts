@@ -55,6 +55,7 @@ describe('tirl command', () => {
   it('rejects bad bench flags naming the flag', () => {
     const cases: [string[], RegExp][] = [
       [['--reps', '0'], /--reps/],
+      [['--cold-reps', '1.5'], /--cold-reps/],
       [['--threads', 'two'], /--threads/],
       [['--sizes', 'huge'], /--sizes/],
       [['--cold-above=-1'], /non-negative integer \(bytes\) for --cold-above but received '-1'/],
@@ -76,11 +77,11 @@ describe('tirl command', () => {
       // --quick's groupAdvantages cases all fit in a 2 MiB L2: --cold-above puts the line
       // between them (65,536 rewards of 8 B warm, the other two cold) so that both paths run.
       const coldAbove = 600_000;
-      const r = tirl('bench', '--quick', '--ops', 'groupAdvantages', '--no-torch', '--reps', '1', '--cold-above', String(coldAbove), '--json', '--out', out);
+      const r = tirl('bench', '--quick', '--ops', 'groupAdvantages', '--no-torch', '--reps', '1', '--cold-reps', '2', '--cold-above', String(coldAbove), '--json', '--out', out);
       assert.equal(r.code, 0, r.stderr);
       const report = JSON.parse(r.stdout) as {
         cases: { id: string; bytes: number; cache: string; sweepMs?: number; peers: { kind: string; medianMs: number; copyShare: number; inner: number; samples: number }[] }[];
-        settings: { reps: number; cache: { coldAboveBytes: number; coldAboveFromFlag?: boolean; sweepBytes: number; sweepThreads: number } };
+        settings: { reps: number; coldReps: number; cache: { coldAboveBytes: number; coldAboveFromFlag?: boolean; sweepBytes: number; sweepThreads: number } };
         torch: string;
       };
       // The cache plan is recorded; each case says its state, cold exactly past the L2.
@@ -94,15 +95,17 @@ describe('tirl command', () => {
         assert.ok(c.peers.some((p) => p.kind === 'typescript'));
         assert.equal(c.peers[c.peers.length - 1].kind, 'copy');
         assert.equal(c.cache, c.bytes > plan.coldAboveBytes ? 'cold' : 'warm', c.id);
-        // A cold case: one call a sample, one sample a round, and its sweep's time recorded.
+        // A cold case: one call a sample, one sample a round (its own rounds), and its sweep's
+        // time recorded.
         if (c.cache === 'cold') {
           assert.ok(c.sweepMs !== undefined && c.sweepMs > 0, `${c.id} sweepMs ${c.sweepMs}`);
           for (const p of c.peers) {
             assert.equal(p.inner, 1, `${c.id} ${p.kind}`);
-            assert.equal(p.samples, report.settings.reps, `${c.id} ${p.kind}`);
+            assert.equal(p.samples, report.settings.coldReps, `${c.id} ${p.kind}`);
           }
         } else {
           assert.equal(c.sweepMs, undefined, c.id);
+          for (const p of c.peers) assert.equal(p.samples, report.settings.reps, `${c.id} ${p.kind}`);
         }
         for (const p of c.peers) assert.ok(p.medianMs > 0 && Number.isFinite(p.copyShare), `${c.id} ${p.kind}`);
       }

@@ -11,7 +11,14 @@
 //   /tmp/ab_adv /tmp/a.so /tmp/b.so estimator [threads A[,threads B]] [rounds] [returns]
 // estimator: a registry key (grpo, gdpo, reinforce_plus_plus, gae, ...). returns: 1 also
 // writes the returns. Prints min and median milliseconds of wall and of the process's CPU
-// time a call, and the largest |A - B| of the advantages.
+// time a call, and the largest |A - B| of the advantages and how many differ (0: a change
+// kept the bits).
+// AB_SEQS=n and AB_LEN=n in the environment set the batch (default 512 x 2048). A batch
+// that fits the L2 (AB_SEQS=32: 65,536 tokens, 0.6 MB for gae) times the kernels' own
+// work: on the 2-core VM shared with other builds its medians moved by 1-2% between runs,
+// those of the bench's size evicted (AB_EVICT_MB) by 5-13%. AB_LEN=2064 takes the padded
+// batch's 8 KiB stride away from gae's 8 sequence lanes (which then share no L1 set):
+// one thread, L3-warm, 0.98 ms against 1.22 ms at 2,048.
 #include "ab.h"
 #include "tirl/tirl.h"
 
@@ -22,7 +29,8 @@ static const char* kNames[] = {"grpo", "grpo_passk", "gdpo", "rloo", "reinforce_
                                "reinforce_plus_plus_baseline", "remax", "opo", "gpg", "gae",
                                "optimal_token_baseline", "tir_optimal_token_baseline"};
 
-enum { B = 512, L = 2048, N = B * L, G = 8 };
+enum { G = 8 };
+static int64_t B = 512, L = 2048, N = 512 * 2048;
 
 typedef struct {
   adv_fn call[2];
@@ -54,6 +62,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int rounds = argc > 5 ? atoi(argv[5]) : 30;
+  if (getenv("AB_SEQS") != NULL) B = atol(getenv("AB_SEQS"));
+  if (getenv("AB_LEN") != NULL) L = atol(getenv("AB_LEN"));
+  if (B < 1 || L < 1 || B * L > INT32_MAX) {
+    fprintf(stderr, "bad AB_SEQS or AB_LEN\n");
+    return 2;
+  }
+  N = B * L;
   int threads[2];
   ab_threads(argc > 4 ? argv[4] : "1", threads);
   uint8_t* mask = calloc(N, 1);
@@ -114,7 +129,7 @@ int main(int argc, char** argv) {
       diff_ret = fabs((double)c.ret[0][i] - (double)c.ret[1][i]);
     }
   }
-  printf("%s: max |A - B| %.3g (%lld of %d differ), returns %.3g\n", argv[3], diff,
-         (long long)differ, N, diff_ret);
+  printf("%s: max |A - B| %.3g (%lld of %lld differ), returns %.3g\n", argv[3], diff,
+         (long long)differ, (long long)N, diff_ret);
   return 0;
 }
