@@ -160,6 +160,74 @@ describe('ppoLoss policy losses', () => {
     }
   });
 
+  it('skip 16-token groups with no masked-in token: the reference\'s values, and the same bits whatever the masked-out tokens hold', () => {
+    // A tool-use mask (a masked-out prompt, runs of action tokens between runs of tool
+    // tokens, ragged lengths that are no multiple of 16), so that the CPU skips whole groups
+    // and runs blocks shorter than 256 tokens; with the masked-out tokens' inputs replaced
+    // by NaN, Inf and out-of-range log-probs (skipped, or computed and dropped, in either
+    // case never seen) every result keeps its bits. (That a skipped group changes no bit of
+    // the sums was checked against the unskipping build, every loss: see the CHANGELOG.)
+    const rng = new Random(29);
+    const seqOffsets = Int32Array.of(0, 37, 301, 333, 590, 700);
+    const n = seqOffsets[5];
+    const batch: Batch = {
+      logp: new Float32Array(n),
+      oldLogp: new Float32Array(n),
+      advantages: new Float32Array(n),
+      mask: new Uint8Array(n),
+      seqOffsets,
+      refLogp: new Float32Array(n),
+      weights: rng.floats(n, 0.1, 2),
+    };
+    for (let s = 0; s < 5; s++) {
+      const a = rng.normal() * 1.5;
+      for (let t = seqOffsets[s]; t < seqOffsets[s + 1]; t++) {
+        batch.advantages[t] = a;
+        batch.logp[t] = rng.uniform(-3, -0.02);
+        batch.oldLogp[t] = Math.min(-0.01, batch.logp[t] + rng.normal() * 0.3);
+        batch.refLogp[t] = batch.logp[t] + rng.normal() * 0.6;
+      }
+      let t = seqOffsets[s] + 20;
+      for (let action = true; t < seqOffsets[s + 1]; action = !action) {
+        const end = Math.min(seqOffsets[s + 1], t + (action ? rng.int(5, 60) : rng.int(10, 80)));
+        if (action) batch.mask.fill(1, t, end);
+        t = end;
+      }
+    }
+    const poisoned = { ...batch };
+    for (const key of ['logp', 'oldLogp', 'advantages', 'refLogp', 'weights'] as const) {
+      poisoned[key] = batch[key].slice();
+      for (let t = 0; t < n; t++) if (!batch.mask[t]) poisoned[key][t] = [NaN, Infinity, -Infinity, -95, 3e38][t % 5];
+    }
+    for (const { loss, options } of LOSSES) {
+      for (const aggregation of ['token-mean', 'seq-mean-token-mean'] as const) {
+        for (const extra of [false, true]) {
+          const label = `${loss}/${JSON.stringify(options)}/${aggregation}/weights and kl ${extra}`;
+          const o = (b: Batch): PpoLossOptions => ({
+            logp: b.logp,
+            oldLogp: b.oldLogp,
+            advantages: b.advantages,
+            mask: b.mask,
+            seqOffsets: b.seqOffsets,
+            policyLoss: loss,
+            ...options,
+            aggregation,
+            ...(extra ? { refLogp: b.refLogp, klCoef: 0.3, klEstimator: 'k3' as const } : {}),
+            ...(extra && takesWeights(loss) ? { weights: b.weights } : {}),
+          });
+          assertMatchesReference(o(batch), label);
+          const clean = ppoLoss(o(batch));
+          // Into a gradient buffer of NaN: a skipped token's 0 is written, not left.
+          const dirty = ppoLoss({ ...o(poisoned), out: { grad: new Float32Array(n).fill(NaN) } });
+          assertBitwiseEqual(dirty.grad, clean.grad, `${label}: grad`);
+          for (const key of ['loss', 'pgLoss', 'klLoss', 'clipFraction', 'clipFractionLower', 'approxKl', 'nonFinite', 'maskedTokens'] as const) {
+            assert.ok(Object.is(dirty[key], clean[key]), `${label}: ${key} ${dirty[key]} vs ${clean[key]}`);
+          }
+        }
+      }
+    }
+  });
+
   it('take the global normalisers and dpSize', () => {
     const batch = randomBatch(new Random(3), 8, 10);
     for (const { loss, options } of LOSSES) {

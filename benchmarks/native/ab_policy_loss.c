@@ -7,7 +7,8 @@
 //   cc -O2 -Inative/include benchmarks/native/ab_policy_loss.c -o /tmp/ab_pl -ldl -lm
 //   cp build/Release/libtirl.so /tmp/a.so   (before the change; the build after it as b.so)
 //   /tmp/ab_pl /tmp/a.so /tmp/b.so [threads A[,threads B]] [loss] [rounds]
-// loss: clip_cov (default), kl_cov, dppo_kl, dppo_tv, sapo, geo_mean, gpg, vanilla (dual clip 3),
+// loss: clip_cov (default), kl_cov, dppo_kl, dppo_tv, sapo, geo_mean, gpg, gspo, cispo, reinforce,
+// dro, vanilla (dual clip 3),
 // bypass_mode (REINFORCE with sequence-level truncated weights, threshold 2, as the bench),
 // bypass_token (token-level). AB_EVICT_MB=600: every call from evicted caches (ab.h). Threads "1,2" runs A
 // on one thread and B on two (give the same file twice, as two copies on disk). Prints min
@@ -43,6 +44,15 @@ static void set_loss(tirl_policy_loss_options* o, const char* loss) {
     o->tau_neg = 1.05;
   } else if (strcmp(loss, "gpg") == 0) {
     o->policy_loss = TIRL_POLICY_GPG;
+  } else if (strcmp(loss, "gspo") == 0) {
+    o->policy_loss = TIRL_POLICY_GSPO;
+  } else if (strcmp(loss, "cispo") == 0) {
+    o->policy_loss = TIRL_POLICY_CISPO;
+  } else if (strcmp(loss, "reinforce") == 0) {
+    o->policy_loss = TIRL_POLICY_REINFORCE;
+  } else if (strcmp(loss, "dro") == 0) {
+    o->policy_loss = TIRL_POLICY_DRO;
+    o->dro_beta = 1;
   } else if (strcmp(loss, "vanilla") == 0) {
     o->policy_loss = TIRL_POLICY_VANILLA;
     o->ppo.dual_clip = 3;

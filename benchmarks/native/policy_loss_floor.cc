@@ -24,7 +24,9 @@
 // after an eviction (a read-only 600 MB sweep on one thread), beside a two-thread copy of the bench's 17 B/token in
 // the same cache state: the token term's loop (policy_term with its exps, log and
 // divisions, reading logp, old_logp and advantages and writing the gradient and the loss: the op
-// without its mask, probes and sums) and its transcendental core alone (dppo_kl: the two
+// without its mask, probes and sums), the same over the 16-token groups of ab.h's tool-use
+// mask that hold a masked-in token (as the kernels run, skipping the others), and its
+// transcendental core alone (dppo_kl: the two
 // exps, the quotient and its log; sapo: the two exps and the sigmoid's division). Minimum
 // of 15 rounds of the larger thread CPU time of the two (a shared machine's load does not
 // add to it); "budget" is the copy's time / 0.7 (issue 20's target). Arguments: none.
@@ -109,6 +111,22 @@ void two_thread_floors(const tirl::PolicyConstants& c) {
     old_logp[i] = static_cast<float>(logp[i] + 0.1 * std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2));
     advantages[i] = static_cast<float>(2 * uniform() - 1);
   }
+  // ab.h's tool-use mask (a 10% prompt, 40-200-token actions between 10-90 tool tokens, up
+  // to 10% padding), as which of the 16-token groups hold a masked-in token (69% of them).
+  std::vector<unsigned char> mask(static_cast<size_t>(n)), active(static_cast<size_t>(n / 16));
+  for (int64_t s = 0; s < 512; ++s) {
+    const int64_t padding = static_cast<int64_t>(2048 * 0.1 * uniform());
+    int64_t t = 2048 / 10;
+    for (bool action = true; t < 2048 - padding; action = !action) {
+      const int64_t span = action ? 40 + static_cast<int64_t>(161 * uniform()) : 10 + static_cast<int64_t>(81 * uniform());
+      const int64_t end = std::min(t + span, 2048 - padding);
+      if (action) std::fill(mask.begin() + s * 2048 + t, mask.begin() + s * 2048 + end, 1);
+      t = end;
+    }
+  }
+  for (int64_t g = 0; g < n / 16; ++g) {
+    for (int64_t i = 0; i < 16; ++i) active[static_cast<size_t>(g)] |= mask[static_cast<size_t>(16 * g + i)];
+  }
   // The copy reads and writes 17 / 2 B a token, as ab.h's.
   std::vector<unsigned char> copy_from(static_cast<size_t>(n) * 17 / 2, 1), copy_out(copy_from.size());
   double sink = 0;
@@ -135,6 +153,38 @@ void two_thread_floors(const tirl::PolicyConstants& c) {
     };
     const double dppo_kl = term(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_DPPO_KL>{});
     const double sapo = term(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_SAPO>{});
+    // The same loop over the 16-token groups that hold a masked-in token only, as the kernels
+    // run since they skip the others (the skipped groups' gradient zeroed).
+    auto active_term = [&](auto loss) {
+      constexpr tirl_policy_loss_kind kLoss = decltype(loss)::value;
+      return two_thread_ms(n, evict, sweep, [&](int64_t first, int64_t last) {
+        const float* __restrict l = logp.data();
+        const float* __restrict ol = old_logp.data();
+        const float* __restrict a = advantages.data();
+        float* __restrict g = grad.data();
+        float* __restrict y = loss_out.data();
+        for (int64_t b = first; b < last;) {  // a run of skipped groups, then one of computed ones
+          if (!active[static_cast<size_t>(b / 16)]) {
+            for (int64_t i = b; i < b + 16; ++i) g[i] = 0.0f;
+            __builtin_prefetch(l + b);  // as for_each_block: keeps the stream prefetcher's streams
+            __builtin_prefetch(ol + b);
+            __builtin_prefetch(a + b);
+            b += 16;
+            continue;
+          }
+          int64_t e = b + 16;
+          while (e < last && active[static_cast<size_t>(e / 16)]) e += 16;
+          for (int64_t i = b; i < e; ++i) {
+            const tirl::PolicyTerm t = tirl::policy_term<kLoss, true>(l[i], ol[i], a[i], 0.0f, c);
+            g[i] = t.dloss_dlogp;
+            y[i] = t.loss;
+          }
+          b = e;
+        }
+      });
+    };
+    const double dppo_kl_active = active_term(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_DPPO_KL>{});
+    const double sapo_active = active_term(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_SAPO>{});
     const double dppo_kl_core = two_thread_ms(n, evict, sweep, [&](int64_t first, int64_t last) {
       const float* __restrict l = logp.data();
       const float* __restrict ol = old_logp.data();
@@ -154,9 +204,11 @@ void two_thread_floors(const tirl::PolicyConstants& c) {
         g[i] = 1.0f / (1.0f + tirl::exp_bounded(-(c.tau_pos * (r - 1.0f))));
       }
     });
-    std::printf("  %s: copy of 17 B/token %.3f (budget at 70%%: %.3f); dppo_kl term loop %.3f, its 2 exps + "
-                "quotient + log %.3f; sapo term loop %.3f, its 2 exps + division %.3f\n",
-                evict ? "after eviction" : "warm", copy, copy / 0.7, dppo_kl, dppo_kl_core, sapo, sapo_core);
+    std::printf("  %s: copy of 17 B/token %.3f (budget at 70%%: %.3f); dppo_kl term loop %.3f (its masked-in "
+                "groups %.3f), its 2 exps + quotient + log %.3f; sapo term loop %.3f (its masked-in groups "
+                "%.3f), its 2 exps + division %.3f\n",
+                evict ? "after eviction" : "warm", copy, copy / 0.7, dppo_kl, dppo_kl_active, dppo_kl_core,
+                sapo, sapo_active, sapo_core);
     sink += grad[n / 3];
   }
   if (sink == 12345.0) std::printf(" \n");

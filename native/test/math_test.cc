@@ -133,10 +133,29 @@ void check_exp_double() {
   std::printf("exp_double_bounded: worst %.3f ulp at %a\n", worst, worst_x);
 }
 
+// log_normal has log_any's bits for the floats it takes: every 251st normal bit pattern of
+// either sign, and +-0.
+void check_log_normal() {
+  auto same = [](float x) {
+    const float a = tirl::log_any(x), b = tirl::log_normal(x);
+    uint32_t bits_a, bits_b;
+    std::memcpy(&bits_a, &a, sizeof a);
+    std::memcpy(&bits_b, &b, sizeof b);
+    expect(bits_a == bits_b, "log_normal has log_any's bits", x, b);
+  };
+  for (uint32_t bits = 0x00800000u; bits < 0x7f800000u; bits += 251) {
+    same(from_bits(bits));
+    same(from_bits(bits | 0x80000000u));
+  }
+  same(0.0f);
+  same(-0.0f);
+}
+
 }  // namespace
 
 int main() {
   check_log();
+  check_log_normal();
   check_exp();
   check_exp_double();
   if (failures > 0) {

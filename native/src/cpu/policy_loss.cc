@@ -647,7 +647,7 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   const TokenKernelConstants k{c, kl ? TIRL_SIMD_SELECT(select_kl_block)(p.kl_estimator) : nullptr,
                                static_cast<float>(p.kl_coef)};
   const auto sequence_sums = TIRL_SIMD_SELECT(geo_mean_sums);
-  const auto block = TIRL_SIMD_SELECT(geo_mean_block);
+  const auto gradient = TIRL_SIMD_SELECT(geo_mean_gradient);
   // Each sequence's sums and its tokens' d(clipped log-ratio)/dlogp, then at once its
   // gradient from those (still in cache): one read of the batch from memory, one token term
   // a token.
@@ -673,11 +673,8 @@ tirl_status geo_mean_cpu(const Inputs& in, const tirl_policy_loss_options& o,
           !kl ? 0.0f
               : kl_scales.per_sequence.empty() ? kl_scales.shared
                                                : kl_scales.per_sequence[static_cast<size_t>(s)];
-      for (int64_t b = begin; b < end; b += kTokensPerBlock) {
-        // coefficient * dl/dlogp: dl/dlogp is 1 or 0 (or 0.5 + 0.5), so the product is exact.
-        block(in, b, std::min<int64_t>(kTokensPerBlock, end - b), coefficient, kl_scale, k,
-              dlog_ratio.data() + (b - begin), lanes);
-      }
+      // coefficient * dl/dlogp: dl/dlogp is 1 or 0 (or 0.5 + 0.5), so the product is exact.
+      gradient(in, begin, end, coefficient, kl_scale, k, dlog_ratio.data(), lanes);
     }
     partial[static_cast<size_t>(chunk)] = lanes.totals();
   };

@@ -102,9 +102,17 @@ TIRL_HD inline PolicyTerm dppo_term(float logp, float old_logp, float advantage,
   }
   bool valid_positive, valid_negative;
   if constexpr (kBinaryKl) {
-    const float binary_kl =
-        old_prob * (old_logp - logp) +
-        (1.0f - old_prob) * log_any((1.0f - old_prob + 1e-8f) / (1.0f - prob + 1e-8f));
+    // With kBounded the quotient's log is log_normal, log_any's bits without its subnormal
+    // and Inf / NaN cases, which a bounded token's quotient a / b never is: q = e^old_logp
+    // in [e^-80, e^80] and r in [e^-20, e^20], finite and positive, so a = 1 - q + 1e-8 is
+    // finite, and |a| >= 1e-8 (1 - q is 0 or at least 2^-24 where q is near 1); b likewise
+    // with p = q r, but -Inf where p overflows (then a / b is +-0: log -Inf either way).
+    // Where |b| < 1, p < 2 and so q < 2 e^20: |a / b| < 1e17; where p >= 2, |b| >= p / 2
+    // and |a / b| <= 2 (q + 1) / (q r) <= 4 e^20. And |a / b| >= 1e-8 / max(1, e^20) where
+    // q <= 1, >= (q - 1) / (4 q e^20) > 6e-17 where q > 1: never subnormal.
+    const float quotient = (1.0f - old_prob + 1e-8f) / (1.0f - prob + 1e-8f);
+    const float binary_kl = old_prob * (old_logp - logp) +
+                            (1.0f - old_prob) * (kBounded ? log_normal(quotient) : log_any(quotient));
     valid_positive = (binary_kl <= c.clip_high) | (prob <= old_prob);
     valid_negative = (binary_kl <= c.clip_low) | (prob >= old_prob);
   } else {
