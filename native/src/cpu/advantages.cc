@@ -167,13 +167,17 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
                                  ? kMinBroadcastTokensPerThread
                                  : kMinTokensPerThread;
   std::vector<SequenceSummary> summary(static_cast<size_t>(num_seqs));
-  auto over_sequences = [&](auto&& per_sequence) {
+  // A pass over the sequences that does `work` items of work (its tokens, or a few
+  // operations a sequence: then `work` is num_seqs, and a batch of a few thousand
+  // sequences is not worth waking a thread, which cost the caller 11-70 us on the 2-vCPU
+  // EPYC VM, benchmarks/native/wake_cost.c).
+  auto over_sequences = [&](auto&& per_sequence, int64_t work) {
     auto body = [&](int64_t chunk) {
       const int64_t last = std::min(num_seqs, (chunk + 1) * kSeqsPerChunk);
       for (int64_t s = chunk * kSeqsPerChunk; s < last; ++s) per_sequence(s);
     };
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
-    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
+    parallel_for(chunks, body, min_chunks_over(work, chunks, min_tokens));
   };
   const bool extent = advantages::reads_mask_summary(e);
   const auto mask_extent = TIRL_SIMD_SELECT(mask_extent);
@@ -181,10 +185,11 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     // advantages::summarize, its mask scan vectorised.
     summary[s] = advantages::summarize_score(p, s, seq_offsets[s], seq_offsets[s + 1]);
     if (extent) mask_extent(p.mask, &summary[s]);
-  });
+  }, extent || p.token_rewards != nullptr ? p.num_tokens : num_seqs);
 
   std::vector<int32_t> members;
   std::vector<int64_t> group_start;
+  // The outcome groups: a few operations a member (sequence), no token.
   auto over_groups = [&](auto&& per_group) {
     const int64_t num_groups = static_cast<int64_t>(group_start.size()) - 1;
     auto body = [&](int64_t chunk) {
@@ -196,7 +201,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       }
     };
     const int64_t chunks = chunk_count(num_groups, kGroupsPerChunk);
-    parallel_for(chunks, body, min_chunks_over(p.num_tokens, chunks, min_tokens));
+    parallel_for(chunks, body, min_chunks_over(num_seqs, chunks, min_tokens));
   };
   if (advantages::is_grouped(e)) order_groups(group_ids, group_size, num_seqs, members, group_start);
 
@@ -258,10 +263,10 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       over_sequences([&](int64_t s) {
         const float a = static_cast<float>(seq_adv[s]);
         for (int64_t t = summary[s].begin; t < summary[s].end; ++t) p.returns[t] = p.mask[t] != 0 ? a : 0.0f;
-      });
+      }, p.num_tokens);
     }
   } else if (advantages::is_outcome(e)) {
-    over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); });
+    over_sequences([&](int64_t s) { advantages::token_pass(p, summary[s], s, seq_adv.data()); }, p.num_tokens);
   } else {
     using advantages::Recurrence;
     const auto lanes = TIRL_SIMD_SELECT(recurrence_lanes);

@@ -1,0 +1,70 @@
+// common/parallel.cc's parallel_for: every chunk runs exactly once, whatever the thread
+// count, the chunk count, the time a chunk takes (cheap chunks are claimed several at a
+// time, slow ones one by one) and however many callers share the pool at once; a call
+// with fewer chunks than min_chunks_per_thread per thread runs on the calling thread.
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "check.h"
+#include "common/parallel.h"
+
+namespace {
+
+// Runs parallel_for over `chunks` chunks that each spin `spin` iterations and returns
+// whether each ran exactly once.
+bool each_once(int64_t chunks, int spin, int64_t min_chunks_per_thread = 1) {
+  std::vector<std::atomic<int>> runs(static_cast<size_t>(chunks));
+  for (auto& r : runs) r.store(0);
+  auto body = [&](int64_t c) {
+    volatile int sink = 0;
+    for (int i = 0; i < spin; ++i) sink = sink + i;
+    runs[static_cast<size_t>(c)].fetch_add(1);
+  };
+  tirl::parallel_for(chunks, body, min_chunks_per_thread);
+  for (auto& r : runs) {
+    if (r.load() != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  for (int threads : {1, 2, 3, 8}) {
+    tirl::set_num_threads(threads);
+    for (int64_t chunks : {0, 1, 2, 3, 7, 64, 1000, 100000}) {
+      for (int spin : {0, 50, 20000}) {
+        if (chunks * spin > 200'000'000) continue;
+        CHECK(each_once(chunks, spin), "threads %d, %lld chunks, spin %d", threads, static_cast<long long>(chunks), spin);
+      }
+    }
+  }
+
+  // Below the minimum per thread the caller runs every chunk itself.
+  tirl::set_num_threads(4);
+  {
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> elsewhere{0};
+    auto body = [&](int64_t) { elsewhere += std::this_thread::get_id() != caller; };
+    tirl::parallel_for(15, body, 8);
+    CHECK(elsewhere.load() == 0, "%d chunks ran off the calling thread", elsewhere.load());
+  }
+
+  // Several callers at once, each with its own job.
+  {
+    std::atomic<int> bad{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 4; ++t) {
+      callers.emplace_back([&bad, t] {
+        for (int k = 0; k < 50; ++k) bad += !each_once(1000 + 97 * t + k, k % 3 == 0 ? 0 : 200);
+      });
+    }
+    for (auto& c : callers) c.join();
+    CHECK(bad.load() == 0, "%d concurrent calls ran a chunk other than once", bad.load());
+  }
+
+  if (failures == 0) printf("parallel_for: ok\n");
+  return failures == 0 ? 0 : 1;
+}
