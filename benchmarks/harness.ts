@@ -489,8 +489,17 @@ function measureArithmetic(arithmetic: Arithmetic, options: MeasureOptions, prog
   } finally {
     setThreads(options.threads);
   }
-  const perUnit = median(differences.sort((a, b) => a - b)) / arithmetic.units;
-  return ((perUnit * arithmetic.total) / options.threads) * 1e3;
+  return arithmeticMsOf(differences, arithmetic.units, arithmetic.total, options.threads);
+}
+
+/**
+ * A case's arithmetic alone in ms, from the samples' CPU seconds a call of the slice of
+ * 2·units less that of the slice of `units`: their median a unit, times the case's `total`
+ * units, over `threads`.
+ */
+export function arithmeticMsOf(differences: number[], units: number, total: number, threads: number): number {
+  const perUnit = median([...differences].sort((a, b) => a - b)) / units;
+  return ((perUnit * total) / threads) * 1e3;
 }
 
 /** The thread count our kernels use now. */
