@@ -227,8 +227,8 @@ export interface MeasureOptions {
   /** Each sample lasts at least this long (small ops run several calls per sample). */
   minSampleSeconds: number;
   /**
-   * Rounds are cut below `reps` or `coldReps` (to no fewer than MIN_ROUNDS) when they would take longer
-   * than this in all: the TypeScript peer needs seconds per call on the largest logits.
+   * Rounds are cut below `reps` or `coldReps` (to no fewer than MIN_ROUNDS) when they would
+   * take longer than this in all: the TypeScript peer needs seconds a call on the largest logits.
    */
   caseBudgetSeconds: number;
   /** Also measure our kernel on one thread (when threads > 1). */
@@ -280,8 +280,9 @@ export interface CaseResult {
   /** Set when the TypeScript peer disagrees with the kernel (a warning, not a failure). */
   mismatch?: string;
   /**
-   * The case's arithmetic alone (CaseSetup.arithmetic): the median CPU time a call of the
-   * in-cache slice on one thread, scaled to the whole case and divided by the threads, in ms.
+   * The case's arithmetic alone (CaseSetup.arithmetic), in ms: on one thread, the median CPU
+   * time a call of the in-cache slice of 2u units takes beyond that of u units, scaled to
+   * the whole case and divided by the threads (arithmeticMsOf).
    */
   arithmeticMs?: number;
   callOverhead?: boolean;
