@@ -136,26 +136,10 @@ void two_thread_floors(const tirl::PolicyConstants& c) {
       const size_t from = static_cast<size_t>(first) * 17 / 2, to = static_cast<size_t>(last) * 17 / 2;
       std::memcpy(copy_out.data() + from, copy_from.data() + from, to - from);
     });
-    auto term = [&](auto loss) {
-      constexpr tirl_policy_loss_kind kLoss = decltype(loss)::value;
-      return two_thread_ms(n, evict, sweep, [&](int64_t first, int64_t last) {
-        const float* __restrict l = logp.data();
-        const float* __restrict ol = old_logp.data();
-        const float* __restrict a = advantages.data();
-        float* __restrict g = grad.data();
-        float* __restrict y = loss_out.data();
-        for (int64_t i = first; i < last; ++i) {  // (a float running sum would not vectorise)
-          const tirl::PolicyTerm t = tirl::policy_term<kLoss, true>(l[i], ol[i], a[i], 0.0f, c);
-          g[i] = t.dloss_dlogp;
-          y[i] = t.loss;
-        }
-      });
-    };
-    const double dppo_kl = term(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_DPPO_KL>{});
-    const double sapo = term(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_SAPO>{});
-    // The same loop over the 16-token groups that hold a masked-in token only, as the kernels
-    // run since they skip the others (the skipped groups' gradient zeroed).
-    auto active_term = [&](auto loss) {
+    // A loss's term over every token, or (masked_in_only) over the 16-token groups that hold
+    // a masked-in token only, as the kernels run since they skip the others (the skipped
+    // groups' gradient zeroed).
+    auto term = [&](auto loss, bool masked_in_only) {
       constexpr tirl_policy_loss_kind kLoss = decltype(loss)::value;
       return two_thread_ms(n, evict, sweep, [&](int64_t first, int64_t last) {
         const float* __restrict l = logp.data();
@@ -164,7 +148,7 @@ void two_thread_floors(const tirl::PolicyConstants& c) {
         float* __restrict g = grad.data();
         float* __restrict y = loss_out.data();
         for (int64_t b = first; b < last;) {  // a run of skipped groups, then one of computed ones
-          if (!active[static_cast<size_t>(b / 16)]) {
+          if (masked_in_only && !active[static_cast<size_t>(b / 16)]) {
             for (int64_t i = b; i < b + 16; ++i) g[i] = 0.0f;
             __builtin_prefetch(l + b);  // as for_each_block: keeps the stream prefetcher's streams
             __builtin_prefetch(ol + b);
@@ -172,9 +156,9 @@ void two_thread_floors(const tirl::PolicyConstants& c) {
             b += 16;
             continue;
           }
-          int64_t e = b + 16;
+          int64_t e = masked_in_only ? b + 16 : last;
           while (e < last && active[static_cast<size_t>(e / 16)]) e += 16;
-          for (int64_t i = b; i < e; ++i) {
+          for (int64_t i = b; i < e; ++i) {  // (a float running sum would not vectorise)
             const tirl::PolicyTerm t = tirl::policy_term<kLoss, true>(l[i], ol[i], a[i], 0.0f, c);
             g[i] = t.dloss_dlogp;
             y[i] = t.loss;
@@ -183,8 +167,12 @@ void two_thread_floors(const tirl::PolicyConstants& c) {
         }
       });
     };
-    const double dppo_kl_active = active_term(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_DPPO_KL>{});
-    const double sapo_active = active_term(std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_SAPO>{});
+    constexpr std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_DPPO_KL> kDppoKl{};
+    constexpr std::integral_constant<tirl_policy_loss_kind, TIRL_POLICY_SAPO> kSapo{};
+    const double dppo_kl = term(kDppoKl, false);
+    const double sapo = term(kSapo, false);
+    const double dppo_kl_active = term(kDppoKl, true);
+    const double sapo_active = term(kSapo, true);
     const double dppo_kl_core = two_thread_ms(n, evict, sweep, [&](int64_t first, int64_t last) {
       const float* __restrict l = logp.data();
       const float* __restrict ol = old_logp.data();
