@@ -4,8 +4,9 @@
  * (the TypeScript peer is the float64 reference of the loss and its statistics, without a
  * gradient; the PyTorch peer is verl's code for the loss, with autograd's backward); and
  * the fixed cost of one call on 1,024 tokens, sync, prepared (object and positional) and
- * async, beside the same C call alone (the reference) and two floors of an async call
- * (libuv's own thread-pool round trip, and a bare Node-API async work), for the
+ * async (small enough to run at once: bindings/common.h, kRunAtOnceBytes), beside the same
+ * C call alone (the reference) and two floors of what a larger async call adds, its round
+ * trip through the pool (libuv's own, and a bare Node-API async work), for the
  * binding-overhead line.
  */
 import { pbkdf2 } from 'node:crypto';

@@ -597,6 +597,95 @@ Napi::Value rejected_promise(Napi::Env env, const Napi::Error& error) {
   return deferred.Promise();
 }
 
+namespace {
+
+// An environment's async calls that ran at once (settle_soon), oldest first, and the two
+// functions that settle them: queueMicrotask, and settle_oldest, which each settle_soon
+// queues once. Microtasks run in the order they were queued, so the oldest pending call is
+// always the one a settle_oldest is for.
+class SoonQueue {
+ public:
+  static SoonQueue* of(napi_env env) {
+    SoonQueue*& queue = current();
+    if (queue == nullptr || queue->env_ != env) {
+      auto* fresh = new SoonQueue(env);
+      if (!fresh->ok_ || napi_add_env_cleanup_hook(env, &SoonQueue::drop, fresh) != napi_ok) {
+        delete fresh;
+        return nullptr;
+      }
+      queue = fresh;  // a previous one belonged to an environment already gone
+    }
+    return queue;
+  }
+
+  // Queues the microtask that settles `work`; false (work untouched) if it cannot.
+  bool push(std::unique_ptr<SettleSoon>& work) {
+    napi_value queue_microtask, settle, global;
+    if (napi_get_reference_value(env_, queue_microtask_, &queue_microtask) != napi_ok ||
+        napi_get_reference_value(env_, settle_oldest_, &settle) != napi_ok ||
+        napi_get_global(env_, &global) != napi_ok ||
+        napi_call_function(env_, global, queue_microtask, 1, &settle, nullptr) != napi_ok) {
+      return false;
+    }
+    pending_.push_back(std::move(work));
+    return true;
+  }
+
+ private:
+  explicit SoonQueue(napi_env env) : env_(env) {
+    napi_value global, queue_microtask, settle;
+    ok_ = napi_get_global(env, &global) == napi_ok &&
+          napi_get_named_property(env, global, "queueMicrotask", &queue_microtask) == napi_ok &&
+          napi_create_reference(env, queue_microtask, 1, &queue_microtask_) == napi_ok &&
+          napi_create_function(env, "settle", NAPI_AUTO_LENGTH, &settle_oldest, this, &settle) == napi_ok &&
+          napi_create_reference(env, settle, 1, &settle_oldest_) == napi_ok;
+  }
+
+  static napi_value settle_oldest(napi_env env, napi_callback_info info) {
+    void* data = nullptr;
+    if (napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data) != napi_ok) return nullptr;
+    auto* self = static_cast<SoonQueue*>(data);
+    if (self->pending_.empty()) return nullptr;
+    std::unique_ptr<SettleSoon> work = std::move(self->pending_.front());
+    self->pending_.pop_front();
+    try {
+      work->settle_now();
+    } catch (...) {
+      // Out of memory while making the result: nothing may escape into the microtask.
+    }
+    return nullptr;
+  }
+
+  static SoonQueue*& current() {
+    thread_local SoonQueue* queue = nullptr;
+    return queue;
+  }
+
+  // The environment is going away: its pending calls are dropped unsettled, no JavaScript
+  // being left to see them.
+  static void drop(void* data) {
+    auto* self = static_cast<SoonQueue*>(data);
+    self->pending_.clear();
+    if (self->queue_microtask_ != nullptr) napi_delete_reference(self->env_, self->queue_microtask_);
+    if (self->settle_oldest_ != nullptr) napi_delete_reference(self->env_, self->settle_oldest_);
+    if (current() == self) current() = nullptr;
+    delete self;
+  }
+
+  napi_env env_;
+  bool ok_ = false;
+  napi_ref queue_microtask_ = nullptr;
+  napi_ref settle_oldest_ = nullptr;
+  std::deque<std::unique_ptr<SettleSoon>> pending_;
+};
+
+}  // namespace
+
+void settle_soon(Napi::Env env, std::unique_ptr<SettleSoon> work) {
+  SoonQueue* queue = SoonQueue::of(env);
+  if (queue == nullptr || !queue->push(work)) work->settle_now();
+}
+
 void HostSnapshot::Release::operator()(uint8_t* memory) const { copy_memory().give(memory, capacity); }
 
 void* HostSnapshot::stage(Napi::Env env, const char* op, napi_value array, void* data,

@@ -308,6 +308,11 @@ class Options {
   // into snapshot(), which the kernel then uses instead of them.
   void stage_host_arrays() { staging_ = true; }
   HostSnapshot& snapshot() { return snapshot_; }
+  // Bytes of the host arrays read so far (inputs and outputs), and whether any array was a
+  // DeviceArray: what decides whether an async call is small enough to run at once
+  // (KernelWork::queue).
+  size_t host_bytes() const { return host_bytes_; }
+  bool read_device_arrays() const { return device_arrays_read_; }
 
   // TypeError if any array seen so far has been detached, resized (a resizable or growable
   // buffer) or, for a DeviceArray, freed since it was checked: a getter on the options object
@@ -416,6 +421,8 @@ class Options {
   tirl_device device_{TIRL_DEVICE_CPU, 0, nullptr};
   std::string placed_by_;  // label of the first array read, which fixed device_
   bool staging_ = false;
+  size_t host_bytes_ = 0;
+  bool device_arrays_read_ = false;
   HostSnapshot snapshot_;
   const NameSource* inherited_ = nullptr;
 };
@@ -450,6 +457,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     view->data = static_cast<T*>(device_array.data);
     view->length = device_array.length;
     seen = view->data;
+    device_arrays_read_ = true;
   } else {
     void* data = nullptr;
     size_t length = 0, offset = 0;
@@ -466,6 +474,7 @@ void Options::read_array(Napi::Value value, const std::string& label, ArrayView<
     }
     view->data = static_cast<T*>(data);
     view->length = static_cast<int64_t>(length);
+    host_bytes_ += length * sizeof(T);
   }
   view->present = true;
   inputs_.push_back(value);
@@ -561,17 +570,47 @@ napi_value queue_async_work(napi_env env, napi_async_execute_callback execute,
 // they report errors the kernel finds, never by throwing.
 Napi::Value rejected_promise(Napi::Env env, const Napi::Error& error);
 
+// An async call whose kernel has already run, waiting to settle its Promise.
+class SettleSoon {
+ public:
+  virtual ~SettleSoon() = default;
+  // Settles the Promise (copies the results into the caller's outputs, or rejects).
+  virtual void settle_now() = 0;
+};
+
+// Takes `work` and settles it at the next microtask checkpoint (queueMicrotask), once the
+// JavaScript that made the call has returned: until then, as for a call on the pool, the
+// caller's outputs stay untouched and may still be detached (a rejection). Settles it at
+// once if it cannot be queued.
+void settle_soon(Napi::Env env, std::unique_ptr<SettleSoon> work);
+
+// An async call whose arrays are all host arrays of at most this many bytes together runs
+// its kernel on the main thread when it is made, and settles at the next microtask
+// (settle_soon): the hop through libuv's thread pool and back costs the main thread more
+// (Node-API's empty async work: 33 us of CPU, 44 us until it settles, on the 2-vCPU EPYC VM
+// of benchmarks/results/cpu-2026-12-06.md; 16 us on the Xeon) than the slowest kernel per
+// byte, rolloutCorrection, adds for 64 KiB on one thread (about 11 us over a 64-token call).
+constexpr size_t kRunAtOnceBytes = 64 * 1024;
+
 // One async call: the parsed call, its host copies, and what it uses in place, queued by
-// queue_async_work. Napi::AsyncWorker made a resource object, a name string and a
-// reference per call on top of this.
+// queue_async_work (or run at once and settled soon, when small). Napi::AsyncWorker made a
+// resource object, a name string and a reference per call on top of this.
 template <class Call>
-class KernelWork {
+class KernelWork final : public SettleSoon {
  public:
   // Queues `call`, parsed by `options` (which staged its host arrays); returns its Promise.
   static Napi::Value queue(Napi::Env env, const char* op, Call&& call, Options& options) {
+    const bool at_once = !options.read_device_arrays() && options.host_bytes() <= kRunAtOnceBytes;
     std::unique_ptr<KernelWork> self(
         new KernelWork(env, op, std::move(call), std::move(options.snapshot()), options.take_name_source()));
     self->hold(options.in_place());
+    if (at_once) {
+      napi_value promise;
+      NAPI_THROW_IF_FAILED(env, napi_create_promise(env, &self->deferred_, &promise), Napi::Value());
+      execute(env, self.get());
+      settle_soon(env, std::move(self));
+      return Napi::Value(env, promise);
+    }
     napi_value promise = queue_async_work(env, &execute, &complete, self.get(), &self->work_,
                                           &self->deferred_);
     self.release();  // complete() deletes it
@@ -580,7 +619,7 @@ class KernelWork {
 
   // Runs on the main thread once the Promise has settled, or while the environment shuts
   // down (a worker thread that exits or is terminated waits for its pending kernels).
-  ~KernelWork() {
+  ~KernelWork() override {
     for (void* lease : leases_) end_device_array_lease(lease);
     if (work_ != nullptr) napi_delete_async_work(env_, work_);
   }
@@ -610,8 +649,12 @@ class KernelWork {
   static void complete(napi_env, napi_status status, void* data) {
     std::unique_ptr<KernelWork> self(static_cast<KernelWork*>(data));
     if (status == napi_cancelled) return;  // never cancelled: nothing to settle
+    self->settle_now();
+  }
+
+  void settle_now() override {
     try {
-      self->settle();
+      settle();
     } catch (const Napi::Error&) {
       // Only when the environment is shutting down (its worker thread exited or was
       // terminated while the kernel ran): no JavaScript is left to settle the Promise for,

@@ -188,7 +188,7 @@ describe('concurrency', () => {
     assert.equal(outcomes.ok + outcomes.rangeError, 40 * 2 * racing.length);
   });
 
-  it('a small async call keeps every async guarantee', async () => {
+  it('a small async call, run at once, keeps every async guarantee', async () => {
     // 1,000 ppoLoss tokens (13 KB) and 4 x 512 logits (8 KB), each checked against the sync
     // call, bitwise.
     const n = 1000;
@@ -216,6 +216,27 @@ describe('concurrency', () => {
     structuredClone(detachedGrad.buffer, { transfer: [detachedGrad.buffer] });
     await assert.rejects(rejected, /^TypeError: ppoLoss: Expected a Float32Array of length 1000 for out\.grad but received one whose buffer was detached before the call settled$/);
     await assert.rejects(ppoLossAsync({ ...small, clipLow: 2 }), /^RangeError: ppoLoss: Expected a number in \[0, 1\) for clipLow but received 2$/);
+
+    // 13 KB of arrays: the kernel runs when the call is made and the Promise settles at the
+    // next microtasks, before the event loop turns; a call of more than 64 KiB (20,000
+    // tokens: 340 KB) goes through the thread pool, which only a turn of the loop settles.
+    const settledWithinMicrotasks = async (call: Promise<unknown>): Promise<boolean> => {
+      let settled = false;
+      const done = call.then(() => void (settled = true));
+      for (let i = 0; i < 5 && !settled; i++) await null;
+      const within = settled;
+      await done;
+      return within;
+    };
+    assert.equal(await settledWithinMicrotasks(ppoLossAsync(small)), true, 'a small call runs at once');
+    const many = 20_000;
+    const large = {
+      logp: new Float32Array(many).fill(-1),
+      oldLogp: new Float32Array(many).fill(-1.1),
+      advantages: new Float32Array(many).fill(0.5),
+      mask: new Uint8Array(many).fill(1),
+    };
+    assert.equal(await settledWithinMicrotasks(ppoLossAsync(large)), false, 'a large call goes through the pool');
 
     const logits = new Float32Array(4 * 512).map((_, i) => Math.sin(i));
     const labels = Int32Array.from([0, 511, 7, 300]);

@@ -127,8 +127,9 @@ export function advantages(options: AdvantagesOptions | OnDevice<AdvantagesOptio
 }
 
 /**
- * {@link advantages} off the event loop. Rejects with the same errors. Arrays on an
- * ordinary ArrayBuffer are copied when the call is made; see "Async calls" in the README.
+ * {@link advantages} off the event loop (run at once, settling at the next microtask, when its
+ * arrays hold at most 64 KiB: README, "Async calls"). Rejects with the same errors. Arrays on
+ * an ordinary ArrayBuffer are copied when the call is made; see "Async calls" in the README.
  */
 export function advantagesAsync(options: OnDevice<AdvantagesOptions>): Promise<OnDevice<AdvantagesResult>>;
 export function advantagesAsync(options: AdvantagesOptions): Promise<AdvantagesResult>;

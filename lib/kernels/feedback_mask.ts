@@ -57,7 +57,8 @@ export function feedbackMask(
 }
 
 /**
- * {@link feedbackMask} off the event loop. Rejects with the same errors.
+ * {@link feedbackMask} off the event loop (run at once, settling at the next microtask, when
+ * its arrays hold at most 64 KiB: README, "Async calls"). Rejects with the same errors.
  * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
  * ArrayBuffer were copied when the call was made, and a given `out` receives the result
  * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a

@@ -17,8 +17,9 @@ export interface PreparedCall<Arrays, Result, Positional extends unknown[] = nev
    * Results are bitwise those of the object form. Pass `undefined` for an optional array
    * left out before one that is given. A wrong or detached array is the same
    * TypeError/RangeError, naming the array, as for the object form; more arguments than
-   * the op has arrays is a TypeError. Sync only: an async call's cost is its round trip
-   * through the thread pool, which this would not change.
+   * the op has arrays is a TypeError. Sync only: an async call's cost is its copies and,
+   * above 64 KiB of arrays, its round trip through the thread pool, which this would not
+   * change.
    */
   positional(...arrays: Positional): Result;
   /**

@@ -253,10 +253,11 @@ export function rolloutCorrection(
 }
 
 /**
- * {@link rolloutCorrection} off the event loop. Rejects with the same errors. Arrays on an
- * ordinary ArrayBuffer are copied when the call is made, and a given `out` receives the
- * result when the Promise settles; SharedArrayBuffers and DeviceArrays are used in place
- * (see "Async calls" in the README).
+ * {@link rolloutCorrection} off the event loop (run at once, settling at the next microtask,
+ * when its arrays hold at most 64 KiB: README, "Async calls"). Rejects with the same errors.
+ * Arrays on an ordinary ArrayBuffer are copied when the call is made, and a given `out`
+ * receives the result when the Promise settles; SharedArrayBuffers and DeviceArrays are used in
+ * place (see "Async calls" in the README).
  */
 export function rolloutCorrectionAsync(
   options: OnDevice<RolloutCorrectionOptions>,

@@ -52,7 +52,8 @@ export function sequenceLogprobs(options: SequenceLogprobsOptions | OnDevice<Seq
 }
 
 /**
- * {@link sequenceLogprobs} off the event loop. Rejects with the same errors.
+ * {@link sequenceLogprobs} off the event loop (run at once, settling at the next microtask,
+ * when its arrays hold at most 64 KiB: README, "Async calls"). Rejects with the same errors.
  * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
  * ArrayBuffer were copied when the call was made, and a given `out` receives the result
  * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
@@ -83,7 +84,9 @@ export function sequenceLogprobsBackward(options: SequenceLogprobsBackwardOption
 }
 
 /**
- * {@link sequenceLogprobsBackward} off the event loop. Rejects with the same errors.
+ * {@link sequenceLogprobsBackward} off the event loop (run at once, settling at the next
+ * microtask, when its arrays hold at most 64 KiB: README, "Async calls"). Rejects with the same
+ * errors.
  * While it runs, JavaScript may change or transfer its arrays: those on an ordinary
  * ArrayBuffer were copied when the call was made, and a given `out` receives the result
  * when the Promise settles (a TypeError if `out` was detached meanwhile). Arrays on a
