@@ -285,6 +285,12 @@ export interface CaseResult {
    * the whole case and divided by the threads (arithmeticMsOf).
    */
   arithmeticMs?: number;
+  /**
+   * With the 1-thread peer: the median over rounds of its time over ours in the same round
+   * (as the "threads vs 1" sweep's verdict), so that load that changes between rounds
+   * cancels; the peers' medians are in `peers`.
+   */
+  threadsVsOne?: number;
   callOverhead?: boolean;
   bandwidthTarget?: number;
 }
@@ -292,6 +298,17 @@ export interface CaseResult {
 function median(sorted: number[]): number {
   const n = sorted.length;
   return n % 2 === 1 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+/**
+ * The median over rounds of `numerator[r] / denominator[r]`, two peers' times in the same
+ * round: load that changes between rounds cancels, where a ratio of the two medians keeps it.
+ */
+export function medianRatio(numerator: number[], denominator: number[]): number {
+  if (numerator.length !== denominator.length || numerator.length === 0) {
+    throw new RangeError(`medianRatio: Expected two equal, non-empty lengths but received ${numerator.length} and ${denominator.length}`);
+  }
+  return median(numerator.map((x, r) => x / denominator[r]).sort((a, b) => a - b));
 }
 
 /** A peer that first sets the thread count, then restores it (the scaling row). */
@@ -431,6 +448,9 @@ export async function measureCase(
     return { peer, p, median: median(sorted), min: sorted[0], max: sorted[sorted.length - 1], cpu };
   });
   const tirlMedian = stats[0].median;
+  const oneThread = peers.findIndex((p) => p.kind === 'tirl-1thread');
+  const walls = (p: number) => samples[p].map((s) => s.wall);
+  const threadsVsOne = oneThread < 0 ? undefined : medianRatio(walls(oneThread), walls(0));
   const copyMedian = stats[stats.length - 1].median;
   return {
     op: benchCase.op,
@@ -456,6 +476,7 @@ export async function measureCase(
     skipped,
     ...(mismatch === undefined ? {} : { mismatch }),
     ...(arithmeticMs === undefined ? {} : { arithmeticMs }),
+    ...(threadsVsOne === undefined ? {} : { threadsVsOne }),
     ...(benchCase.callOverhead ? { callOverhead: true } : {}),
     ...(benchCase.bandwidthTarget === undefined ? {} : { bandwidthTarget: benchCase.bandwidthTarget }),
   };

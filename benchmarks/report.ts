@@ -298,7 +298,7 @@ function summaryRows(r: BenchReport): string[][] {
       target === undefined ? '' : `${percent(target)} ${ours.copyShare >= target ? 'met' : 'MISSED'}`,
       arithmeticCap(c),
       alloc ? ms(alloc.medianMs) : '–',
-      one ? `${fixed(one.medianMs / ours.medianMs, 2)}×` : '–',
+      c.threadsVsOne !== undefined ? `${fixed(c.threadsVsOne, 2)}×` : one ? `${fixed(one.medianMs / ours.medianMs, 2)}×` : '–',
       ts ? speedup(ts) : '–',
       torch ? speedup(torch) : '–',
     ];
@@ -346,7 +346,7 @@ export function terminalReport(r: BenchReport): string {
     if (c.mismatch) out.push(`  WARNING: the TypeScript peer disagrees with the kernel: ${c.mismatch}`);
     out.push('');
   }
-  out.push('Summary (speed-ups: the peer\'s median / ours; "threads vs 1": our 1-thread time / ours)');
+  out.push('Summary (speed-ups: the peer\'s median / ours; "threads vs 1": the median over rounds of our 1-thread time / ours)');
   out.push(table(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT));
   out.push(...dtypeLines(r), ...overheadLines(r), '');
   if (r.scaling && r.scaling.length > 0) {
@@ -371,7 +371,7 @@ export function markdownReport(r: BenchReport): string {
   out.push('## Summary', '');
   out.push("Speed-ups are the peer's median time divided by ours (out buffers reused); `% copy` is the");
   out.push('time of a memory copy of the same number of bytes, measured in the same process and run,');
-  out.push('divided by ours; `threads vs 1` is our one-thread time divided by ours; `arithmetic cap` is the');
+  out.push('divided by ours; `threads vs 1` is the median over rounds of our one-thread time divided by ours in the same round; `arithmetic cap` is the');
   out.push('`% copy` our kernel would reach if its bytes cost nothing: the copy\'s time over the case\'s arithmetic');
   out.push('alone (slices of it in the caches, one thread, scaled to the case and the threads; benchmarks/README.md).', cacheSentence(r), '');
   out.push(markdownTable(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT), '');

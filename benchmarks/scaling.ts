@@ -17,7 +17,7 @@ import { advantagesCase } from './advantages.js';
 import { dpoCase } from './dpo_loss.js';
 import { feedbackMaskCase } from './feedback_mask.js';
 import { groupCase, groupIdsCase } from './group_advantages.js';
-import type { BenchCase, Peer, Progress } from './harness.js';
+import { medianRatio, type BenchCase, type Peer, type Progress } from './harness.js';
 import { policyLossCase, ppoCase } from './ppo_loss.js';
 import { rolloutCorrectionCase } from './rollout_correction.js';
 import { sequenceCase } from './sequence_logprobs.js';
@@ -99,12 +99,6 @@ export interface ScalingOptions {
   progress: Progress;
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const n = sorted.length;
-  return n % 2 === 1 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-}
-
 async function timed(peer: Peer, threads: number, inner: number): Promise<number> {
   setThreads(threads);
   return (await peer.sample(inner)).wall;
@@ -128,7 +122,6 @@ export async function measureScaling(options: ScalingOptions): Promise<ScalingRo
       const inner = Math.max(1, Math.min(100_000, Math.ceil(options.minSampleSeconds / Math.max(fastest, 1e-9))));
       const one: number[] = [];
       const many: number[] = [];
-      const ratios: number[] = [];
       for (let r = 0; r < options.rounds; r++) {
         // Alternate which goes first, so that neither always follows the other.
         const first = r % 2 === 0;
@@ -137,7 +130,6 @@ export async function measureScaling(options: ScalingOptions): Promise<ScalingRo
         const c = first ? a : await timed(ours, 1, inner);
         one.push(c);
         many.push(b);
-        ratios.push(c / b);
       }
       rows.push({
         op: benchCase.op,
@@ -147,7 +139,7 @@ export async function measureScaling(options: ScalingOptions): Promise<ScalingRo
         oneThreadMs: Math.min(...one) * 1e3,
         threadsMs: Math.min(...many) * 1e3,
         ratio: Math.min(...one) / Math.min(...many),
-        pairedRatio: median(ratios),
+        pairedRatio: medianRatio(one, many),
         rounds: options.rounds,
       });
     }

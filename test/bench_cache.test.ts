@@ -21,7 +21,7 @@ import {
 } from '../benchmarks/cache.js';
 import { firstSequences } from '../benchmarks/data.js';
 import { dpoCase } from '../benchmarks/dpo_loss.js';
-import { arithmeticMsOf, currentThreads, measureCase, syncPeer, type BenchCase, type Peer } from '../benchmarks/harness.js';
+import { arithmeticMsOf, currentThreads, measureCase, medianRatio, syncPeer, type BenchCase, type Peer } from '../benchmarks/harness.js';
 import { startTorch } from '../benchmarks/torch.js';
 
 const MiB = 2 ** 20;
@@ -192,6 +192,14 @@ describe('bench harness arithmetic alone', () => {
     // unit, 30 units over 2 threads.
     assert.equal(arithmeticMsOf([0.0008, 0.0002, 0.0008, 0.005, 0.0008], 2, 30, 2), 6);
     assert.equal(arithmeticMsOf([0.001, 0.003], 1, 10, 1), 20);
+  });
+
+  it("gives 'threads vs 1' as the median of the rounds' ratios, not the ratio of the medians", () => {
+    // Rounds of (1 thread, 2 threads): the medians, 4 and 2, give 2; the rounds' ratios
+    // 1.5, 2, 0.5, 1.25, 0.8 have the median 1.25.
+    assert.equal(medianRatio([3, 4, 1, 5, 4], [2, 2, 2, 4, 5]), 1.25);
+    assert.equal(medianRatio([2, 6], [1, 2]), 2.5);
+    assert.throws(() => medianRatio([1], [1, 2]), /^RangeError: medianRatio: Expected two equal, non-empty lengths but received 1 and 2$/);
   });
 
   it('times the slices of u and 2u units on one thread, then restores the threads', async () => {
