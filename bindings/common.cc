@@ -170,12 +170,50 @@ void clear_pending_exception(napi_env env) {
   }
 }
 
+// The one T of each environment (Node's main thread and each worker thread have their
+// own, and an environment lives on one thread), made on its first use and deleted by the
+// environment's cleanup hook. T derives from PerEnvironment<T> (which then must be its
+// friend), sets ok_ in its constructor and deletes its references in its destructor.
+template <class T>
+class PerEnvironment {
+ public:
+  // This environment's T; nullptr if it cannot be made.
+  static T* of(napi_env env) {
+    T*& slot = current();
+    if (slot == nullptr || slot->env_ != env) {
+      auto* fresh = new T(env);
+      if (!fresh->ok_ || napi_add_env_cleanup_hook(env, &PerEnvironment::drop, fresh) != napi_ok) {
+        delete fresh;
+        return nullptr;
+      }
+      slot = fresh;  // a previous one belonged to an environment already gone
+    }
+    return slot;
+  }
+
+ protected:
+  explicit PerEnvironment(napi_env env) : env_(env) {}
+  napi_env env_;
+  bool ok_ = false;
+
+ private:
+  static T*& current() {
+    thread_local T* slot = nullptr;
+    return slot;
+  }
+  static void drop(void* data) {
+    T* self = static_cast<T*>(data);
+    if (current() == self) current() = nullptr;
+    delete self;
+  }
+};
+
 // The V8 strings of option names, made once per environment: making (and internalising)
 // a string from UTF-8 for each of the ~30 keys that ppoLoss reads cost more than its kernel
 // on 1,024 tokens. Node-API 8 cannot reference a string, so they are the elements of one
 // referenced array. An environment lives on one thread, so each thread has the cache of its
 // environment, dropped by the environment's cleanup hook.
-class KeyCache {
+class KeyCache : public PerEnvironment<KeyCache> {
  public:
   // `name` as a property key of `env` (nullptr if Node-API fails: the caller then makes one).
   static napi_value key(napi_env env, const char* name) {
@@ -299,7 +337,9 @@ class KeyCache {
   }
 
  private:
-  explicit KeyCache(napi_env env) : env_(env) {
+  friend class PerEnvironment<KeyCache>;
+
+  explicit KeyCache(napi_env env) : PerEnvironment(env) {
     napi_value array, object, prototype;
     ok_ = napi_create_array(env, &array) == napi_ok &&
           napi_create_reference(env, array, 1, &array_) == napi_ok;
@@ -310,39 +350,12 @@ class KeyCache {
       object_prototype_ = nullptr;
     }
   }
-  ~KeyCache() = default;  // the references go with their environment
-
-  static KeyCache* of(napi_env env) {
-    KeyCache*& cache = current();
-    if (cache == nullptr || cache->env_ != env) {
-      auto* fresh = new KeyCache(env);
-      if (!fresh->ok_) {
-        delete fresh;
-        return nullptr;
-      }
-      if (napi_add_env_cleanup_hook(env, &KeyCache::drop, fresh) != napi_ok) {
-        delete fresh;
-        return nullptr;
-      }
-      cache = fresh;  // a previous cache belonged to an environment already gone
+  ~KeyCache() {
+    for (napi_ref ref : {array_, object_prototype_, own_names_}) {
+      if (ref != nullptr) napi_delete_reference(env_, ref);
     }
-    return cache;
-  }
-
-  static KeyCache*& current() {
-    thread_local KeyCache* cache = nullptr;
-    return cache;
-  }
-
-  static void drop(void* data) {
-    auto* cache = static_cast<KeyCache*>(data);
-    napi_delete_reference(cache->env_, cache->array_);
-    if (cache->object_prototype_ != nullptr) napi_delete_reference(cache->env_, cache->object_prototype_);
-    if (cache->own_names_ != nullptr) napi_delete_reference(cache->env_, cache->own_names_);
-    for (const Maker& maker : cache->makers_) napi_delete_reference(cache->env_, maker.function);
-    for (const Constructor& known : cache->constructors_) napi_delete_reference(cache->env_, known.function);
-    if (current() == cache) current() = nullptr;
-    delete cache;
+    for (const Maker& maker : makers_) napi_delete_reference(env_, maker.function);
+    for (const Constructor& known : constructors_) napi_delete_reference(env_, known.function);
   }
 
   napi_value get(napi_value array, const char* name) {
@@ -383,7 +396,6 @@ class KeyCache {
     napi_ref function;
   };
   std::vector<Constructor> constructors_;
-  bool ok_ = false;
 
   std::deque<std::string> names_;  // by slot; stable storage for the views in by_text_
   std::unordered_map<std::string_view, uint32_t> by_text_;
@@ -603,21 +615,8 @@ namespace {
 // functions that settle them: queueMicrotask, and settle_oldest, which each settle_soon
 // queues once. Microtasks run in the order they were queued, so the oldest pending call is
 // always the one a settle_oldest is for.
-class SoonQueue {
+class SoonQueue : public PerEnvironment<SoonQueue> {
  public:
-  static SoonQueue* of(napi_env env) {
-    SoonQueue*& queue = current();
-    if (queue == nullptr || queue->env_ != env) {
-      auto* fresh = new SoonQueue(env);
-      if (!fresh->ok_ || napi_add_env_cleanup_hook(env, &SoonQueue::drop, fresh) != napi_ok) {
-        delete fresh;
-        return nullptr;
-      }
-      queue = fresh;  // a previous one belonged to an environment already gone
-    }
-    return queue;
-  }
-
   // Queues the microtask that settles `work`; false (work untouched) if it cannot.
   bool push(std::unique_ptr<SettleSoon>& work) {
     napi_value queue_microtask, settle, global;
@@ -632,7 +631,9 @@ class SoonQueue {
   }
 
  private:
-  explicit SoonQueue(napi_env env) : env_(env) {
+  friend class PerEnvironment<SoonQueue>;
+
+  explicit SoonQueue(napi_env env) : PerEnvironment(env) {
     napi_value global, queue_microtask, settle;
     ok_ = napi_get_global(env, &global) == napi_ok &&
           napi_get_named_property(env, global, "queueMicrotask", &queue_microtask) == napi_ok &&
@@ -656,24 +657,15 @@ class SoonQueue {
     return nullptr;
   }
 
-  static SoonQueue*& current() {
-    thread_local SoonQueue* queue = nullptr;
-    return queue;
+  // With its environment: the pending calls are dropped unsettled, no JavaScript being
+  // left to see them.
+  ~SoonQueue() {
+    pending_.clear();
+    for (napi_ref ref : {queue_microtask_, settle_oldest_}) {
+      if (ref != nullptr) napi_delete_reference(env_, ref);
+    }
   }
 
-  // The environment is going away: its pending calls are dropped unsettled, no JavaScript
-  // being left to see them.
-  static void drop(void* data) {
-    auto* self = static_cast<SoonQueue*>(data);
-    self->pending_.clear();
-    if (self->queue_microtask_ != nullptr) napi_delete_reference(self->env_, self->queue_microtask_);
-    if (self->settle_oldest_ != nullptr) napi_delete_reference(self->env_, self->settle_oldest_);
-    if (current() == self) current() = nullptr;
-    delete self;
-  }
-
-  napi_env env_;
-  bool ok_ = false;
   napi_ref queue_microtask_ = nullptr;
   napi_ref settle_oldest_ = nullptr;
   std::deque<std::unique_ptr<SettleSoon>> pending_;
