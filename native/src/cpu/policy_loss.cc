@@ -91,7 +91,7 @@ int64_t per_sequence_chunks(const Inputs& in, int64_t min_tokens) {
 using Totals = LossTotals;
 using Lanes = LossLanes;
 
-using KlBlock = void (*)(const float*, const float*, const float*, int64_t, float, float, float*,
+using KlBlock = void (*)(const float*, const float*, const uint8_t*, int64_t, float, float, float*,
                          float*);
 
 struct TokenKernelConstants {
