@@ -91,7 +91,7 @@ int64_t per_sequence_chunks(const Inputs& in, int64_t min_tokens) {
 using Totals = LossTotals;
 using Lanes = LossLanes;
 
-using KlBlock = void (*)(const float*, const float*, const float*, int64_t, float, float, float*,
+using KlBlock = void (*)(const float*, const float*, const uint8_t*, int64_t, float, float, float*,
                          float*);
 
 struct TokenKernelConstants {
@@ -204,14 +204,16 @@ double ordered_token_sum(int64_t num_tokens, F f) {
 }
 
 // The aggregation's factor for the tokens of every sequence (MATH.md's table), or one
-// shared factor (`scales` left empty) for the token-level aggregations.
+// shared factor (`scales` left empty) for the token-level aggregations. `masked_total`: the
+// batch's masked-in tokens where the caller has counted them (else -1: counted here, or
+// taken from `counts`).
 struct Scales {
   float shared = 0.0f;
   std::vector<float> per_sequence;
 };
 
 Scales aggregation_scales(const Inputs& in, const tirl_ppo_options& o,
-                          const SequenceCounts* counts) {
+                          const SequenceCounts* counts, int64_t masked_total = -1) {
   auto factor = [&](double normaliser) { return normaliser > 0 ? o.dp_size / normaliser : 0.0; };
   Scales s;
   switch (o.aggregation) {
@@ -220,6 +222,7 @@ Scales aggregation_scales(const Inputs& in, const tirl_ppo_options& o,
       const double tokens =
           o.token_normalizer > 0 ? o.token_normalizer
           : counts != nullptr    ? static_cast<double>(counts->masked_total)
+          : masked_total >= 0    ? static_cast<double>(masked_total)
                                  : static_cast<double>(count_masked(in.mask, in.num_tokens));
       s.shared = static_cast<float>(factor(tokens));
       return s;
@@ -587,8 +590,13 @@ tirl_status token_loss_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   SequenceCounts counts;
   const bool per_sequence = per_sequence_aggregation(p.aggregation);
   if (per_sequence) counts = count_sequences(in);
-  const Scales scales = aggregation_scales(in, p, per_sequence ? &counts : nullptr);
   const PolicyConstants c = policy_constants(o);
+  // clip_cov's and kl_cov's plan first: its means pass counts the masked-in tokens that a
+  // token-level aggregation's scale needs (a pass over the mask fewer).
+  const bool picks = loss == TIRL_POLICY_CLIP_COV || loss == TIRL_POLICY_KL_COV;
+  PickPlan plan{};
+  if (picks) plan = loss == TIRL_POLICY_CLIP_COV ? plan_clip_cov(in, o, c) : plan_kl_cov(in, o);
+  const Scales scales = aggregation_scales(in, p, per_sequence ? &counts : nullptr, picks ? plan.means.masked : -1);
 
   const TokenKernelConstants k{c, kl ? TIRL_SIMD_SELECT(select_kl_block)(p.kl_estimator) : nullptr,
                                static_cast<float>(p.kl_coef)};
@@ -598,8 +606,7 @@ tirl_status token_loss_cpu(const Inputs& in, const tirl_policy_loss_options& o,
   std::vector<uint8_t> selected;
   Inputs run = in;
   result->selected_tokens = 0;
-  if (loss == TIRL_POLICY_CLIP_COV || loss == TIRL_POLICY_KL_COV) {
-    const PickPlan plan = loss == TIRL_POLICY_CLIP_COV ? plan_clip_cov(in, o, c) : plan_kl_cov(in, o);
+  if (picks) {
     Totals total;
     if (plan.sampled && pick_while_computing(in, loss, plan, c, kernel, scales, k, &total, &result->selected_tokens)) {
       fill_result(total, kl, p.kl_coef, result);
