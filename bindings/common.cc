@@ -382,7 +382,6 @@ class KeyCache : public PerEnvironment<KeyCache> {
     return napi_get_element(env_, array, slot, &key) == napi_ok ? key : nullptr;
   }
 
-  napi_env env_;
   napi_ref array_ = nullptr;
   napi_ref object_prototype_ = nullptr;
   napi_ref own_names_ = nullptr;
