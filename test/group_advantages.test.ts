@@ -49,19 +49,20 @@ function checkGroupsOf8Bits(): void {
 }
 
 /**
- * 65,536 + 13 rewards in groups of 8 and one of 5 by shuffled ids (dense, with unused ids
+ * 196,608 + 13 rewards in groups of 8 and one of 5 by shuffled ids (dense, with unused ids
  * between them, also at either end of the int32 range; and sparse, numbered by the hash
  * table), on 1, 2 and 7 threads: above two threads' worth of rewards the groups are cut
  * into parts, one a thread, each listing its own rewards (the vectorised select_part of
- * each SIMD path, then its scalar tail for the last 13 rewards, as 65,549 is not a
+ * each SIMD path, then its scalar tail for the last 13 rewards, as 196,621 is not a
  * multiple of 16 or 8). select_part finds a part's rewards by id - (low + first group)
  * in unsigned 32-bit arithmetic, which wraps for ids from INT32_MIN up. Every group's sums
  * run over its rewards in input order, so the result is, bit for bit, the contiguous
- * groups (8193 blocked groups of 8, then the group of 5) on the rewards sorted stably by id.
+ * groups (24,577 blocked groups of 8, then the group of 5) on the rewards sorted stably by id.
+ * (Two parts take at least 2 × 49,152 rewards: kMinScatteredRewardsPerThread.)
  */
 function checkScatteredBits(): void {
   const rng = new Random(9);
-  const b = 65_536 + 13;
+  const b = 196_608 + 13;
   const rewards = rng.normals(b, 2);
   for (let i = 0; i < b; i += 89) rewards[i] = Math.round(rewards[i]);
   rewards[777] = NaN;

@@ -68,12 +68,12 @@ constexpr int64_t kMinWhitenedPerThread = 262144;
 // token's advantage (5 B a token moved), and so do those whose passes became as light: opo
 // (a mask scan, then the broadcast), remax (the reward-to-go of a score in closed form), gdpo
 // and reinforce_plus_plus_baseline (whitened from the sequence advantages: the summary's mask
-// scan and one write). Bound by memory bandwidth, they take a second thread from 128K tokens a thread:
-// on the quiet reference VM (`tirl bench --scaling-only --ops advantages`, median of 15
-// paired rounds, two runs) 2 threads vs 1 ran 1.2-1.8x at 1M tokens but 0.79-1.25x at 128K.
-// (An earlier 1M threshold came from runs on a loaded machine, where a second thread had
-// no core.)
-constexpr int64_t kMinBroadcastTokensPerThread = int64_t{1} << 17;
+// scan and one write). Bound by memory bandwidth, they take a second thread from 256K tokens
+// a thread. On the EPYC VM of 2026-12-06 (median of 21 paired rounds, 2 threads vs 1, at
+// sizes between the bench sweep's), the old 128K a thread ran 0.82-0.97x at 128 sequences
+// of 2048 tokens for grpo, rloo, opo and gpg in every run of three, 0.87-1.04x at 192, and
+// 0.97-1.13x at 256; 1.2-1.8x at 1M tokens.
+constexpr int64_t kMinBroadcastTokensPerThread = int64_t{1} << 18;
 
 bool broadcast_only(tirl_advantage_estimator e) {
   return e == TIRL_ADV_GRPO || e == TIRL_ADV_GRPO_PASSK || e == TIRL_ADV_RLOO ||
