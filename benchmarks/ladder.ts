@@ -1,0 +1,128 @@
+/**
+ * A dense size ladder of "2 threads vs 1": every op at 8 to 12 sizes, from a single
+ * sequence to past the size where it takes a second thread, our kernel on two threads
+ * against itself on one in paired rounds (the median over rounds of the two times' ratio
+ * within a round, as in scaling.ts).
+ *
+ * The bench's sweep (scaling.ts) takes three sizes an op; an op's minimum work per thread
+ * (`kMin…PerThread` in native/src/cpu/<op>.cc) is decided between them, and the first size
+ * that takes a second thread is where a threshold set too low loses most. This is the tool
+ * that sets those thresholds: on the EPYC VM of 2026-12-06 it found 32,768 rewards by
+ * random group ids at 0.42-0.89x and GRPO's advantages of 128 × 2048 tokens at 0.73-0.97x,
+ * sizes the sweep does not take.
+ *
+ *   node dist/benchmarks/ladder.js [--ops REGEX] [--rounds N] [--threads N]
+ *
+ * Prints one row an op: each size with its median paired ratio, `!` below 0.95×. A size
+ * that stays on one thread reads about 1.00× either way; how far such sizes stray from 1
+ * is the noise of the machine at the time.
+ */
+import { parseArgs } from 'node:util';
+import { ADVANTAGE_ESTIMATORS, POLICY_LOSSES, info, setThreads, type PolicyLoss } from '../lib/index.js';
+import { advantagesCase } from './advantages.js';
+import { dpoCase } from './dpo_loss.js';
+import { feedbackMaskCase } from './feedback_mask.js';
+import { groupCase, groupIdsCase } from './group_advantages.js';
+import { medianRatio, type BenchCase } from './harness.js';
+import { policyLossCase, ppoCase } from './ppo_loss.js';
+import { rolloutCorrectionCase } from './rollout_correction.js';
+import { sequenceCase } from './sequence_logprobs.js';
+import { tokenLogprobsCase } from './token_logprobs.js';
+
+/** Sequences of 2048 tokens: 2,048 to 1M tokens. */
+const SEQUENCES = [1, 2, 4, 8, 16, 32, 48, 64, 128, 192, 256, 512];
+/** Estimators take groups of 8 sequences. */
+const GROUPED_SEQUENCES = [8, 16, 32, 64, 128, 192, 256, 384, 512];
+/** Rewards or preference pairs. */
+const ITEMS = [4096, 8192, 16384, 32768, 49152, 65536, 98304, 131072, 196608, 262144];
+/** Rows of a 32,000-entry vocabulary. */
+const ROWS = [1, 2, 4, 6, 8, 12, 16, 32];
+/** A sample's least duration: calls are repeated within a sample up to it. */
+const SAMPLE_SECONDS = 2e-3;
+
+type Family = [name: string, cases: () => BenchCase[]];
+
+const OTHER_LOSSES = POLICY_LOSSES.filter((l): l is Exclude<PolicyLoss, 'vanilla'> => l !== 'vanilla');
+
+function families(): Family[] {
+  const batches = (make: (numSeqs: number) => BenchCase, seqs = SEQUENCES) => () => seqs.map(make);
+  return [
+    ['ppoLoss', batches((s) => ppoCase(s, 2048, false, ['full']))],
+    ...OTHER_LOSSES.map((loss): Family => [`ppoLoss/${loss}`, batches((s) => policyLossCase(loss, s, 2048, ['full']))]),
+    ['tokenLogprobs/f32', () => ROWS.map((t) => tokenLogprobsCase(t, 32_000, 'f32', false, ['full']))],
+    ['tokenLogprobs/bf16', () => ROWS.map((t) => tokenLogprobsCase(t, 32_000, 'bf16', false, ['full']))],
+    ['groupAdvantages', () => ITEMS.map((n) => groupCase(n))],
+    ['groupAdvantages/random-ids', () => ITEMS.map((n) => groupIdsCase(n))],
+    ...ADVANTAGE_ESTIMATORS.map((e): Family => [`advantages/${e}`, batches((s) => advantagesCase(e, s, 2048, ['full']), GROUPED_SEQUENCES)]),
+    ['dpoLoss', () => ITEMS.map((n) => dpoCase(n))],
+    ['feedbackMask', batches((s) => feedbackMaskCase(s, 2048, ['full']))],
+    ['sequenceLogprobs/fwd', batches((s) => sequenceCase(s, 2048, false, ['full']))],
+    ['sequenceLogprobs/bwd', batches((s) => sequenceCase(s, 2048, true, ['full']))],
+    ['rolloutCorrection', batches((s) => rolloutCorrectionCase(s, 2048, ['full']))],
+  ];
+}
+
+/** The size part of a case id: "64x2048", "65536". */
+function sizeOf(benchCase: BenchCase): string {
+  return benchCase.id.split('/').find((part) => /^\d/.test(part)) ?? benchCase.id;
+}
+
+/** The median paired ratio of one-thread time over `threads`-thread time, over `rounds` rounds. */
+async function pairedRatio(benchCase: BenchCase, threads: number, rounds: number): Promise<number> {
+  const ours = benchCase.setup().peers[0];
+  const time = async (n: number, inner: number) => {
+    setThreads(n);
+    return (await ours.sample(inner)).wall;
+  };
+  let fastest = Infinity;
+  for (let w = 0; w < 2; w++) fastest = Math.min(fastest, await time(1, 1), await time(threads, 1));
+  const inner = Math.max(1, Math.ceil(SAMPLE_SECONDS / Math.max(fastest, 1e-9)));
+  const one: number[] = [];
+  const many: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    // Alternate which side goes first, so that neither always follows the other.
+    if (r % 2 === 0) {
+      one.push(await time(1, inner));
+      many.push(await time(threads, inner));
+    } else {
+      many.push(await time(threads, inner));
+      one.push(await time(1, inner));
+    }
+  }
+  return medianRatio(one, many);
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      ops: { type: 'string' },
+      rounds: { type: 'string', default: '21' },
+      threads: { type: 'string', default: '2' },
+    },
+  });
+  const rounds = Number(values.rounds);
+  const threads = Number(values.threads);
+  if (!Number.isInteger(rounds) || rounds < 1) throw new RangeError(`Expected a positive integer for --rounds but received ${values.rounds}`);
+  if (!Number.isInteger(threads) || threads < 2) throw new RangeError(`Expected an integer of at least 2 for --threads but received ${values.threads}`);
+  const only = values.ops ? new RegExp(values.ops) : undefined;
+  const restore = info().threads;
+  console.log(`${threads} threads vs 1, median of ${rounds} paired rounds a size (! below 0.95x)`);
+  try {
+    for (const [name, cases] of families()) {
+      if (only && !only.test(name)) continue;
+      const cells: string[] = [];
+      for (const benchCase of cases()) {
+        const ratio = await pairedRatio(benchCase, threads, rounds);
+        cells.push(`${sizeOf(benchCase)} ${ratio.toFixed(2)}${ratio < 0.95 ? '!' : ''}`);
+      }
+      console.log(`${name.padEnd(38)} ${cells.join('  ')}`);
+    }
+  } finally {
+    setThreads(restore);
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});
