@@ -26,9 +26,11 @@ constexpr int64_t kTokensPerChunk = 65536;
 // Below this much work per thread a call stays on fewer threads (common/parallel.h). The
 // op moves 2 B a token and is bound by memory bandwidth: on the quiet reference VM
 // (`tirl bench --scaling-only`, 15 paired rounds, two runs) 2 threads vs 1 ran 1.28-1.39x
-// at 1M tokens, ~1.0x at 128K. (The earlier 1M a thread came from runs that saw 0.42-1.06x
-// on a loaded or differently-placed VM.)
-constexpr int64_t kMinTokensPerThread = int64_t{1} << 17;
+// at 1M tokens. At 128K a thread, 262,144 tokens ran 0.87-0.92x in four runs of
+// benchmarks/ladder.ts on the EPYC VM of 2026-12-06, and 393,216 tokens 1.02-1.03x in
+// three of four (0.75x in a loaded spell). (The earlier 1M a thread came from runs that
+// saw 0.42-1.06x on a loaded or differently-placed VM.)
+constexpr int64_t kMinTokensPerThread = 3 * kTokensPerChunk;
 
 // The token loop, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/feedback_mask_kernels.inc"

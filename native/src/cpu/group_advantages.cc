@@ -87,6 +87,14 @@ bool normalize_runs(const float* rewards, int64_t num_rewards, const int32_t* gr
     unsorted[chunk] = !normalize_runs_in(rewards, num_rewards, group_ids, group_size, first, last,
                                          scale_by_std, epsilon, advantages);
   };
+  // Shuffled ids show in their first few: a look at those on the calling thread spares
+  // waking another only to find the same (65,536 random ids, whose scattered path then runs
+  // on one thread, ran 0.94-0.95x on 2 threads vs 1 in four runs).
+  constexpr int64_t kFirstIdsLooked = 64;
+  if (group_ids != nullptr &&
+      !std::is_sorted(group_ids, group_ids + std::min(num_rewards, kFirstIdsLooked))) {
+    return false;
+  }
   parallel_for(num_chunks, body, min_chunks(kMinRewardsPerThread, kRewardsPerChunk));
   return std::find(unsorted.begin(), unsorted.end(), 1) == unsorted.end();
 }
