@@ -44,7 +44,8 @@ bool set_num_threads(int n);
 // both threads sleeping, a second thread sped up 1 ms of arithmetic by 0.98x (1.73x when
 // the caller had been busy), so a call that follows a pause gains little from a helper:
 // that VM's kernel (kernel.sched_vcpu_pack) woke the helper on the caller's own vCPU in 281
-// of 303 such passes. benchmarks/ladder.ts times each op's first two-thread sizes.
+// of 303 such passes. benchmarks/ladder.ts times each op's first two-thread sizes. Calls
+// back to back do not pay it: a helper polls for the next job for 50 us before it sleeps.
 void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread = 1);
 
 // The min_chunks_per_thread for a minimum of `min_items` items per thread in chunks of
