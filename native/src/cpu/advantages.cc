@@ -70,9 +70,9 @@ constexpr int64_t kMinWhitenedPerThread = 262144;
 // and reinforce_plus_plus_baseline (whitened from the sequence advantages: the summary's mask
 // scan and one write). Bound by memory bandwidth, they take a second thread from 256K tokens
 // a thread. On the EPYC VM of 2026-12-06 (median of 21 paired rounds, 2 threads vs 1, at
-// sizes between the bench sweep's), the old 128K a thread ran 0.82-0.97x at 128 sequences
-// of 2048 tokens for grpo, rloo, opo and gpg in every run of three, 0.87-1.04x at 192, and
-// 0.97-1.13x at 256; 1.2-1.8x at 1M tokens.
+// sizes between the bench sweep's), the old 128K a thread ran 0.53-1.04x at 128 sequences
+// of 2048 tokens for grpo, rloo, opo and gpg (below 0.95x in 17 of 22 measurements over six
+// runs), 0.87-1.04x at 192, and 0.97-1.13x at 256; 1.2-1.8x at 1M tokens.
 constexpr int64_t kMinBroadcastTokensPerThread = int64_t{1} << 18;
 
 bool broadcast_only(tirl_advantage_estimator e) {
