@@ -8,8 +8,8 @@
  * (`kMin…PerThread` in native/src/cpu/<op>.cc) is decided between them, and the first size
  * that takes a second thread is where a threshold set too low loses most. This is the tool
  * that sets those thresholds: on the EPYC VM of 2026-12-06 it found 32,768 rewards by
- * random group ids at 0.42-0.89x and GRPO's advantages of 128 × 2048 tokens at 0.73-0.97x,
- * sizes the sweep does not take.
+ * random group ids at 0.42-0.97x and GRPO's advantages of 128 × 2048 tokens at 0.53-1.04x
+ * (most runs below 0.95x), sizes the sweep does not take.
  *
  *   node dist/benchmarks/ladder.js [--ops REGEX] [--rounds N] [--threads N]
  *

@@ -28,9 +28,10 @@ namespace {
 constexpr int64_t kRewardsPerChunk = 4096;
 // Below this much work per thread a call stays on fewer threads (common/parallel.h).
 // Measured on the EPYC VM of 2026-12-06 at the sizes between the bench sweep's (median of
-// 21 paired rounds, 2 threads vs 1, five runs): 32,768 rewards in groups of 8, the old
-// threshold's first two-thread size, ran 0.89-0.96x; 49,152 0.96-1.07x; 65,536 0.95-1.22x
-// and 98,304 1.17-1.41x. (The sweep itself had measured 1.29-1.34x at 65,536.)
+// 21 paired rounds, 2 threads vs 1, six runs): 32,768 rewards in groups of 8, the old
+// threshold's first two-thread size, ran 0.89-0.99x (below 0.95x in four); 49,152
+// 0.96-1.07x; 65,536 1.04-1.21x and 98,304 1.17-1.41x. (The sweep had measured 1.29-1.34x
+// at 65,536.)
 constexpr int64_t kMinRewardsPerThread = 32768;
 
 // One group's sums while the scattered sweeps run: its sum, then its mean (first); its
@@ -147,9 +148,9 @@ int64_t number_groups(const int32_t* group_ids, int64_t num_rewards, int32_t* gr
 // thread a pass over all ids that lists its rewards, and a pool thread that wakes late
 // leaves the caller both parts (measured on a loaded machine: 1.07-1.09x one thread's
 // time). On the EPYC VM of 2026-12-06 (median of 21 paired rounds, 2 threads vs 1, at the
-// sizes between the bench sweep's): 32,768 random ids ran 0.42-0.89x in every run of five,
-// 49,152 0.78-1.07x, 65,536 0.99-1.21x in quiet spells and 0.5-0.89x in loaded ones, 98,304
-// 1.22-1.26x in quiet spells; so two parts start at 98,304.
+// sizes between the bench sweep's): 32,768 random ids ran 0.42-0.97x (below 0.95x in seven
+// runs of eight), 49,152 0.83-1.00x, 65,536 0.99-1.21x in quiet spells and 0.5-0.89x in
+// loaded ones, 98,304 1.22-1.26x in quiet spells; so two parts start at 98,304.
 constexpr int64_t kMinScatteredRewardsPerThread = 49152;
 
 // A part lists its rewards in buffers of num_rewards entries that each thread keeps
