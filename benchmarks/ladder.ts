@@ -26,6 +26,7 @@ import { groupCase, groupIdsCase } from './group_advantages.js';
 import { medianRatio, type BenchCase } from './harness.js';
 import { policyLossCase, ppoCase } from './ppo_loss.js';
 import { rolloutCorrectionCase } from './rollout_correction.js';
+import { pairedTimes } from './scaling.js';
 import { sequenceCase } from './sequence_logprobs.js';
 import { tokenLogprobsCase } from './token_logprobs.js';
 
@@ -67,31 +68,6 @@ function sizeOf(benchCase: BenchCase): string {
   return benchCase.id.split('/').find((part) => /^\d/.test(part)) ?? benchCase.id;
 }
 
-/** The median paired ratio of one-thread time over `threads`-thread time, over `rounds` rounds. */
-async function pairedRatio(benchCase: BenchCase, threads: number, rounds: number): Promise<number> {
-  const ours = benchCase.setup().peers[0];
-  const time = async (n: number, inner: number) => {
-    setThreads(n);
-    return (await ours.sample(inner)).wall;
-  };
-  let fastest = Infinity;
-  for (let w = 0; w < 2; w++) fastest = Math.min(fastest, await time(1, 1), await time(threads, 1));
-  const inner = Math.max(1, Math.ceil(SAMPLE_SECONDS / Math.max(fastest, 1e-9)));
-  const one: number[] = [];
-  const many: number[] = [];
-  for (let r = 0; r < rounds; r++) {
-    // Alternate which side goes first, so that neither always follows the other.
-    if (r % 2 === 0) {
-      one.push(await time(1, inner));
-      many.push(await time(threads, inner));
-    } else {
-      many.push(await time(threads, inner));
-      one.push(await time(1, inner));
-    }
-  }
-  return medianRatio(one, many);
-}
-
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -112,7 +88,8 @@ async function main(): Promise<void> {
       if (only && !only.test(name)) continue;
       const cells: string[] = [];
       for (const benchCase of cases()) {
-        const ratio = await pairedRatio(benchCase, threads, rounds);
+        const { one, many } = await pairedTimes(benchCase.setup().peers[0], threads, rounds, SAMPLE_SECONDS);
+        const ratio = medianRatio(one, many);
         cells.push(`${sizeOf(benchCase)} ${ratio.toFixed(2)}${ratio < 0.95 ? '!' : ''}`);
       }
       console.log(`${name.padEnd(38)} ${cells.join('  ')}`);

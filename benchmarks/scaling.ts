@@ -104,6 +104,33 @@ async function timed(peer: Peer, threads: number, inner: number): Promise<number
   return (await peer.sample(inner)).wall;
 }
 
+/**
+ * Our kernel's time a call on one thread and on `threads`, in `rounds` rounds of one sample
+ * each side, back to back, after a warm-up on both; a sample repeats the call for at least
+ * `minSampleSeconds`. Leaves the thread count at `threads`.
+ */
+export async function pairedTimes(
+  ours: Peer, threads: number, rounds: number, minSampleSeconds: number,
+): Promise<{ one: number[]; many: number[] }> {
+  let fastest = Infinity;
+  for (let w = 0; w < 3; w++) {
+    fastest = Math.min(fastest, await timed(ours, 1, 1), await timed(ours, threads, 1));
+  }
+  const inner = Math.max(1, Math.min(100_000, Math.ceil(minSampleSeconds / Math.max(fastest, 1e-9))));
+  const one: number[] = [];
+  const many: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    // Alternate which goes first, so that neither always follows the other.
+    const first = r % 2 === 0;
+    const a = first ? await timed(ours, 1, inner) : 0;
+    const b = await timed(ours, threads, inner);
+    const c = first ? a : await timed(ours, 1, inner);
+    one.push(c);
+    many.push(b);
+  }
+  return { one, many };
+}
+
 /** Runs the sweep (our kernel only); restores the thread count it found. */
 export async function measureScaling(options: ScalingOptions): Promise<ScalingRow[]> {
   const ops = options.ops?.map((op) => op.toLowerCase());
@@ -113,24 +140,7 @@ export async function measureScaling(options: ScalingOptions): Promise<ScalingRo
     for (let i = 0; i < entries.length; i++) {
       const { size, benchCase } = entries[i];
       options.progress(`[${i + 1}/${entries.length}] threads vs 1: ${benchCase.id}`);
-      const ours = benchCase.setup().peers[0];
-      // Warm-up on both thread counts, then calls per sample for minSampleSeconds.
-      let fastest = Infinity;
-      for (let w = 0; w < 3; w++) {
-        fastest = Math.min(fastest, await timed(ours, 1, 1), await timed(ours, options.threads, 1));
-      }
-      const inner = Math.max(1, Math.min(100_000, Math.ceil(options.minSampleSeconds / Math.max(fastest, 1e-9))));
-      const one: number[] = [];
-      const many: number[] = [];
-      for (let r = 0; r < options.rounds; r++) {
-        // Alternate which goes first, so that neither always follows the other.
-        const first = r % 2 === 0;
-        const a = first ? await timed(ours, 1, inner) : 0;
-        const b = await timed(ours, options.threads, inner);
-        const c = first ? a : await timed(ours, 1, inner);
-        one.push(c);
-        many.push(b);
-      }
+      const { one, many } = await pairedTimes(benchCase.setup().peers[0], options.threads, options.rounds, options.minSampleSeconds);
       rows.push({
         op: benchCase.op,
         id: benchCase.id,
