@@ -11,15 +11,21 @@
  * random group ids at 0.42-0.97x and GRPO's advantages of 128 × 2048 tokens at 0.53-1.04x
  * (most runs below 0.95x), sizes the sweep does not take.
  *
- *   node dist/benchmarks/ladder.js [--ops REGEX] [--rounds N] [--threads N]
+ *   node dist/benchmarks/ladder.js [--ops REGEX] [--rounds N] [--threads N] [--cold]
  *
  * Prints one row an op: each size with its median paired ratio, `!` below 0.95×. A size
  * that stays on one thread reads about 1.00× either way; how far such sizes stray from 1
  * is the noise of the machine at the time.
+ *
+ * Calls are timed back to back (2 ms a sample), as a training step makes them; with
+ * `--cold`, each sample is one call after a sweep of the caches, as the bench's cold
+ * cases: the pool's helper has slept through the sweep, and the call decides whether
+ * waking it pays (common/parallel.cc, `kMinWakeWork`). Give it more rounds (61).
  */
 import { parseArgs } from 'node:util';
 import { ADVANTAGE_ESTIMATORS, POLICY_LOSSES, info, setThreads, type PolicyLoss } from '../lib/index.js';
 import { advantagesCase } from './advantages.js';
+import { CacheSweeper, cachePlan } from './cache.js';
 import { dpoCase } from './dpo_loss.js';
 import { feedbackMaskCase } from './feedback_mask.js';
 import { groupCase, groupIdsCase } from './group_advantages.js';
@@ -74,6 +80,7 @@ async function main(): Promise<void> {
       ops: { type: 'string' },
       rounds: { type: 'string', default: '21' },
       threads: { type: 'string', default: '2' },
+      cold: { type: 'boolean', default: false },
     },
   });
   const rounds = Number(values.rounds);
@@ -82,13 +89,16 @@ async function main(): Promise<void> {
   if (!Number.isInteger(threads) || threads < 2) throw new RangeError(`Expected an integer of at least 2 for --threads but received ${values.threads}`);
   const only = values.ops ? new RegExp(values.ops) : undefined;
   const restore = info().threads;
-  console.log(`${threads} threads vs 1, median of ${rounds} paired rounds a size (! below 0.95x)`);
+  const plan = cachePlan();
+  const sweeper = values.cold ? new CacheSweeper(plan.sweepBytes, plan.sweepThreads) : undefined;
+  const timing = sweeper ? `one call a sample after a ${plan.sweepBytes / 2 ** 20} MiB sweep` : 'calls back to back';
+  console.log(`${threads} threads vs 1, median of ${rounds} paired rounds a size, ${timing} (! below 0.95x)`);
   try {
     for (const [name, cases] of families()) {
       if (only && !only.test(name)) continue;
       const cells: string[] = [];
       for (const benchCase of cases()) {
-        const { one, many } = await pairedTimes(benchCase.setup().peers[0], threads, rounds, SAMPLE_SECONDS);
+        const { one, many } = await pairedTimes(benchCase.setup().peers[0], threads, rounds, SAMPLE_SECONDS, sweeper);
         const ratio = medianRatio(one, many);
         cells.push(`${sizeOf(benchCase)} ${ratio.toFixed(2)}${ratio < 0.95 ? '!' : ''}`);
       }
@@ -96,6 +106,7 @@ async function main(): Promise<void> {
     }
   } finally {
     setThreads(restore);
+    await sweeper?.close();
   }
 }
 

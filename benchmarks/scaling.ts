@@ -14,6 +14,7 @@
  */
 import { ADVANTAGE_ESTIMATORS, POLICY_LOSSES, setThreads, type PolicyLoss } from '../lib/index.js';
 import { advantagesCase } from './advantages.js';
+import type { CacheSweeper } from './cache.js';
 import { dpoCase } from './dpo_loss.js';
 import { feedbackMaskCase } from './feedback_mask.js';
 import { groupCase, groupIdsCase } from './group_advantages.js';
@@ -99,32 +100,34 @@ export interface ScalingOptions {
   progress: Progress;
 }
 
-async function timed(peer: Peer, threads: number, inner: number): Promise<number> {
+async function timed(peer: Peer, threads: number, inner: number, sweeper?: CacheSweeper): Promise<number> {
   setThreads(threads);
+  sweeper?.evict();
   return (await peer.sample(inner)).wall;
 }
 
 /**
  * Our kernel's time a call on one thread and on `threads`, in `rounds` rounds of one sample
  * each side, back to back, after a warm-up on both; a sample repeats the call for at least
- * `minSampleSeconds`. Leaves the thread count at `threads`.
+ * `minSampleSeconds`, or, given a `sweeper`, is one call after a sweep of the caches (as the
+ * bench's cold cases). Leaves the thread count at `threads`.
  */
 export async function pairedTimes(
-  ours: Peer, threads: number, rounds: number, minSampleSeconds: number,
+  ours: Peer, threads: number, rounds: number, minSampleSeconds: number, sweeper?: CacheSweeper,
 ): Promise<{ one: number[]; many: number[] }> {
   let fastest = Infinity;
   for (let w = 0; w < 3; w++) {
-    fastest = Math.min(fastest, await timed(ours, 1, 1), await timed(ours, threads, 1));
+    fastest = Math.min(fastest, await timed(ours, 1, 1, sweeper), await timed(ours, threads, 1, sweeper));
   }
-  const inner = Math.max(1, Math.min(100_000, Math.ceil(minSampleSeconds / Math.max(fastest, 1e-9))));
+  const inner = sweeper ? 1 : Math.max(1, Math.min(100_000, Math.ceil(minSampleSeconds / Math.max(fastest, 1e-9))));
   const one: number[] = [];
   const many: number[] = [];
   for (let r = 0; r < rounds; r++) {
     // Alternate which goes first, so that neither always follows the other.
     const first = r % 2 === 0;
-    const a = first ? await timed(ours, 1, inner) : 0;
-    const b = await timed(ours, threads, inner);
-    const c = first ? a : await timed(ours, 1, inner);
+    const a = first ? await timed(ours, 1, inner, sweeper) : 0;
+    const b = await timed(ours, threads, inner, sweeper);
+    const c = first ? a : await timed(ours, 1, inner, sweeper);
     one.push(c);
     many.push(b);
   }

@@ -1,7 +1,8 @@
 // common/parallel.cc's parallel_for: every chunk runs exactly once, whatever the thread
 // count, the chunk count, the time a chunk takes (cheap chunks are claimed several at a
 // time, slow ones one by one) and however many callers share the pool at once; a call
-// with fewer chunks than min_chunks_per_thread per thread runs on the calling thread.
+// with fewer chunks than min_chunks_per_thread per thread runs on the calling thread. Small
+// jobs back to back (a stream) get helpers even though none of them alone wakes one.
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -32,6 +33,26 @@ bool each_once(int64_t chunks, int spin, int64_t min_chunks_per_thread = 1) {
 }  // namespace
 
 int main() {
+  // A stream of small jobs, each far below what wakes a sleeping helper on its own (8 chunks
+  // of about a microsecond): once one has woken the helper, it polls between jobs and takes
+  // chunks. First in the test, with one helper: the pool as a two-core machine has it. With
+  // one CPU, a helper seldom gets to run before the caller has taken every chunk.
+  tirl::set_num_threads(2);
+  if (std::thread::hardware_concurrency() >= 2) {
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> elsewhere{0};
+    auto body = [&](int64_t) {
+      volatile int sink = 0;
+      for (int i = 0; i < 1000; ++i) sink = sink + i;
+      elsewhere += std::this_thread::get_id() != caller;
+    };
+    tirl::parallel_for(8, body, 1);  // starts the helper
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // which then sleeps
+    elsewhere = 0;
+    for (int job = 0; job < 20000 && elsewhere.load() == 0; ++job) tirl::parallel_for(8, body, 1);
+    CHECK(elsewhere.load() > 0, "no chunk of 20,000 small jobs back to back ran on a helper");
+  }
+
   for (int threads : {1, 2, 3, 8}) {
     tirl::set_num_threads(threads);
     for (int64_t chunks : {0, 1, 2, 3, 7, 64, 1000, 100000}) {

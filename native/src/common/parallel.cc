@@ -48,9 +48,30 @@ constexpr std::chrono::microseconds kCallerSpin{50};
 // polls, so that a thread the kernel put on the same CPU runs first.
 constexpr std::chrono::microseconds kHelperPoll{50};
 
+// The least work (one thread's time, estimated from the caller's first chunk) a job must
+// hold for the caller to wake a sleeping helper. On the EPYC VM of 2026-12-07, a call made
+// after milliseconds of other work (the bench's cold cases) paid 11-14 us for the wake-up
+// (the system call, and the helper preempting the caller when the kernel put it on the
+// caller's vCPU, half the wake-ups or more), and a helper that got a vCPU of its own joined
+// 38-47 us late: memory-bound calls of 100-400 us ran 0.88-0.97x on two threads where a
+// helper was woken, and a wake-up paid for itself only from about 400 us.
+constexpr std::chrono::microseconds kMinWakeWork{300};
+
+// A job posted within this time of the previous job's end is one of a stream of calls (a
+// training step's kernels back to back): its wake-up keeps the helpers polling through the
+// calls that follow, which then join at no cost, so it is made whatever the job's size.
+constexpr std::chrono::microseconds kStreamGap{500};
+
 // The least work a claim of chunks should hold (Job::work): far above the cost of a claim
 // (two atomics on lines shared by the cores, ~0.1-0.2 us), far below a call worth threads.
 constexpr std::chrono::microseconds kMinClaim{4};
+
+inline std::chrono::steady_clock::rep ticks_now() {
+  return std::chrono::steady_clock::now().time_since_epoch().count();
+}
+inline std::chrono::steady_clock::rep ticks(std::chrono::microseconds span) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(span).count();
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -98,28 +119,38 @@ struct Job {
   // threads than on one); a claim of a few microseconds is what a helper preempted by
   // another process can hold up the call by, where a claim of a share of the chunks held
   // it up by that share.
-  void work(bool timing = false) {
+  void work() {
     for (;;) {
       const int64_t take = claim.load(std::memory_order_relaxed);
       const int64_t first = next.fetch_add(take, std::memory_order_relaxed);
       if (first >= num_chunks) return;
       const int64_t last = std::min(num_chunks, first + take);
-      if (timing) {
-        const auto start = std::chrono::steady_clock::now();
-        body(first);
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        const double wanted = std::ceil(kMinClaim.count() * 1e-6 / std::max(seconds, 1e-9));
-        const int64_t share = std::max<int64_t>(1, num_chunks / (4 * (int64_t{helpers_wanted} + 1)));
-        claim.store(std::min<int64_t>(share, static_cast<int64_t>(std::min(wanted, 1e9))), std::memory_order_relaxed);
-        timing = false;
-        for (int64_t c = first + 1; c < last; ++c) body(c);
-      } else {
-        for (int64_t c = first; c < last; ++c) body(c);
-      }
-      if (finished.fetch_add(last - first, std::memory_order_acq_rel) + (last - first) == num_chunks) {
-        std::lock_guard<std::mutex> lock(done_mutex);
-        done.notify_all();
-      }
+      for (int64_t c = first; c < last; ++c) body(c);
+      report(last - first);
+    }
+  }
+
+  // The caller's first claim: one chunk, timed, which sets `claim` (see work()). Returns
+  // how long the whole job would take one thread at that chunk's pace (seconds), or 0 when
+  // the helpers had taken every chunk.
+  double timed_first_claim() {
+    const int64_t first = next.fetch_add(1, std::memory_order_relaxed);
+    if (first >= num_chunks) return 0;
+    const auto start = std::chrono::steady_clock::now();
+    body(first);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double wanted = std::ceil(kMinClaim.count() * 1e-6 / std::max(seconds, 1e-9));
+    const int64_t share = std::max<int64_t>(1, num_chunks / (4 * (int64_t{helpers_wanted} + 1)));
+    claim.store(std::min<int64_t>(share, static_cast<int64_t>(std::min(wanted, 1e9))), std::memory_order_relaxed);
+    report(1);
+    return seconds * static_cast<double>(num_chunks);
+  }
+
+ private:
+  void report(int64_t chunks) {
+    if (finished.fetch_add(chunks, std::memory_order_acq_rel) + chunks == num_chunks) {
+      std::lock_guard<std::mutex> lock(done_mutex);
+      done.notify_all();
     }
   }
 };
@@ -129,7 +160,7 @@ struct Job {
 class Pool {
  public:
   void run(Job& job) {
-    bool wake;
+    bool sleepers;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       try {
@@ -143,11 +174,17 @@ class Pool {
       }
       jobs_.push_back(&job);
       posted_.fetch_add(1, std::memory_order_release);
-      wake = sleeping_ > 0;
+      sleepers = sleeping_ > 0;
     }
-    // Helpers still polling see `posted_` change; only sleeping ones need the system call.
-    if (wake) wake_.notify_all();
-    job.work(/*timing=*/true);
+    // Helpers still polling see `posted_` change and join at once. Sleeping ones are woken
+    // for a job of a stream (kStreamGap) or one that pays for the wake-up on its own
+    // (kMinWakeWork, timed by its first chunk).
+    const bool in_stream = ticks_now() - last_end_.load(std::memory_order_relaxed) < ticks(kStreamGap);
+    const double seconds = job.timed_first_claim();
+    if (sleepers && (in_stream || seconds >= std::chrono::duration<double>(kMinWakeWork).count())) {
+      wake_.notify_all();
+    }
+    job.work();
     {
       // No new helper may pick the job up once the caller has drained it.
       std::lock_guard<std::mutex> lock(mutex_);
@@ -163,6 +200,7 @@ class Pool {
     spin_until(finished, kCallerSpin);
     std::unique_lock<std::mutex> lock(job.done_mutex);
     job.done.wait(lock, finished);
+    last_end_.store(ticks_now(), std::memory_order_relaxed);
   }
 
  private:
@@ -222,6 +260,8 @@ class Pool {
   int workers_ = 0;  // started, detached threads running worker_loop
   int sleeping_ = 0;  // workers waiting on wake_ (guarded by mutex_)
   std::atomic<uint64_t> posted_{0};  // jobs posted so far: what polling workers watch
+  // When the last job ended (ticks_now()): a job posted soon after is one of a stream.
+  std::atomic<std::chrono::steady_clock::rep> last_end_{0};
 };
 
 Pool& pool() {
