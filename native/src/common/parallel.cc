@@ -49,12 +49,12 @@ constexpr std::chrono::microseconds kCallerSpin{50};
 constexpr std::chrono::microseconds kHelperPoll{50};
 
 // The least work (one thread's time, estimated from the caller's first chunk) a job must
-// hold for the caller to wake a sleeping helper. On the EPYC VM of 2026-12-07, a call made
-// after milliseconds of other work (the bench's cold cases) paid 11-14 us for the wake-up
-// (the system call, and the helper preempting the caller when the kernel put it on the
-// caller's vCPU, half the wake-ups or more), and a helper that got a vCPU of its own joined
-// 38-47 us late: memory-bound calls of 100-400 us ran 0.88-0.97x on two threads where a
-// helper was woken, and a wake-up paid for itself only from about 400 us.
+// hold for the caller to wake a sleeping helper. On the EPYC VM of 2026-12-07, in calls
+// made after milliseconds of other work (the bench's cold cases), the kernel put the woken
+// helper on the caller's own vCPU in half the wake-ups or more (it then preempted the
+// caller, and the two took turns on one CPU), and a helper that got a vCPU of its own
+// joined 38-47 us late (quartiles). Memory-bound calls of 0.1-0.4 ms that woke it ran
+// 0.88-0.96x of one thread; calls of about 0.4 ms, 0.96-1.10x.
 constexpr std::chrono::microseconds kMinWakeWork{300};
 
 // A job posted within this time of the previous job's end is one of a stream of calls (a
