@@ -23,6 +23,7 @@ import { firstSequences } from '../benchmarks/data.js';
 import { dpoCase } from '../benchmarks/dpo_loss.js';
 import { arithmeticMsOf, currentThreads, measureCase, medianRatio, syncPeer, type BenchCase, type Peer } from '../benchmarks/harness.js';
 import { startTorch } from '../benchmarks/torch.js';
+import { setThreads } from '../lib/index.js';
 
 const MiB = 2 ** 20;
 
@@ -261,6 +262,39 @@ describe('bench harness cache state', () => {
       assert.equal(rounds.filter((e) => e === 'evict').length, 9);
       assert.equal(rounds.filter((e) => e === 'torch-evict').length, 3);
     } finally {
+      await sweeper.close();
+    }
+  });
+
+  it('sets the one-thread row\'s thread count before the sweep, so that nothing runs between the sweep and the timed call', async () => {
+    const log: string[] = [];
+    const threadsLog: string[] = [];
+    const sweeper = new (class extends LoggingSweeper {
+      override evict(): number {
+        threadsLog.push(`evict@${currentThreads()}`);
+        return super.evict();
+      }
+    })(log, MiB, 1);
+    const benchCase = loggingCase(4 * MiB, log, false);
+    const setup = benchCase.setup;
+    benchCase.setup = () => {
+      const prepared = setup();
+      const ours = prepared.peers[0];
+      prepared.peers[0] = { ...ours, sample: (inner) => (threadsLog.push(`call@${currentThreads()}`), ours.sample(inner)) };
+      return prepared;
+    };
+    const restore = currentThreads();
+    setThreads(2); // ours runs at the count it finds: the bench's own
+    try {
+      const result = await measureCase(benchCase, { ...options, threads: 2, scaling: true, cache: { coldAboveBytes: 2 * MiB, sweeper } }, undefined, undefined, () => {});
+      assert.deepEqual(result.peers.map((p) => p.kind), ['tirl', 'tirl-1thread', 'typescript', 'copy']);
+      // Every sweep before one of our calls ran at that call's thread count (1 or 2, both seen).
+      const ours = threadsLog.flatMap((e, i) => (e.startsWith('call') && i > 0 && threadsLog[i - 1].startsWith('evict') ? [[threadsLog[i - 1], e]] : []));
+      assert.equal(ours.length, 6, threadsLog.join(' '));
+      for (const [evict, call] of ours) assert.equal(evict.slice('evict'.length), call.slice('call'.length), threadsLog.join(' '));
+      assert.deepEqual([...new Set(ours.map(([, call]) => call))].sort(), ['call@1', 'call@2']);
+    } finally {
+      setThreads(restore);
       await sweeper.close();
     }
   });
