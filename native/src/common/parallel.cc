@@ -48,8 +48,8 @@ constexpr std::chrono::microseconds kCallerSpin{50};
 // polls, so that a thread the kernel put on the same CPU runs first.
 constexpr std::chrono::microseconds kHelperPoll{50};
 
-// The least work (one thread's time, estimated from the caller's first chunk) a job must
-// hold for the caller to wake a sleeping helper. On the EPYC VM of 2026-12-07, in calls
+// The least work (one thread's time for the chunks left after the caller's first, timed,
+// chunk) a job must hold for the caller to wake a sleeping helper. On the EPYC VM of 2026-12-07, in calls
 // made after milliseconds of other work (the bench's cold cases), the kernel put the woken
 // helper on the caller's own vCPU in half the wake-ups or more (it then preempted the
 // caller, and the two took turns on one CPU), and a helper that got a vCPU of its own
@@ -131,8 +131,8 @@ struct Job {
   }
 
   // The caller's first claim: one chunk, timed, which sets `claim` (see work()). Returns
-  // how long the whole job would take one thread at that chunk's pace (seconds), or 0 when
-  // the helpers had taken every chunk.
+  // how long the chunks left would take one thread at that chunk's pace (seconds), or 0
+  // when the helpers had taken every chunk.
   double timed_first_claim() {
     const int64_t first = next.fetch_add(1, std::memory_order_relaxed);
     if (first >= num_chunks) return 0;
@@ -143,7 +143,7 @@ struct Job {
     const int64_t share = std::max<int64_t>(1, num_chunks / (4 * (int64_t{helpers_wanted} + 1)));
     claim.store(std::min<int64_t>(share, static_cast<int64_t>(std::min(wanted, 1e9))), std::memory_order_relaxed);
     report(1);
-    return seconds * static_cast<double>(num_chunks);
+    return seconds * static_cast<double>(num_chunks - 1 - first);
   }
 
  private:
@@ -177,11 +177,12 @@ class Pool {
       sleepers = sleeping_ > 0;
     }
     // Helpers still polling see `posted_` change and join at once. Sleeping ones are woken
-    // for a job of a stream (kStreamGap) or one that pays for the wake-up on its own
-    // (kMinWakeWork, timed by its first chunk).
+    // at once for a job of a stream (kStreamGap); for another, only when the chunks left
+    // after the caller's first, timed, pay for the wake-up (kMinWakeWork).
     const bool in_stream = ticks_now() - last_end_.load(std::memory_order_relaxed) < ticks(kStreamGap);
-    const double seconds = job.timed_first_claim();
-    if (sleepers && (in_stream || seconds >= std::chrono::duration<double>(kMinWakeWork).count())) {
+    if (sleepers && in_stream) wake_.notify_all();
+    const double seconds_left = job.timed_first_claim();
+    if (sleepers && !in_stream && seconds_left >= std::chrono::duration<double>(kMinWakeWork).count()) {
       wake_.notify_all();
     }
     job.work();

@@ -47,9 +47,9 @@ bool set_num_threads(int n);
 // of 303 such passes. benchmarks/ladder.ts times each op's first two-thread sizes. Calls
 // back to back do not pay it: a helper polls for the next job for 50 us before it sleeps.
 // A job that finds the helpers asleep wakes them only if it is one of a stream (posted
-// within 500 us of the last job's end) or holds about 300 us of work or more, timed by its
-// first chunk (parallel.cc, kStreamGap and kMinWakeWork); otherwise the caller runs it
-// alone, unless a helper still polling joins.
+// within 500 us of the last job's end: woken at once) or has about 300 us of work left
+// after its first chunk, which the caller runs and times (parallel.cc, kStreamGap and
+// kMinWakeWork); otherwise the caller runs it alone, unless a helper still polling joins.
 void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread = 1);
 
 // The min_chunks_per_thread for a minimum of `min_items` items per thread in chunks of
