@@ -3,6 +3,8 @@
 // time, slow ones one by one) and however many callers share the pool at once; a call
 // with fewer chunks than min_chunks_per_thread per thread runs on the calling thread. Small
 // jobs back to back (a stream) get helpers even though none of them alone wakes one.
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -38,7 +40,8 @@ int main() {
   // chunks. First in the test, with one helper: the pool as a two-core machine has it. With
   // one CPU, a helper seldom gets to run before the caller has taken every chunk.
   tirl::set_num_threads(2);
-  if (std::thread::hardware_concurrency() >= 2) {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) {
     const std::thread::id caller = std::this_thread::get_id();
     std::atomic<int> elsewhere{0};
     auto body = [&](int64_t) {

@@ -48,13 +48,14 @@ constexpr std::chrono::microseconds kCallerSpin{50};
 // polls, so that a thread the kernel put on the same CPU runs first.
 constexpr std::chrono::microseconds kHelperPoll{50};
 
-// The least work (one thread's time for the chunks left after the caller's first, timed,
-// chunk) a job must hold for the caller to wake a sleeping helper. On the EPYC VM of 2026-12-07, in calls
-// made after milliseconds of other work (the bench's cold cases), the kernel put the woken
-// helper on the caller's own vCPU in half the wake-ups or more (it then preempted the
-// caller, and the two took turns on one CPU), and a helper that got a vCPU of its own
-// joined 38-47 us late (quartiles). Memory-bound calls of 0.1-0.4 ms that woke it ran
-// 0.88-0.96x of one thread; calls of about 0.4 ms, 0.96-1.10x.
+// The least work a job must hold for the caller to wake a sleeping helper: one thread's
+// time for the chunks left after the caller's first chunk, which it times. On the EPYC VM
+// of 2026-12-07, in calls made after milliseconds of other work (the bench's cold cases),
+// the kernel put the woken helper on the caller's own vCPU in half the wake-ups or more (it
+// then preempted the caller, and the two took turns on one CPU), and a helper that got a
+// vCPU of its own joined 38-47 us late (quartiles). Memory-bound calls of 0.1-0.4 ms that
+// woke it ran 0.88-0.96x of one thread; calls of about 0.4 ms, 0.96-1.10x. At 500 us the
+// bench's cold estimators (0.3-0.4 ms) read 0.95-1.21x, at 300 us 0.97-1.22x.
 constexpr std::chrono::microseconds kMinWakeWork{300};
 
 // A job posted within this time of the previous job's end is one of a stream of calls (a
