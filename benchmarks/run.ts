@@ -31,7 +31,7 @@ Options:
   --threads N      threads for our kernels and PyTorch (default: tirl's default)
   --reps N         interleaved rounds per warm case (default 15, quick 5; fewer, but at
                    least 3, where the rounds would exceed 40 s, or 3 s with --quick)
-  --cold-reps N    interleaved rounds per cold case, one call a sample (default 3 x reps;
+  --cold-reps N    interleaved rounds per cold case, one call a sample (default 9 x reps;
                    cut by the same budget)
   --cold-above N   time cases of more than N bytes cold (default: the private L2; 0 times
                    every case cold)
@@ -44,9 +44,12 @@ Options:
 
 // A cold sample is one call from evicted caches, a warm one averages many calls: short cold
 // cases (0.3-0.8 ms) moved by up to 20 points of `% copy` between two runs of one build at
-// 15 rounds (feedbackMask 66% / 44%, remax 71% / 50%), so cold cases run three times the
-// rounds; their median's spread shrinks by about the square root of that.
-const COLD_REPS_FACTOR = 3;
+// 15 rounds (feedbackMask 66% / 44%, remax 71% / 50%), so cold cases run more rounds;
+// their median's spread shrinks by about the square root of the factor. At three times
+// (45), their `threads vs 1` moved by ±5-8% between runs of one build (the estimators of
+// 512 × 2048 tokens: 0.93-0.98× in a full run, 0.97-1.22× in two runs just after); at
+// nine times (135), by ±2-5% (0.96-1.09×).
+const COLD_REPS_FACTOR = 9;
 
 interface BenchFlags {
   ops?: string[];
