@@ -58,6 +58,14 @@ constexpr std::chrono::microseconds kHelperPoll{50};
 // bench's cold estimators (0.3-0.4 ms) read 0.95-1.21x, at 300 us 0.97-1.22x.
 constexpr std::chrono::microseconds kMinWakeWork{300};
 
+// kMinWakeWork for a memory-bound job (Scaling::kMemory). A helper saves at most
+// 1 - 1/g of the time left, g being what a second thread speeds the job up by: about 2
+// for arithmetic, and for a job that streams memory the ratio of two threads' bandwidth
+// to one's, 1.26 on the EPYC VM (STREAM copy 29.6 / 23.5 GB/s). The same saving then
+// takes 0.5 / 0.21 = 2.4 times the work. There, cold sequenceLogprobs of 1M tokens
+// (0.4 ms) read 0.94-0.96x of one thread with a helper woken at 300 us.
+constexpr std::chrono::microseconds kMinWakeWorkMemoryBound{720};
+
 // A job posted within this time of the previous job's end is one of a stream of calls (a
 // training step's kernels back to back): its wake-up keeps the helpers polling through the
 // calls that follow, which then join at no cost, so it is made whatever the job's size.
@@ -104,13 +112,18 @@ struct Job {
   alignas(kCacheLineBytes) std::atomic<int64_t> finished{0};
   alignas(kCacheLineBytes) std::atomic<int64_t> claim{1};  // chunks a claim takes (work)
   alignas(kCacheLineBytes) int helpers_wanted;  // pool threads that may join, besides the caller
+  std::chrono::microseconds min_wake_work;      // kMinWakeWork or kMinWakeWorkMemoryBound
   int helpers_joined = 0;  // guarded by the pool's mutex
   // Helpers still inside work(); changed under done_mutex, read without it while spinning.
   std::atomic<int> helpers_active{0};
   std::mutex done_mutex;
   std::condition_variable done;
 
-  Job(ChunkBody b, int64_t n, int helpers) : body(b), num_chunks(n), helpers_wanted(helpers) {}
+  Job(ChunkBody b, int64_t n, int helpers, Scaling scaling)
+      : body(b),
+        num_chunks(n),
+        helpers_wanted(helpers),
+        min_wake_work(scaling == Scaling::kMemory ? kMinWakeWorkMemoryBound : kMinWakeWork) {}
 
   // Claims and runs runs of chunks until none is left. Returns after its last chunk.
   // A claim is `claim` chunks: one until the caller has timed its first chunk, then as many
@@ -179,11 +192,11 @@ class Pool {
     }
     // Helpers still polling see `posted_` change and join at once. Sleeping ones are woken
     // at once for a job of a stream (kStreamGap); for another, only when the chunks left
-    // after the caller's first, timed, pay for the wake-up (kMinWakeWork).
+    // after the caller's first, timed, pay for the wake-up (job.min_wake_work).
     const bool in_stream = ticks_now() - last_end_.load(std::memory_order_relaxed) < ticks(kStreamGap);
     if (sleepers && in_stream) wake_.notify_all();
     const double seconds_left = job.timed_first_claim();
-    if (sleepers && !in_stream && seconds_left >= std::chrono::duration<double>(kMinWakeWork).count()) {
+    if (sleepers && !in_stream && seconds_left >= std::chrono::duration<double>(job.min_wake_work).count()) {
       wake_.notify_all();
     }
     job.work();
@@ -281,7 +294,7 @@ bool set_num_threads(int n) {
   return true;
 }
 
-void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread) {
+void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread, Scaling scaling) {
   if (num_chunks <= 0) return;
   const int64_t worth = num_chunks / std::max<int64_t>(1, min_chunks_per_thread);
   const int64_t threads = std::min<int64_t>(num_threads(), worth);
@@ -289,7 +302,7 @@ void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thr
     for (int64_t c = 0; c < num_chunks; ++c) body(c);
     return;
   }
-  Job job(body, num_chunks, static_cast<int>(threads - 1));
+  Job job(body, num_chunks, static_cast<int>(threads - 1), scaling);
   pool().run(job);
 }
 

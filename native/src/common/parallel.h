@@ -50,7 +50,14 @@ bool set_num_threads(int n);
 // within 500 us of the last job's end: woken at once) or has about 300 us of work left
 // after its first chunk, which the caller runs and times (parallel.cc, kStreamGap and
 // kMinWakeWork); otherwise the caller runs it alone, unless a helper still polling joins.
-void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread = 1);
+//
+// scaling: how the job speeds up with a second thread. A job that streams memory with
+// little arithmetic a byte (Scaling::kMemory: its `arithmetic cap` in the bench is several
+// times its `% copy`) gains only what a second core adds to the bandwidth, so it wakes a
+// sleeping helper only for about 2.4 times the work (kMinWakeWorkMemoryBound).
+enum class Scaling { kCompute, kMemory };
+void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread = 1,
+                  Scaling scaling = Scaling::kCompute);
 
 // The min_chunks_per_thread for a minimum of `min_items` items per thread in chunks of
 // `items_per_chunk` items. Chunks of no items (sequences of no tokens) are never worth a

@@ -177,7 +177,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       for (int64_t s = chunk * kSeqsPerChunk; s < last; ++s) per_sequence(s);
     };
     const int64_t chunks = chunk_count(num_seqs, kSeqsPerChunk);
-    parallel_for(chunks, body, min_chunks_over(work, chunks, min_tokens));
+    parallel_for(chunks, body, min_chunks_over(work, chunks, min_tokens), Scaling::kMemory);
   };
   const bool extent = advantages::reads_mask_summary(e);
   const auto mask_extent = TIRL_SIMD_SELECT(mask_extent);
@@ -341,7 +341,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       auto moments_body = [&](int64_t c) {
         if (summed[c] == 0) moments[c] = masked_moments(p, c * kChunk, std::min(p.num_tokens, (c + 1) * kChunk));
       };
-      parallel_for(chunks, moments_body, whiten_min);
+      parallel_for(chunks, moments_body, whiten_min, Scaling::kMemory);
     }
     const advantages::Whitening w =
         advantages::whitening_of(moments.data(), static_cast<int64_t>(moments.size()));
@@ -354,7 +354,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       }
       whiten(p, first, last, mean, inverse_std);
     };
-    parallel_for(chunks, whiten_body, whiten_min);
+    parallel_for(chunks, whiten_body, whiten_min, Scaling::kMemory);
   }
 }
 

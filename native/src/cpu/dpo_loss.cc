@@ -57,7 +57,7 @@ void dpo_loss_cpu(const DpoArrays& arrays, int64_t num_pairs, const tirl_dpo_opt
     const int64_t last = std::min(num_pairs, first + kPairsPerChunk);
     totals[chunk] = run_chunk(arrays, first, last, params, inverse_pairs_f32);
   };
-  parallel_for(num_chunks, body, min_chunks(kMinPairsPerThread, kPairsPerChunk));
+  parallel_for(num_chunks, body, min_chunks(kMinPairsPerThread, kPairsPerChunk), Scaling::kMemory);
   double loss = 0.0;
   int64_t correct = 0;
   for (const ChunkTotals& t : totals) {

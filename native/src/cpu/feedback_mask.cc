@@ -77,7 +77,7 @@ tirl_status feedback_mask_cpu(const uint8_t* roles, int64_t num_tokens, const in
       }
     }
   };
-  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
+  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk), Scaling::kMemory);
 
   int64_t open_seq = -1;
   int32_t open_total = 0;

@@ -96,7 +96,7 @@ bool normalize_runs(const float* rewards, int64_t num_rewards, const int32_t* gr
       !std::is_sorted(group_ids, group_ids + std::min(num_rewards, kFirstIdsLooked))) {
     return false;
   }
-  parallel_for(num_chunks, body, min_chunks(kMinRewardsPerThread, kRewardsPerChunk));
+  parallel_for(num_chunks, body, min_chunks(kMinRewardsPerThread, kRewardsPerChunk), Scaling::kMemory);
   return std::find(unsorted.begin(), unsorted.end(), 1) == unsorted.end();
 }
 

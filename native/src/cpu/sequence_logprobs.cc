@@ -85,7 +85,7 @@ void for_each_sequence_sum(const float* logp, const uint8_t* mask, int64_t num_t
       }
     }
   };
-  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk));
+  parallel_for(num_chunks, body, min_chunks(kMinTokensPerThread, kTokensPerChunk), Scaling::kMemory);
 
   int64_t open_seq = -1;
   MaskedSum open_total;
@@ -141,7 +141,7 @@ tirl_status sequence_logprobs_backward(const float* grad_seq, const uint8_t* mas
     }
   };
   parallel_for(chunk_count(num_tokens, kTokensPerChunk), body,
-               min_chunks(kMinFilledPerThread, kTokensPerChunk));
+               min_chunks(kMinFilledPerThread, kTokensPerChunk), Scaling::kMemory);
   return ok();
 }
 
