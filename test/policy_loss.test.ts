@@ -412,6 +412,35 @@ describe('ppoLoss policy losses', () => {
     assert.equal(checkClipCov(clipTilted, 'clip_cov, misleading sample'), (n / 2048) * 16);
   });
 
+  it('clip_cov, kl_cov on 10 chunks of 16,384 tokens (the last short): the batch means, summed 8 chunks at once, give the reference picks', () => {
+    // The means' chunk sums run 8 chunks in vector lanes, each lane kSkew tokens behind the
+    // last (cpu/policy_loss_kernels.inc, interleaved_chunk_sums): here a full group of 8,
+    // then one of 2 whose second is short. A block of 8 tokens left out or counted twice
+    // moves the means by ~1e-4, far more than their rounding to float, and with them the
+    // covariances that kl_cov ranks (30% of the tokens picked, among covariances ~1e-5
+    // apart at the cut).
+    const n = 9 * 16384 + 1234;
+    const rng = new Random(33);
+    const advantages = rng.normals(n);
+    const logp = rng.floats(n, -5, 0);
+    const oldLogp = logp.map((x) => x + 0.05 * rng.normal());
+    const mask = rng.mask(n, 0.7);
+    const klCov: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: 'kl_cov', klCovRatio: 0.3, ppoKlCoef: 1 };
+    const penalised = (o: PpoLossOptions) => {
+      const g = ppoLoss(o).grad;
+      const h = ppoLoss({ ...o, ppoKlCoef: 0 }).grad;
+      return [...g.keys()].filter((t) => g[t] !== h[t]);
+    };
+    assert.deepEqual(penalised(klCov), [...klCovPick(klCov)].sort((x, y) => x - y), 'kl_cov');
+    const clipCov: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: 'clip_cov', clipCovRatio: 0.01, clipCovLb: 0.5, clipCovUb: 5, seed: 4 };
+    const got = withThreads(1, () => ppoLoss(clipCov));
+    assertBitwiseEqual(got.grad, withThreads(4, () => ppoLoss(clipCov)).grad, 'clip_cov: 1 and 4 threads');
+    const want = clipCovPick(clipCov);
+    assert.ok(want.size > 500, `picked ${want.size}`);
+    assert.equal(got.selectedTokens, want.size);
+    for (const t of want) assert.ok(got.grad[t] === 0, `clip_cov: picked token ${t} has gradient 0`);
+  });
+
   it('clip_cov, kl_cov on 65,536 tokens with weights, a KL term and a per-sequence aggregation: the pass that picks as it computes', () => {
     // Where the sampled threshold leaves keys out, the loss pass computes every token
     // unpicked and settles the few under the threshold after the pick (cpu/policy_loss.cc,
