@@ -2,7 +2,7 @@
 import type { TirlInfo } from '../lib/index.js';
 import type { CachePlan } from './cache.js';
 import type { CaseResult, PeerResult } from './harness.js';
-import type { ScalingRow } from './scaling.js';
+import { SCALING_PASSES, type ScalingRow } from './scaling.js';
 
 /** What tirl_stream printed (benchmarks/native/stream.c), or why it did not run. */
 export interface StreamResult {
@@ -118,7 +118,7 @@ function scalingSummary(r: BenchReport): string[] {
   const worstBest = lowest((row) => row.ratio);
   const below = rows.filter((row) => row.pairedRatio < SCALING_FLOOR).length;
   return [
-    `${rows[0].threads} threads vs 1 over ${rows.length} op sizes (median of ${rows[0].rounds} paired rounds each): ` +
+    `${rows[0].threads} threads vs 1 over ${rows.length} op sizes (median of ${rows[0].rounds} paired rounds each, in ${SCALING_PASSES} passes over the sizes): ` +
       `lowest ${fixed(worst.pairedRatio, 2)}× (${worst.id}), ${below} below ${SCALING_FLOOR}×; ` +
       `best vs best: lowest ${fixed(worstBest.ratio, 2)}× (${worstBest.id})`,
   ];

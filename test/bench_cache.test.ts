@@ -22,6 +22,7 @@ import {
 import { firstSequences } from '../benchmarks/data.js';
 import { dpoCase } from '../benchmarks/dpo_loss.js';
 import { arithmeticMsOf, currentThreads, measureCase, medianRatio, syncPeer, type BenchCase, type Peer } from '../benchmarks/harness.js';
+import { SCALING_PASSES, measureScaling } from '../benchmarks/scaling.js';
 import { startTorch } from '../benchmarks/torch.js';
 import { setThreads } from '../lib/index.js';
 
@@ -348,5 +349,41 @@ describe('bench harness cache state', () => {
     } finally {
       start.runner.close();
     }
+  });
+
+  it('splits each size\'s "threads vs 1" rounds among passes over every size, each pass setting the case up again', async () => {
+    const log: string[] = [];
+    const fakeCase = (id: string): BenchCase => ({
+      op: 'fake',
+      id,
+      title: id,
+      sizes: ['full'],
+      bytes: 1,
+      setup() {
+        log.push(`setup ${id}`);
+        const peer: Peer = {
+          name: id,
+          kind: 'tirl',
+          sample: () => {
+            log.push(`${id} ${currentThreads()}`);
+            return { wall: 1e-3, cpu: 1e-3 };
+          },
+        };
+        return { peers: [peer], check: () => '' };
+      },
+    }) as BenchCase;
+    const rows = await measureScaling(
+      { threads: 2, rounds: 7, minSampleSeconds: 0, progress: () => {} },
+      [{ size: 'small', benchCase: fakeCase('a') }, { size: 'large', benchCase: fakeCase('b') }],
+    );
+    assert.equal(SCALING_PASSES, 3);
+    assert.deepEqual(log.filter((l) => l.startsWith('setup')), ['setup a', 'setup b', 'setup a', 'setup b', 'setup a', 'setup b']);
+    // Each pass: 3 warm-up rounds of both sides, then its rounds (3, 2, 2: 7 in all), each
+    // a one-thread and a two-thread sample.
+    for (const id of ['a', 'b']) {
+      assert.equal(log.filter((l) => l === `${id} 1`).length, 3 * 3 + 7, `${id}: one-thread samples`);
+      assert.equal(log.filter((l) => l === `${id} 2`).length, 3 * 3 + 7, `${id}: two-thread samples`);
+    }
+    assert.deepEqual(rows.map((r) => [r.id, r.size, r.rounds, r.pairedRatio]), [['a', 'small', 7, 1], ['b', 'large', 7, 1]]);
   });
 });
