@@ -121,6 +121,13 @@ function assertMatchesReference(o: PpoLossOptions, label: string): void {
   assert.ok(kinks <= Math.max(2, fd.length * 0.1), `${label}: ${kinks} of ${fd.length} tokens on a kink`);
 }
 
+/** The tokens kl_cov penalised: those whose gradient the penalty moved. */
+function klPicked(o: PpoLossOptions): number[] {
+  const g = ppoLoss(o).grad;
+  const h = ppoLoss({ ...o, ppoKlCoef: 0 }).grad;
+  return [...g.keys()].filter((t) => g[t] !== h[t]);
+}
+
 function withThreads<T>(threads: number, body: () => T): T {
   const previous = info().threads;
   setThreads(threads);
@@ -365,12 +372,6 @@ describe('ppoLoss policy losses', () => {
     const oldLogp = logp.map((x) => x + 0.1 * rng.normal());
     const advantages = rng.normals(n);
     const mask = rng.mask(n, 0.6);
-    /** The tokens kl_cov penalised: those whose gradient the penalty moved. */
-    const klPicked = (o: PpoLossOptions) => {
-      const g = ppoLoss(o).grad;
-      const h = ppoLoss({ ...o, ppoKlCoef: 0 }).grad;
-      return [...g.keys()].filter((t) => g[t] !== h[t]);
-    };
     const checkClipCov = (o: PpoLossOptions, label: string) => {
       const got = withThreads(1, () => ppoLoss(o));
       assertBitwiseEqual(got.grad, withThreads(4, () => ppoLoss(o)).grad, `${label}: 1 and 4 threads`);
@@ -426,12 +427,7 @@ describe('ppoLoss policy losses', () => {
     const oldLogp = logp.map((x) => x + 0.05 * rng.normal());
     const mask = rng.mask(n, 0.7);
     const klCov: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: 'kl_cov', klCovRatio: 0.3, ppoKlCoef: 1 };
-    const penalised = (o: PpoLossOptions) => {
-      const g = ppoLoss(o).grad;
-      const h = ppoLoss({ ...o, ppoKlCoef: 0 }).grad;
-      return [...g.keys()].filter((t) => g[t] !== h[t]);
-    };
-    assert.deepEqual(penalised(klCov), [...klCovPick(klCov)].sort((x, y) => x - y), 'kl_cov');
+    assert.deepEqual(klPicked(klCov), [...klCovPick(klCov)].sort((x, y) => x - y), 'kl_cov');
     const clipCov: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: 'clip_cov', clipCovRatio: 0.01, clipCovLb: 0.5, clipCovUb: 5, seed: 4 };
     const got = withThreads(1, () => ppoLoss(clipCov));
     assertBitwiseEqual(got.grad, withThreads(4, () => ppoLoss(clipCov)).grad, 'clip_cov: 1 and 4 threads');
