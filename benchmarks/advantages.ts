@@ -8,7 +8,8 @@
  */
 import { ADVANTAGE_ESTIMATORS, advantages, type AdvantageEstimator, type AdvantagesOptions } from '../lib/index.js';
 import { Rng, sequenceSlices, toolUseBatch } from './data.js';
-import { compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { cCallPeer, compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { native } from '../lib/native.js';
 import { reference } from './peers/advantages.js';
 
 const GROUP_SIZE = 8;
@@ -68,6 +69,7 @@ export function advantagesCase(estimator: AdvantageEstimator, numSeqs: number, s
         peers: [
           syncPeer('tirl, out reused', 'tirl', () => advantages({ ...options, out })),
           syncPeer('tirl, allocating', 'tirl-alloc', () => advantages(options)),
+          cCallPeer([[native.advantagesCCalls, { ...options, out }]]),
           syncPeer('TypeScript float64 reference, 1 thread', 'typescript', ts),
         ],
         // Whole groups: a slice's groups are the batch's first ones.

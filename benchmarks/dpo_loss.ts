@@ -1,7 +1,8 @@
 /** dpoLoss cases: the sigmoid DPO loss and its gradients on 65,536 preference pairs. */
 import { dpoLoss } from '../lib/index.js';
 import { Rng } from './data.js';
-import { compareArrays, compareNumbers, sliceUnits, syncPeer, type BenchCase } from './harness.js';
+import { cCallPeer, compareArrays, compareNumbers, sliceUnits, syncPeer, type BenchCase } from './harness.js';
+import { native } from '../lib/native.js';
 import { dpoLossTs } from '../test/reference/dpo_loss.js';
 
 const BETA = 0.1;
@@ -43,6 +44,7 @@ export function dpoCase(numPairs: number): BenchCase {
         peers: [
           syncPeer('tirl, out reused', 'tirl', () => dpoLoss(reused)),
           syncPeer('tirl, allocating', 'tirl-alloc', () => dpoLoss(options)),
+          cCallPeer([[native.dpoLossCCalls, reused]]),
           syncPeer('TypeScript, 1 thread', 'typescript', ts),
         ],
         arithmetic: {

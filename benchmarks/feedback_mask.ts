@@ -1,7 +1,8 @@
 /** feedbackMask cases: the loss mask of a tool-use batch from its token roles. */
 import { feedbackMask } from '../lib/index.js';
 import { Rng, sequenceSlices, toolUseBatch } from './data.js';
-import { syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { cCallPeer, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { native } from '../lib/native.js';
 import { reference as feedbackMaskReference } from '../test/reference/feedback_mask.js';
 
 export function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
@@ -26,6 +27,7 @@ export function feedbackMaskCase(numSeqs: number, seqLen: number, sizes: SizeNam
         peers: [
           syncPeer('tirl, out reused', 'tirl', () => feedbackMask({ roles, seqOffsets, keep, out })),
           syncPeer('tirl, allocating', 'tirl-alloc', () => feedbackMask({ roles, seqOffsets, keep })),
+          cCallPeer([[native.feedbackMaskCCalls, { roles, seqOffsets, keep, out }]]),
           syncPeer('TypeScript, 1 thread', 'typescript', () => feedbackMaskReference(roles, seqOffsets, keep)),
         ],
         arithmetic: sequenceSlices(feedbackMask, { roles, seqOffsets, keep, out }, seqOffsets, bytes),

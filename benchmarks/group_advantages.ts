@@ -5,7 +5,8 @@
  */
 import { groupAdvantages, sequenceLogprobsBackward } from '../lib/index.js';
 import { Rng, toolUseBatch } from './data.js';
-import { compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { cCallPeer, compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { native } from '../lib/native.js';
 import { groupAdvantagesTs } from '../test/reference/group_advantages.js';
 import { referenceBackward as sequenceLogprobsBackwardReference } from '../test/reference/sequence_logprobs.js';
 
@@ -36,6 +37,7 @@ export function groupCase(numRewards: number): BenchCase {
         peers: [
           syncPeer('tirl, out reused', 'tirl', () => groupAdvantages({ rewards, groupSize: GROUP_SIZE, out })),
           syncPeer('tirl, allocating', 'tirl-alloc', () => groupAdvantages({ rewards, groupSize: GROUP_SIZE })),
+          cCallPeer([[native.groupAdvantagesCCalls, { rewards, groupSize: GROUP_SIZE, out }]]),
           syncPeer('TypeScript, 1 thread', 'typescript', () => groupAdvantagesTs(rewards, GROUP_SIZE, EPSILON, tsOut)),
         ],
         check() {
@@ -85,6 +87,7 @@ export function groupIdsCase(numRewards: number): BenchCase {
         peers: [
           syncPeer('tirl, out reused', 'tirl', () => groupAdvantages({ rewards, groupIds, out: ours })),
           syncPeer('tirl, allocating', 'tirl-alloc', () => groupAdvantages({ rewards, groupIds })),
+          cCallPeer([[native.groupAdvantagesCCalls, { rewards, groupIds, out: ours }]]),
           syncPeer('TypeScript, 1 thread', 'typescript', ts),
         ],
         check() {
@@ -127,6 +130,10 @@ function expandedCase(numSeqs: number, seqLen: number, sizes: SizeName[]): Bench
           syncPeer('tirl, allocating', 'tirl-alloc', () =>
             sequenceLogprobsBackward({ gradSeq: groupAdvantages({ rewards, groupSize: GROUP_SIZE }), mask, seqOffsets }),
           ),
+          cCallPeer([
+            [native.groupAdvantagesCCalls, { rewards, groupSize: GROUP_SIZE, out: advantages }],
+            [native.sequenceLogprobsBackwardCCalls, { gradSeq: advantages, mask, seqOffsets, out: tokenAdvantages }],
+          ]),
           syncPeer('TypeScript, 1 thread', 'typescript', ts),
         ],
         check() {

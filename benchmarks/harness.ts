@@ -21,7 +21,7 @@ export type PeerKind =
   | 'tirl-positional' // a prepared call's positional form (arrays as arguments; binding-overhead case)
   | 'pool-hop' // Node's own libuv thread-pool round trip, no kernel (binding-overhead case)
   | 'napi-hop' // a bare Node-API async work (native.poolRoundTrip), no kernel (binding-overhead case)
-  | 'c-abi' // the op's C call alone, repeated in one native call (native.ppoLossCCalls; binding-overhead case)
+  | 'c-abi' // the op's C call alone, timed natively (native.<op>CCalls: cCallPeer)
   | 'tirl-python' // tirl's own Python package (python/tirl, ctypes), in the Python co-process (binding-overhead case)
   | 'typescript' // the plain TypeScript peer from test/reference/<op>.ts
   | 'torch' // PyTorch eager, in the Python co-process
@@ -82,6 +82,35 @@ export function syncPeer(name: string, kind: PeerKind, call: () => unknown): Pee
       for (let i = 0; i < inner; i++) call();
       const wall = (performance.now() - t0) / 1e3 / inner;
       return { wall, cpu: (cpuSeconds() - cpu0) / inner };
+    },
+  };
+}
+
+/** An op's `<op>CCalls` (bindings/common.h, define_c_call_loop). */
+export type CCalls = (options: object, calls: number, times?: Float64Array) => void;
+
+/**
+ * Our kernel's C calls alone: for each [cCalls, options], the op's `<op>CCalls` reads the
+ * options once as the sync form does, then makes the C call `inner` times and writes the
+ * wall-clock and process CPU seconds a call took, timed natively around the C calls; a
+ * sample is their sum. The difference from the sync form's row is what the binding costs;
+ * a cold sample (after a sweep) is a cold C call, the arrays' data evicted as for every
+ * other peer (the reading of the options only brings the binding's code back).
+ */
+export function cCallPeer(calls: [CCalls, object][], name = 'tirl, the C call alone (no binding)'): Peer {
+  const times = new Float64Array(2);
+  return {
+    name,
+    kind: 'c-abi',
+    sample(inner) {
+      let wall = 0;
+      let cpu = 0;
+      for (const [cCalls, options] of calls) {
+        cCalls(options, inner, times);
+        wall += times[0];
+        cpu += times[1];
+      }
+      return { wall, cpu };
     },
   };
 }

@@ -10,12 +10,11 @@
  * binding-overhead line.
  */
 import { pbkdf2 } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 
 import { POLICY_LOSSES, ppoLoss, ppoLossAsync, preparePpoLoss, type PolicyLoss, type PpoLossOptions } from '../lib/index.js';
 import { Rng, sequenceSlices, toolUseBatch } from './data.js';
-import { asyncPeer, compareArrays, compareNumbers, cpuSeconds, syncPeer, type BenchCase, type Peer, type SizeName } from './harness.js';
+import { asyncPeer, cCallPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
 import { native } from '../lib/native.js';
 import { ppoLossTs } from '../test/reference/ppo_loss.js';
 import { policyReference } from '../test/reference/policy_loss.js';
@@ -77,6 +76,7 @@ export function ppoCase(numSeqs: number, seqLen: number, kl: boolean, sizes: Siz
         peers: [
           syncPeer('tirl, out reused', 'tirl', () => ppoLoss(reused)),
           syncPeer('tirl, allocating', 'tirl-alloc', () => ppoLoss(options)),
+          cCallPeer([[native.ppoLossCCalls, reused]]),
           syncPeer('TypeScript, 1 thread', 'typescript', ts),
         ],
         arithmetic: sequenceSlices(ppoLoss, reused, seqOffsets, perToken * tokens),
@@ -156,6 +156,7 @@ export function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSe
         peers: [
           syncPeer('tirl, out reused', 'tirl', () => ppoLoss(reused)),
           syncPeer('tirl, allocating', 'tirl-alloc', () => ppoLoss(options)),
+          cCallPeer([[native.ppoLossCCalls, reused]]),
           syncPeer('TypeScript float64 reference (loss and statistics, no gradient), 1 thread', 'typescript', ts),
         ],
         // clip_cov and kl_cov pick a share of the batch's tokens from a sampled threshold,
@@ -178,27 +179,6 @@ export function policyLossCase(policyLoss: Exclude<PolicyLoss, 'vanilla'>, numSe
   };
 }
 
-/**
- * The reference of the binding-overhead line: the very C call the sync form makes
- * (`tirl_policy_loss`, on the same arrays, `out` and options), `inner` times inside one
- * native call (ppoLossCCalls), so that no binding work comes between two C calls. Sampled
- * in the same rounds as the JavaScript forms, in the same process, it sees the same load,
- * caches and clock as they do: tirl_stream's C call ran in another process at another
- * moment (and called tirl_ppo_loss, not tirl_policy_loss).
- */
-function cCallPeer(options: PpoLossOptions): Peer {
-  return {
-    name: 'the same C call alone (ppoLossCCalls: tirl_policy_loss, same arrays and options)',
-    kind: 'c-abi',
-    sample(inner) {
-      const cpu0 = cpuSeconds();
-      const t0 = performance.now();
-      native.ppoLossCCalls(options, inner);
-      const wall = (performance.now() - t0) / 1e3 / inner;
-      return { wall, cpu: (cpuSeconds() - cpu0) / inner };
-    },
-  };
-}
 
 /**
  * The fixed cost of a call: ppoLoss on 1,024 tokens, default options, no sequence offsets,
@@ -240,7 +220,10 @@ function callOverheadCase(): BenchCase {
           // The floor of our own async form: the same Node-API work item and Promise, with
           // an empty body and no arguments, copies or result (bindings/library.cc).
           asyncPeer('Node-API async round trip (poolRoundTrip, empty work item)', 'napi-hop', () => native.poolRoundTrip()),
-          cCallPeer(reused),
+          // The reference: the very C call the sync form makes (`tirl_policy_loss`, same
+          // arrays, `out` and options), timed natively, sampled in the same rounds as the
+          // JavaScript forms (tirl_stream's C call ran in another process at another moment).
+          cCallPeer([[native.ppoLossCCalls, reused]], 'the same C call alone (ppoLossCCalls: tirl_policy_loss, same arrays and options)'),
           syncPeer('tirl sync, allocating', 'tirl-alloc', () => ppoLoss(options)),
           syncPeer('TypeScript, 1 thread', 'typescript', () =>
             ppoLossTs(logp, oldLogp, advantages, mask, undefined, CLIP, CLIP, 0, 0, tsGrad),

@@ -288,6 +288,7 @@ function summaryRows(r: BenchReport): string[][] {
     const ts = peerOf(c, 'typescript');
     const torch = peerOf(c, 'torch');
     const alloc = peerOf(c, 'tirl-alloc');
+    const cCall = peerOf(c, 'c-abi');
     const target = c.bandwidthTarget;
     return [
       c.id,
@@ -296,6 +297,7 @@ function summaryRows(r: BenchReport): string[][] {
       fixed(ours.gbPerSecond, 1),
       percent(ours.copyShare),
       target === undefined ? '' : `${percent(target)} ${ours.copyShare >= target ? 'met' : 'MISSED'}`,
+      cCall ? percent(cCall.copyShare) : '–',
       arithmeticCap(c),
       alloc ? ms(alloc.medianMs) : '–',
       c.threadsVsOne !== undefined ? `${fixed(c.threadsVsOne, 2)}×` : one ? `${fixed(one.medianMs / ours.medianMs, 2)}×` : '–',
@@ -329,8 +331,8 @@ function peerRows(c: CaseResult): string[][] {
   ]);
 }
 
-const SUMMARY_HEADER = ['case', 'cache', 'tirl ms', 'GB/s', '% copy', 'target', 'arithmetic cap', 'alloc ms', 'threads vs 1', 'vs TS', 'vs PyTorch'];
-const SUMMARY_RIGHT = [false, false, true, true, true, true, true, true, true, true, true];
+const SUMMARY_HEADER = ['case', 'cache', 'tirl ms', 'GB/s', '% copy', 'target', 'C call % copy', 'arithmetic cap', 'alloc ms', 'threads vs 1', 'vs TS', 'vs PyTorch'];
+const SUMMARY_RIGHT = [false, false, true, true, true, true, true, true, true, true, true, true];
 
 export function terminalReport(r: BenchReport): string {
   const out: string[] = [...machineLines(r), cacheSentence(r), ''];
@@ -371,7 +373,8 @@ export function markdownReport(r: BenchReport): string {
   out.push('## Summary', '');
   out.push("Speed-ups are the peer's median time divided by ours (out buffers reused); `% copy` is the");
   out.push('time of a memory copy of the same number of bytes, measured in the same process and run,');
-  out.push('divided by ours; `threads vs 1` is the median over rounds of our one-thread time divided by ours in the same round; `arithmetic cap` is the');
+  out.push('divided by ours; `C call % copy` is that share for the same C call alone, timed natively (no binding: what');
+  out.push('the C ABI reaches, and the difference what calling from JavaScript costs); `threads vs 1` is the median over rounds of our one-thread time divided by ours in the same round; `arithmetic cap` is the');
   out.push('`% copy` our kernel would reach if its bytes cost nothing: the copy\'s time over the case\'s arithmetic');
   out.push('alone (slices of it in the caches, one thread, scaled to the case and the threads; benchmarks/README.md).', cacheSentence(r), '');
   out.push(markdownTable(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT), '');

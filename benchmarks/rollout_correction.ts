@@ -6,7 +6,8 @@
  */
 import { rolloutCorrection, type RolloutCorrectionOptions } from '../lib/index.js';
 import { Rng, sequenceSlices, toolUseBatch } from './data.js';
-import { compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { cCallPeer, compareArrays, compareNumbers, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { native } from '../lib/native.js';
 import { rolloutCorrectionReference } from './peers/rollout_correction.js';
 
 export function rolloutCorrectionCase(numSeqs: number, seqLen: number, sizes: SizeName[]): BenchCase {
@@ -37,6 +38,7 @@ export function rolloutCorrectionCase(numSeqs: number, seqLen: number, sizes: Si
         peers: [
           syncPeer('tirl, out reused', 'tirl', () => rolloutCorrection({ ...options, out })),
           syncPeer('tirl, allocating', 'tirl-alloc', () => rolloutCorrection(options)),
+          cCallPeer([[native.rolloutCorrectionCCalls, { ...options, out }]]),
           syncPeer('TypeScript, 1 thread', 'typescript', () => rolloutCorrectionReference(options)),
         ],
         arithmetic: sequenceSlices(rolloutCorrection, { ...options, out }, seqOffsets, bytes),

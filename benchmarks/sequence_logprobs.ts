@@ -4,7 +4,8 @@
  */
 import { sequenceLogprobs, sequenceLogprobsBackward } from '../lib/index.js';
 import { Rng, sequenceSlices, toolUseBatch } from './data.js';
-import { compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { cCallPeer, compareArrays, syncPeer, type BenchCase, type SizeName } from './harness.js';
+import { native } from '../lib/native.js';
 import { reference as sequenceLogprobsReference, referenceBackward as sequenceLogprobsBackwardReference } from '../test/reference/sequence_logprobs.js';
 
 export function sequenceCase(numSeqs: number, seqLen: number, backward: boolean, sizes: SizeName[]): BenchCase {
@@ -40,6 +41,9 @@ export function sequenceCase(numSeqs: number, seqLen: number, backward: boolean,
         peers: [
           syncPeer('tirl, out reused', 'tirl', ours),
           syncPeer('tirl, allocating', 'tirl-alloc', allocating),
+          backward
+            ? cCallPeer([[native.sequenceLogprobsBackwardCCalls, { gradSeq, mask, seqOffsets, out }]])
+            : cCallPeer([[native.sequenceLogprobsCCalls, { logp, mask, seqOffsets, out }]]),
           syncPeer('TypeScript, 1 thread', 'typescript', ts),
         ],
         arithmetic: backward

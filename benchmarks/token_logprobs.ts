@@ -5,7 +5,8 @@
  */
 import { tokenLogprobs, tokenLogprobsBackward } from '../lib/index.js';
 import { labelsFor, logitsLike, Rng, toBf16 } from './data.js';
-import { compareArrays, sliceUnits, syncPeer, type BenchCase, type Peer, type SizeName } from './harness.js';
+import { cCallPeer, compareArrays, sliceUnits, syncPeer, type BenchCase, type Peer, type SizeName } from './harness.js';
+import { native } from '../lib/native.js';
 import {
   tokenLogprobsBackwardBf16Ts,
   tokenLogprobsBackwardTs,
@@ -72,6 +73,10 @@ export function tokenLogprobsCase(numTokens: number, vocabSize: number, dtype: D
               tokenLogprobs(base);
               tokenLogprobsBackward({ ...base, gradLogp });
             }),
+            cCallPeer([
+              [native.tokenLogprobsCCalls, { ...base, out: { logp } }],
+              [native.tokenLogprobsBackwardCCalls, { ...base, gradLogp, out: grad }],
+            ]),
             syncPeer('TypeScript, 1 thread', 'typescript', () => {
               forwardTs();
               backwardTs();
@@ -80,6 +85,7 @@ export function tokenLogprobsCase(numTokens: number, vocabSize: number, dtype: D
         : [
             syncPeer('tirl, out reused', 'tirl', () => tokenLogprobs({ ...base, out: { logp } })),
             syncPeer('tirl, allocating', 'tirl-alloc', () => tokenLogprobs(base)),
+            cCallPeer([[native.tokenLogprobsCCalls, { ...base, out: { logp } }]]),
             syncPeer('TypeScript, 1 thread', 'typescript', forwardTs),
           ];
       const slice = (rows: number) => {

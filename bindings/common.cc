@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <mutex>
 #include <new>
@@ -410,6 +411,18 @@ class KeyCache : public PerEnvironment<KeyCache> {
 }  // namespace
 
 napi_value property_key(Napi::Env env, const char* name) { return KeyCache::key(env, name); }
+
+double NativeClock::wall_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+double NativeClock::cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 void set_property(Napi::Object object, const char* name, Napi::Value value) {
   if (napi_value key = property_key(object.Env(), name)) {

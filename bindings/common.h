@@ -885,12 +885,67 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
   }
 }
 
-// For the bench, not the SDK: `<op>CCalls(options, calls)` reads one call of the op exactly
-// as the sync form does, then makes its C call `calls` times on those arrays and options
-// with nothing between them, and returns undefined. Timed around that one JavaScript call,
-// it is the C call alone, in the same process as the JavaScript forms and sampled in the
-// same rounds (benchmarks/ppo_loss.ts): the reference that their cost above the C call is
-// measured from. `calls` is an integer in [1, 2^31 - 1].
+// Wall-clock and process CPU time since construction (c_call_loop's `times`).
+class NativeClock {
+ public:
+  NativeClock() : wall_(wall_seconds()), cpu_(cpu_seconds()) {}
+  // times[0], times[1] = the wall and CPU seconds since construction, divided by `calls`.
+  void per_call(double calls, double* times) const {
+    const double cpu = cpu_seconds(), wall = wall_seconds();
+    times[0] = (wall - wall_) / calls;
+    times[1] = (cpu - cpu_) / calls;
+  }
+
+ private:
+  static double wall_seconds();
+  static double cpu_seconds();
+  double wall_, cpu_;
+};
+
+// One call of `<op>CCalls` (define_c_call_loop).
+template <class Call>
+Napi::Value c_call_loop(const Napi::CallbackInfo& info, const char* name) {
+  Napi::Env env = info.Env();
+  Options options(info, name);
+  Call call = parse_call<Call>(options);
+  const std::string function = std::string(name) + "CCalls";
+  Napi::Value n = info.Length() > 1 ? info[1] : env.Undefined();
+  const double calls = n.IsNumber() ? n.As<Napi::Number>().DoubleValue() : 0;
+  if (!(calls >= 1 && calls <= 2147483647.0) || calls != std::floor(calls)) {
+    const std::string message =
+        function + ": Expected an integer in [1, 2147483647] for calls but received " + describe(n);
+    if (n.IsNumber()) throw Napi::RangeError::New(env, message);
+    throw Napi::TypeError::New(env, message);
+  }
+  double* times = nullptr;
+  if (info.Length() > 2 && !info[2].IsUndefined()) {
+    Napi::Value t = info[2];
+    if (!t.IsTypedArray() || t.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array ||
+        t.As<Napi::TypedArray>().ElementLength() < 2) {
+      throw Napi::TypeError::New(
+          env, function + ": Expected a Float64Array of length at least 2 for times but received " + describe(t));
+    }
+    times = t.As<Napi::Float64Array>().Data();
+  }
+  const NativeClock start;
+  for (int64_t i = 0, end = static_cast<int64_t>(calls); i < end; ++i) {
+    if (tirl_status status = call.run(); status != TIRL_OK) {
+      throw status_error(env, status, tirl_last_error(), options.names());
+    }
+  }
+  if (times != nullptr) start.per_call(calls, times);
+  return env.Undefined();
+}
+
+// For the bench, not the SDK: `<op>CCalls(options, calls, times?)`, for every op, reads one
+// call of the op exactly as the sync form does, then makes its C call `calls` times on
+// those arrays and options with nothing between them, and returns undefined. With `times`,
+// a Float64Array of at least 2 entries, it writes there the wall-clock and the process CPU
+// seconds a C call took, measured around the C calls alone: in the same process as the
+// JavaScript forms and sampled in the same rounds, the C ABI's own time (the bench's C-call
+// peer, benchmarks/harness.ts). Its options are read before the clock starts, which brings
+// the binding's code and the arrays' headers into the caches but not the arrays' data: a
+// call after a sweep of the caches is a cold C call. `calls` is an integer in [1, 2^31 - 1].
 template <class Call>
 void define_c_call_loop(Napi::Env env, Napi::Object exports, const char* name) {
   std::string loop_name = std::string(name) + "CCalls";
@@ -898,24 +953,7 @@ void define_c_call_loop(Napi::Env env, Napi::Object exports, const char* name) {
                              env,
                              [name](const Napi::CallbackInfo& info) -> Napi::Value {
                                return guard(info.Env(), [&]() -> Napi::Value {
-                                 Napi::Env env = info.Env();
-                                 Options options(info, name);
-                                 Call call = parse_call<Call>(options);
-                                 Napi::Value n = info.Length() > 1 ? info[1] : env.Undefined();
-                                 const double calls = n.IsNumber() ? n.As<Napi::Number>().DoubleValue() : 0;
-                                 if (!(calls >= 1 && calls <= 2147483647.0) || calls != std::floor(calls)) {
-                                   const std::string message = std::string(name) +
-                                       "CCalls: Expected an integer in [1, 2147483647] for calls but received " +
-                                       describe(n);
-                                   if (n.IsNumber()) throw Napi::RangeError::New(env, message);
-                                   throw Napi::TypeError::New(env, message);
-                                 }
-                                 for (int64_t i = 0, end = static_cast<int64_t>(calls); i < end; ++i) {
-                                   if (tirl_status status = call.run(); status != TIRL_OK) {
-                                     throw status_error(env, status, tirl_last_error(), options.names());
-                                   }
-                                 }
-                                 return env.Undefined();
+                                 return c_call_loop<Call>(info, name);
                                });
                              },
                              loop_name));
@@ -926,6 +964,7 @@ void define_c_call_loop(Napi::Env env, Napi::Object exports, const char* name) {
 #define TIRL_BINDING(c_name, Call)                                   \
   void register_##c_name(Napi::Env env, Napi::Object exports) {      \
     define_op<Call>(env, exports, ::tirl::op_name::c_name);          \
+    define_c_call_loop<Call>(env, exports, ::tirl::op_name::c_name); \
   }
 
 }  // namespace tirl::binding

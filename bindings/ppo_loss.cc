@@ -265,11 +265,6 @@ struct PpoLossCall {
 
 }  // namespace
 
-// ppoLoss also has the bench's C-call reference, ppoLossCCalls (define_c_call_loop): the
-// binding-overhead case is a 1,024-token ppoLoss.
-void register_policy_loss(Napi::Env env, Napi::Object exports) {
-  define_op<PpoLossCall>(env, exports, ::tirl::op_name::policy_loss);
-  define_c_call_loop<PpoLossCall>(env, exports, ::tirl::op_name::policy_loss);
-}
+TIRL_BINDING(policy_loss, PpoLossCall)
 
 }  // namespace tirl::binding

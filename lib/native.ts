@@ -51,6 +51,14 @@ export interface NativeAddon {
    * kernel. An op's async call costs this, its sync call's work, and its copies.
    */
   poolRoundTrip(): Promise<void>;
+  /**
+   * For the bench, not the SDK: every op's `<op>CCalls(options, calls, times?)` reads
+   * `options` as the op's sync form does, then makes the op's C call `calls` times (an
+   * integer in [1, 2^31 - 1]) on those arrays and options with no JavaScript between them.
+   * With `times`, a Float64Array of at least 2 entries, it writes there the wall-clock and
+   * the process CPU seconds a C call took, timed natively around the C calls alone.
+   */
+  [cCalls: `${string}CCalls`]: (options: object, calls: number, times?: Float64Array) => void;
 }
 
 const require = createRequire(import.meta.url);

@@ -21,7 +21,7 @@ import {
 } from '../benchmarks/cache.js';
 import { firstSequences } from '../benchmarks/data.js';
 import { dpoCase } from '../benchmarks/dpo_loss.js';
-import { arithmeticMsOf, currentThreads, measureCase, medianRatio, syncPeer, type BenchCase, type Peer } from '../benchmarks/harness.js';
+import { arithmeticMsOf, cCallPeer, currentThreads, measureCase, medianRatio, syncPeer, type BenchCase, type CCalls, type Peer } from '../benchmarks/harness.js';
 import { SCALING_PASSES, measureScaling } from '../benchmarks/scaling.js';
 import { startTorch } from '../benchmarks/torch.js';
 import { setThreads } from '../lib/index.js';
@@ -222,6 +222,34 @@ describe('bench harness arithmetic alone', () => {
     assert.deepEqual([...threadsSeen], [1]);
     assert.ok(result.arithmeticMs !== undefined && Number.isFinite(result.arithmeticMs), `arithmeticMs ${result.arithmeticMs}`);
     assert.equal(currentThreads(), before);
+  });
+});
+
+describe('bench harness C-call peer', () => {
+  it("takes a sample from the C calls' own clocks, summed over the op's calls, each given its options and the sample's calls", () => {
+    const seen: [object, number][] = [];
+    const loop = (wall: number, cpu: number): CCalls => (options, calls, times) => {
+      seen.push([options, calls]);
+      times![0] = wall;
+      times![1] = cpu;
+    };
+    const first = { a: 1 };
+    const second = { b: 2 };
+    const peer = cCallPeer([[loop(0.5, 0.25), first], [loop(0.125, 0.5), second]]);
+    assert.equal(peer.kind, 'c-abi');
+    assert.deepEqual(peer.sample(7), { wall: 0.625, cpu: 0.75 });
+    assert.equal(seen.length, 2);
+    assert.equal(seen[0][0], first);
+    assert.equal(seen[1][0], second);
+    assert.deepEqual(seen.map(([, calls]) => calls), [7, 7]);
+  });
+
+  it("is a row of an op's case, timing the same call natively (dpoLoss)", async () => {
+    const peers = dpoCase(64).setup().peers;
+    const cCall = peers.find((p) => p.kind === 'c-abi');
+    assert.ok(cCall, peers.map((p) => p.kind).join(' '));
+    const sample = await cCall.sample(3);
+    assert.ok(sample.wall > 0 && sample.wall < 1 && sample.cpu >= 0, JSON.stringify(sample));
   });
 });
 

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 
-import { ppoLoss, ppoLossAsync, preparePpoLoss, type PpoLossArrays, type PpoLossOptions, type PpoLossPositional, type PpoLossResult, type PpoLossSettings } from '../lib/index.js';
+import { dpoLoss, ppoLoss, ppoLossAsync, preparePpoLoss, type PpoLossArrays, type PpoLossOptions, type PpoLossPositional, type PpoLossResult, type PpoLossSettings } from '../lib/index.js';
 import { native } from '../lib/native.js';
 import { assertBitwiseEqual, detached, Random } from './support.js';
 
@@ -209,7 +209,7 @@ describe('preparePpoLoss', () => {
   });
 });
 
-describe('ppoLossCCalls (the bench reference: the C call alone)', () => {
+describe('<op>CCalls (the bench reference: the C call alone)', () => {
   const rng = new Random(21);
   const n = 300;
   const logp = rng.floats(n, -4, -0.1);
@@ -232,5 +232,38 @@ describe('ppoLossCCalls (the bench reference: the C call alone)', () => {
       assert.throws(() => native.ppoLossCCalls(options, calls), (e: Error) => e instanceof RangeError && /^ppoLossCCalls: Expected an integer in \[1, 2147483647\] for calls but received /.test(e.message), String(calls));
     }
     assert.throws(() => native.ppoLossCCalls(options, '3' as unknown as number), /^TypeError: ppoLossCCalls: Expected an integer in \[1, 2147483647\] for calls but received a string$/);
+  });
+
+  it('writes the wall-clock and CPU seconds a C call took into times, and refuses a times that cannot hold them', () => {
+    const times = new Float64Array(3).fill(-1);
+    native.ppoLossCCalls(options, 5, times);
+    assert.ok(times[0] > 0 && times[0] < 1 && times[1] >= 0 && times[1] < 1, String(times));
+    assert.equal(times[2], -1);
+    for (const [bad, what] of [
+      [new Float64Array(1), 'a Float64Array of length 1'],
+      [new Float32Array(2), 'a Float32Array of length 2'],
+      [[0, 0], 'an Array of length 2'],
+      [detached((n) => new Float64Array(n)), 'a Float64Array of length 0'],
+    ] as const) {
+      assert.throws(
+        () => native.ppoLossCCalls(options, 1, bad as unknown as Float64Array),
+        (e: Error) => e instanceof TypeError && e.message === `ppoLossCCalls: Expected a Float64Array of length at least 2 for times but received ${what}`,
+        what,
+      );
+    }
+  });
+
+  it("exists for every op, and writes what the op's sync form writes (dpoLoss)", () => {
+    for (const op of ['ppoLoss', 'dpoLoss', 'groupAdvantages', 'advantages', 'feedbackMask', 'sequenceLogprobs', 'sequenceLogprobsBackward', 'tokenLogprobs', 'tokenLogprobsBackward', 'rolloutCorrection']) {
+      assert.equal(typeof native[`${op}CCalls`], 'function', op);
+    }
+    const pairs = 37;
+    const arrays = { policyChosen: rng.floats(pairs, -40, -1), policyRejected: rng.floats(pairs, -40, -1), refChosen: rng.floats(pairs, -40, -1), refRejected: rng.floats(pairs, -40, -1) };
+    const want = dpoLoss(arrays);
+    const out = { gradChosen: new Float32Array(pairs), gradRejected: new Float32Array(pairs), chosenRewards: new Float32Array(pairs), rejectedRewards: new Float32Array(pairs) };
+    const times = new Float64Array(2);
+    native.dpoLossCCalls({ ...arrays, out }, 3, times);
+    for (const key of ['gradChosen', 'gradRejected', 'chosenRewards', 'rejectedRewards'] as const) assertBitwiseEqual(out[key], want[key], key);
+    assert.ok(times[0] > 0, String(times));
   });
 });

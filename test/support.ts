@@ -113,7 +113,7 @@ export function checkBadInputs(cases: BadInputCase[]): void {
 }
 
 /** A typed array whose buffer has been detached (transferred away). */
-export function detached<T extends Float32Array | Uint8Array | Int32Array | Uint16Array>(make: (n: number) => T): T {
+export function detached<T extends Float32Array | Float64Array | Uint8Array | Int32Array | Uint16Array>(make: (n: number) => T): T {
   const array = make(4);
   structuredClone(array.buffer, { transfer: [array.buffer as ArrayBuffer] });
   return array;

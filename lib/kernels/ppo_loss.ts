@@ -261,13 +261,6 @@ declare module '../native.js' {
     ppoLoss(options: PpoLossOptions): PpoLossResult;
     ppoLossAsync(options: PpoLossOptions): Promise<PpoLossResult>;
     preparePpoLoss(settings: PpoLossSettings): PreparedCall<PpoLossArrays, PpoLossResult, PpoLossPositional>;
-    /**
-     * For the bench, not the SDK: reads `options` as {@link ppoLoss} does, then makes the
-     * same C call (`tirl_policy_loss`) `calls` times on those arrays and options with no
-     * JavaScript between them. Timed around, it is the C call alone in this process: the
-     * reference of the binding-overhead line.
-     */
-    ppoLossCCalls(options: PpoLossOptions, calls: number): void;
   }
 }
 
