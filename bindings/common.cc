@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <deque>
 #include <mutex>
 #include <new>
@@ -412,15 +411,9 @@ class KeyCache : public PerEnvironment<KeyCache> {
 
 napi_value property_key(Napi::Env env, const char* name) { return KeyCache::key(env, name); }
 
-double NativeClock::wall_seconds() {
+double NativeClock::seconds(clockid_t clock) {
   timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-double NativeClock::cpu_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  clock_gettime(clock, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 

@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <ctime>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
@@ -888,17 +889,16 @@ void define_op(Napi::Env env, Napi::Object exports, const char* name) {
 // Wall-clock and process CPU time since construction (c_call_loop's `times`).
 class NativeClock {
  public:
-  NativeClock() : wall_(wall_seconds()), cpu_(cpu_seconds()) {}
+  NativeClock() : wall_(seconds(CLOCK_MONOTONIC)), cpu_(seconds(CLOCK_PROCESS_CPUTIME_ID)) {}
   // times[0], times[1] = the wall and CPU seconds since construction, divided by `calls`.
   void per_call(double calls, double* times) const {
-    const double cpu = cpu_seconds(), wall = wall_seconds();
+    const double cpu = seconds(CLOCK_PROCESS_CPUTIME_ID), wall = seconds(CLOCK_MONOTONIC);
     times[0] = (wall - wall_) / calls;
     times[1] = (cpu - cpu_) / calls;
   }
 
  private:
-  static double wall_seconds();
-  static double cpu_seconds();
+  static double seconds(clockid_t clock);
   double wall_, cpu_;
 };
 
