@@ -2,7 +2,8 @@
 // count, the chunk count, the time a chunk takes (cheap chunks are claimed several at a
 // time, slow ones one by one) and however many callers share the pool at once; a call
 // with fewer chunks than min_chunks_per_thread per thread runs on the calling thread. Small
-// jobs back to back (a stream) get helpers even though none of them alone wakes one.
+// jobs back to back (a stream) get helpers even though none of them alone wakes one, and
+// a large job after an idle spell wakes them.
 #include <sched.h>
 
 #include <atomic>
@@ -54,6 +55,24 @@ int main() {
     elsewhere = 0;
     for (int job = 0; job < 20000 && elsewhere.load() == 0; ++job) tirl::parallel_for(8, body, 1);
     CHECK(elsewhere.load() > 0, "no chunk of 20,000 small jobs back to back ran on a helper");
+  }
+
+  // A job after an idle spell (no stream) is timed on its first chunk before it is posted:
+  // one with milliseconds of work left wakes the sleeping helper, which takes chunks.
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) {
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> elsewhere{0};
+    auto body = [&](int64_t) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(500);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      elsewhere += std::this_thread::get_id() != caller;
+    };
+    for (int attempt = 0; attempt < 20 && elsewhere.load() == 0; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the helper sleeps
+      tirl::parallel_for(32, body, 1);
+    }
+    CHECK(elsewhere.load() > 0, "no chunk of 20 jobs of 16 ms after an idle spell ran on a helper");
   }
 
   for (int threads : {1, 2, 3, 8}) {
