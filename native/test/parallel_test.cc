@@ -3,7 +3,7 @@
 // time, slow ones one by one) and however many callers share the pool at once; a call
 // with fewer chunks than min_chunks_per_thread per thread runs on the calling thread. Small
 // jobs back to back (a stream) get helpers even though none of them alone wakes one, and
-// a large job after an idle spell wakes them.
+// a large job after an idle spell wakes them, off the caller's CPU.
 #include <sched.h>
 
 #include <atomic>
@@ -58,21 +58,31 @@ int main() {
   }
 
   // A job after an idle spell (no stream) is timed on its first chunk before it is posted:
-  // one with milliseconds of work left wakes the sleeping helper, which takes chunks.
+  // one with milliseconds of work left wakes the sleeping helper, which takes chunks. The
+  // helper was woken allowed every CPU of the caller's but one (the caller's own).
   if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) {
     const std::thread::id caller = std::this_thread::get_id();
-    std::atomic<int> elsewhere{0};
+    std::atomic<int> elsewhere{0}, steered{0};
     auto body = [&](int64_t) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(500);
       while (std::chrono::steady_clock::now() < until) {
       }
-      elsewhere += std::this_thread::get_id() != caller;
+      if (std::this_thread::get_id() == caller) return;
+      ++elsewhere;
+      cpu_set_t mine;
+      if (sched_getaffinity(0, sizeof(mine), &mine) == 0) {
+        cpu_set_t both;
+        CPU_AND(&both, &mine, &cpus);
+        steered += CPU_COUNT(&mine) == CPU_COUNT(&cpus) - 1 && CPU_EQUAL(&both, &mine);
+      }
     };
     for (int attempt = 0; attempt < 20 && elsewhere.load() == 0; ++attempt) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the helper sleeps
       tirl::parallel_for(32, body, 1);
     }
     CHECK(elsewhere.load() > 0, "no chunk of 20 jobs of 16 ms after an idle spell ran on a helper");
+    CHECK(steered.load() == elsewhere.load(), "%d of %d helper chunks ran allowed other than the caller's CPUs but one",
+          elsewhere.load() - steered.load(), elsewhere.load());
   }
 
   for (int threads : {1, 2, 3, 8}) {

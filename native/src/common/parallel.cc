@@ -1,5 +1,6 @@
 #include "common/parallel.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 namespace tirl {
 
@@ -55,7 +57,8 @@ constexpr std::chrono::microseconds kHelperPoll{50};
 // then preempted the caller, and the two took turns on one CPU), and a helper that got a
 // vCPU of its own joined 38-47 us late (quartiles). Memory-bound calls of 0.1-0.4 ms that
 // woke it ran 0.88-0.96x of one thread; calls of about 0.4 ms, 0.96-1.10x. At 500 us the
-// bench's cold estimators (0.3-0.4 ms) read 0.95-1.21x, at 300 us 0.97-1.22x.
+// bench's cold estimators (0.3-0.4 ms) read 0.95-1.21x, at 300 us 0.97-1.22x. (Measured
+// before the helpers were steered off the caller's vCPU: steer_helpers.)
 constexpr std::chrono::microseconds kMinWakeWork{300};
 
 // kMinWakeWork for a memory-bound job (Scaling::kMemory). A helper saves at most
@@ -197,11 +200,11 @@ class Pool {
         last_end_.store(ticks_now(), std::memory_order_relaxed);
         return;
       }
-      if (post(job)) wake_.notify_all();
+      if (post(job)) wake_helpers();
     } else {
       // Helpers still polling see `posted_` change and join at once; sleeping ones are
       // woken at once, for a job of a stream.
-      if (post(job)) wake_.notify_all();
+      if (post(job)) wake_helpers();
       job.timed_first_claim();
     }
     job.work();
@@ -230,7 +233,10 @@ class Pool {
     std::lock_guard<std::mutex> lock(mutex_);
     try {
       while (workers_ < job.helpers_wanted) {
-        std::thread([this] { worker_loop(); }).detach();
+        handles_.reserve(handles_.size() + 1);  // no throw once the thread runs
+        std::thread worker([this] { worker_loop(); });
+        handles_.push_back(worker.native_handle());
+        worker.detach();
         ++workers_;
       }
     } catch (const std::system_error&) {
@@ -240,6 +246,32 @@ class Pool {
     jobs_.push_back(&job);
     posted_.fetch_add(1, std::memory_order_release);
     return sleeping_ > 0;
+  }
+
+  void wake_helpers() {
+    steer_helpers();
+    wake_.notify_all();
+  }
+
+  // Keeps the helpers off the caller's CPU, where a woken helper can only take turns with
+  // the caller. The kernel of the 2-vCPU EPYC VM of 2026-12-07 (kernel.sched_vcpu_pack)
+  // put a thread woken after an idle spell on its waker's vCPU in 292 of 303 wake-ups
+  // (benchmarks/native/wake_cost.c). Allowed every CPU the caller may use but its own, it
+  // put none there, and 300 us of arithmetic split with the woken helper ran 1.55x faster
+  // than on one thread, against 0.93x. One system call a helper, made again only when the
+  // caller's CPU or its affinity has changed. A caller that may run on one CPU only
+  // leaves the helpers where they are.
+  void steer_helpers() {
+    const int cpu = sched_getcpu();
+    cpu_set_t others;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || pthread_getaffinity_np(pthread_self(), sizeof others, &others) != 0) return;
+    CPU_CLR(cpu, &others);
+    if (CPU_COUNT(&others) == 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (steered_workers_ == handles_.size() && CPU_EQUAL(&others, &steered_to_)) return;
+    for (pthread_t helper : handles_) pthread_setaffinity_np(helper, sizeof others, &others);
+    steered_to_ = others;
+    steered_workers_ = handles_.size();
   }
 
   void worker_loop() {
@@ -296,6 +328,10 @@ class Pool {
   std::condition_variable wake_;
   std::deque<Job*> jobs_;
   int workers_ = 0;  // started, detached threads running worker_loop
+  std::vector<pthread_t> handles_;  // theirs (they never exit)
+  // The CPUs every helper was last allowed (steer_helpers), and how many helpers then.
+  cpu_set_t steered_to_{};
+  size_t steered_workers_ = 0;
   int sleeping_ = 0;  // workers waiting on wake_ (guarded by mutex_)
   std::atomic<uint64_t> posted_{0};  // jobs posted so far: what polling workers watch
   // When the last job ended (ticks_now()): a job posted soon after is one of a stream.

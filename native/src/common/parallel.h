@@ -42,10 +42,14 @@ bool set_num_threads(int n);
 // After an idle spell it costs far more on some VMs (benchmarks/native/wake_cost.c): on the
 // 2-vCPU AMD EPYC VM of 2026-12-06 the signal took the caller 11-70 us and, after 3 ms of
 // both threads sleeping, a second thread sped up 1 ms of arithmetic by 0.98x (1.73x when
-// the caller had been busy), so a call that follows a pause gains little from a helper:
+// the caller had been busy), so a call that followed a pause gained little from a helper:
 // that VM's kernel (kernel.sched_vcpu_pack) woke the helper on the caller's own vCPU in 281
-// of 303 such passes. benchmarks/ladder.ts times each op's first two-thread sizes. Calls
-// back to back do not pay it: a helper polls for the next job for 50 us before it sleeps.
+// of 303 such passes. So the pool wakes its helpers allowed every CPU of the caller's but
+// the caller's own (parallel.cc, steer_helpers): then none ran there, and after 3 ms of
+// sleep, 3 passes of 100 us ran 1.15-1.16x faster on two threads than on one, against
+// 0.90-0.91x unsteered (wake_cost.c, 2026-12-07). benchmarks/ladder.ts times each op's first
+// two-thread sizes. Calls back to back do not pay the wake-up: a helper polls for the next
+// job for 50 us before it sleeps.
 // A job that finds the helpers asleep wakes them only if it is one of a stream (posted
 // within 500 us of the last job's end: woken at once) or has about 300 us of work left
 // after its first chunk, which the caller runs and times (parallel.cc, kStreamGap and
