@@ -3,7 +3,8 @@
 // time, slow ones one by one) and however many callers share the pool at once; a call
 // with fewer chunks than min_chunks_per_thread per thread runs on the calling thread. Small
 // jobs back to back (a stream) get helpers even though none of them alone wakes one, and
-// a large job after an idle spell wakes them, off the caller's CPU.
+// a large job after an idle spell wakes them, off the caller's CPU; parallel_parts wakes
+// them before the caller runs its own part.
 #include <sched.h>
 
 #include <atomic>
@@ -16,8 +17,8 @@
 
 namespace {
 
-// Runs parallel_for over `chunks` chunks that each spin `spin` iterations and returns
-// whether each ran exactly once.
+// Runs parallel_for over `chunks` chunks (parallel_parts where min_chunks_per_thread is 0)
+// that each spin `spin` iterations and returns whether each ran exactly once.
 bool each_once(int64_t chunks, int spin, int64_t min_chunks_per_thread = 1) {
   std::vector<std::atomic<int>> runs(static_cast<size_t>(chunks));
   for (auto& r : runs) r.store(0);
@@ -26,7 +27,11 @@ bool each_once(int64_t chunks, int spin, int64_t min_chunks_per_thread = 1) {
     for (int i = 0; i < spin; ++i) sink = sink + i;
     runs[static_cast<size_t>(c)].fetch_add(1);
   };
-  tirl::parallel_for(chunks, body, min_chunks_per_thread);
+  if (min_chunks_per_thread == 0) {
+    tirl::parallel_parts(chunks, body);
+  } else {
+    tirl::parallel_for(chunks, body, min_chunks_per_thread);
+  }
   for (auto& r : runs) {
     if (r.load() != 1) return false;
   }
@@ -85,12 +90,34 @@ int main() {
           elsewhere.load() - steered.load(), elsewhere.load());
   }
 
+  // Parts after an idle spell run at once: the helper is woken before the caller runs its
+  // own part, and takes another.
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) {
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> elsewhere{0};
+    auto part = [&](int64_t) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      elsewhere += std::this_thread::get_id() != caller;
+    };
+    for (int attempt = 0; attempt < 20 && elsewhere.load() == 0; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      tirl::parallel_parts(2, part);
+    }
+    CHECK(elsewhere.load() > 0, "no part of 20 pairs of 2 ms parts after an idle spell ran on a helper");
+  }
+
   for (int threads : {1, 2, 3, 8}) {
     tirl::set_num_threads(threads);
     for (int64_t chunks : {0, 1, 2, 3, 7, 64, 1000, 100000}) {
       for (int spin : {0, 50, 20000}) {
         if (chunks * spin > 200'000'000) continue;
         CHECK(each_once(chunks, spin), "threads %d, %lld chunks, spin %d", threads, static_cast<long long>(chunks), spin);
+        if (chunks <= 8) {
+          CHECK(each_once(chunks, spin, 0), "parallel_parts: threads %d, %lld parts, spin %d", threads,
+                static_cast<long long>(chunks), spin);
+        }
       }
     }
   }

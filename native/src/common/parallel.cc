@@ -51,23 +51,25 @@ constexpr std::chrono::microseconds kCallerSpin{50};
 constexpr std::chrono::microseconds kHelperPoll{50};
 
 // The least work a job must hold for the caller to wake a sleeping helper: one thread's
-// time for the chunks left after the caller's first chunk, which it times. On the EPYC VM
-// of 2026-12-07, in calls made after milliseconds of other work (the bench's cold cases),
-// the kernel put the woken helper on the caller's own vCPU in half the wake-ups or more (it
-// then preempted the caller, and the two took turns on one CPU), and a helper that got a
-// vCPU of its own joined 38-47 us late (quartiles). Memory-bound calls of 0.1-0.4 ms that
-// woke it ran 0.88-0.96x of one thread; calls of about 0.4 ms, 0.96-1.10x. At 500 us the
-// bench's cold estimators (0.3-0.4 ms) read 0.95-1.21x, at 300 us 0.97-1.22x. (Measured
-// before the helpers were steered off the caller's vCPU: steer_helpers.)
-constexpr std::chrono::microseconds kMinWakeWork{300};
+// time for the chunks left after the caller's first chunk, which it times. Set with
+// benchmarks/ladder.ts --cold (2 threads vs 1, one call after each cache sweep, medians of
+// 41-61 paired rounds) on the EPYC VM of 2026-12-07, the helpers steered off the caller's
+// vCPU (steer_helpers): at 100 us, ppoLoss of 64 x 2048 tokens read 1.13-1.19x (0.95-1.01x
+// at 300 us), and no size of ppoLoss, sapo, clip_cov, gae, the optimal-token baseline,
+// reinforce_plus_plus, rolloutCorrection or tokenLogprobs read below 0.95x. At 60 us (80 us
+// memory-bound) groupAdvantages, feedbackMask and sequenceLogprobs read 0.87-0.94x at some
+// sizes. Before the steering the kernel put the woken helper on the caller's own vCPU in
+// half the wake-ups or more, and 300 us (720 us memory-bound) was the least that paid.
+constexpr std::chrono::microseconds kMinWakeWork{100};
 
 // kMinWakeWork for a memory-bound job (Scaling::kMemory). A helper saves at most
 // 1 - 1/g of the time left, g being what a second thread speeds the job up by: about 2
 // for arithmetic, and for a job that streams memory the ratio of two threads' bandwidth
-// to one's, 1.26 on the EPYC VM (STREAM copy 29.6 / 23.5 GB/s). The same saving then
-// takes 0.5 / 0.21 = 2.4 times the work. There, cold sequenceLogprobs of 1M tokens
-// (0.4 ms) read 0.94-0.96x of one thread with a helper woken at 300 us.
-constexpr std::chrono::microseconds kMinWakeWorkMemoryBound{720};
+// to one's, 1.26-1.65 on the EPYC VM (STREAM copy). The same saving then takes more work.
+// At 150 us (the ladder above): dpoLoss of 98,304-262,144 pairs read 1.20-1.46x,
+// sequenceLogprobs of 512 x 2048 tokens 1.11-1.43x, grpo and rloo of 384-512 x 2048
+// 1.02-1.24x (about 1.00x at 720 us, where they stayed on one thread); none below 0.95x.
+constexpr std::chrono::microseconds kMinWakeWorkMemoryBound{150};
 
 // A job posted within this time of the previous job's end is one of a stream of calls (a
 // training step's kernels back to back): its wake-up keeps the helpers polling through the
@@ -115,18 +117,16 @@ struct Job {
   alignas(kCacheLineBytes) std::atomic<int64_t> finished{0};
   alignas(kCacheLineBytes) std::atomic<int64_t> claim{1};  // chunks a claim takes (work)
   alignas(kCacheLineBytes) int helpers_wanted;  // pool threads that may join, besides the caller
-  std::chrono::microseconds min_wake_work;      // kMinWakeWork or kMinWakeWorkMemoryBound
+  std::chrono::microseconds min_wake_work;      // kMinWakeWork, kMinWakeWorkMemoryBound or 0
   int helpers_joined = 0;  // guarded by the pool's mutex
   // Helpers still inside work(); changed under done_mutex, read without it while spinning.
   std::atomic<int> helpers_active{0};
   std::mutex done_mutex;
   std::condition_variable done;
 
-  Job(ChunkBody b, int64_t n, int helpers, Scaling scaling)
-      : body(b),
-        num_chunks(n),
-        helpers_wanted(helpers),
-        min_wake_work(scaling == Scaling::kMemory ? kMinWakeWorkMemoryBound : kMinWakeWork) {}
+  // min_wake: 0 wakes sleeping helpers at once (parallel_parts).
+  Job(ChunkBody b, int64_t n, int helpers, std::chrono::microseconds min_wake)
+      : body(b), num_chunks(n), helpers_wanted(helpers), min_wake_work(min_wake) {}
 
   // Claims and runs runs of chunks until none is left. Returns after its last chunk.
   // A claim is `claim` chunks: one until the caller has timed its first chunk, then as many
@@ -188,7 +188,7 @@ class Pool {
  public:
   void run(Job& job) {
     const bool in_stream = ticks_now() - last_end_.load(std::memory_order_relaxed) < ticks(kStreamGap);
-    if (!in_stream) {
+    if (!in_stream && job.min_wake_work.count() > 0) {
       // Every helper sleeps (they poll for kHelperPoll < kStreamGap after a job) and is
       // woken only when the chunks left after the caller's first, timed, pay for it
       // (job.min_wake_work). Decided before the job is posted: one too small runs on the
@@ -203,7 +203,7 @@ class Pool {
       if (post(job)) wake_helpers();
     } else {
       // Helpers still polling see `posted_` change and join at once; sleeping ones are
-      // woken at once, for a job of a stream.
+      // woken at once, for a job of a stream or of parts.
       if (post(job)) wake_helpers();
       job.timed_first_claim();
     }
@@ -361,7 +361,19 @@ void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thr
     for (int64_t c = 0; c < num_chunks; ++c) body(c);
     return;
   }
-  Job job(body, num_chunks, static_cast<int>(threads - 1), scaling);
+  Job job(body, num_chunks, static_cast<int>(threads - 1),
+          scaling == Scaling::kMemory ? kMinWakeWorkMemoryBound : kMinWakeWork);
+  pool().run(job);
+}
+
+void parallel_parts(int64_t num_parts, ChunkBody body) {
+  if (num_parts <= 0) return;
+  const int64_t threads = std::min<int64_t>(num_threads(), num_parts);
+  if (threads <= 1) {
+    for (int64_t p = 0; p < num_parts; ++p) body(p);
+    return;
+  }
+  Job job(body, num_parts, static_cast<int>(threads - 1), std::chrono::microseconds{0});
   pool().run(job);
 }
 

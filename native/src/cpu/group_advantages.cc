@@ -233,7 +233,7 @@ void normalize_scattered(const float* rewards, int64_t num_rewards, const int32_
       out_of_memory.store(true, std::memory_order_relaxed);
     }
   };
-  parallel_for(parts, scales);
+  parallel_parts(parts, scales);
   if (out_of_memory.load(std::memory_order_relaxed)) throw std::bad_alloc();
   const auto scattered_advantages = TIRL_SIMD_SELECT(scattered_advantages);
   auto advantages_of = [&](int64_t chunk) {
