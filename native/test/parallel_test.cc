@@ -3,8 +3,8 @@
 // time, slow ones one by one) and however many callers share the pool at once; a call
 // with fewer chunks than min_chunks_per_thread per thread runs on the calling thread. Small
 // jobs back to back (a stream) get helpers even though none of them alone wakes one, and
-// a large job after an idle spell wakes them, off the caller's CPU; parallel_parts wakes
-// them before the caller runs its own part.
+// a large job after an idle spell wakes them, off the caller's CPU (up to 15 helpers);
+// parallel_parts wakes them before the caller runs its own part.
 #include <sched.h>
 
 #include <atomic>
@@ -143,6 +143,33 @@ int main() {
     }
     for (auto& c : callers) c.join();
     CHECK(bad.load() == 0, "%d concurrent calls ran a chunk other than once", bad.load());
+  }
+
+  // A pool of more than 15 helpers is not steered: its helpers, the earlier ones steered
+  // above included, may run wherever the caller may.
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) {
+    tirl::set_num_threads(17);
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> elsewhere{0}, everywhere{0};
+    auto body = [&](int64_t) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(500);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      if (std::this_thread::get_id() == caller) return;
+      ++elsewhere;
+      cpu_set_t mine;
+      everywhere += sched_getaffinity(0, sizeof(mine), &mine) == 0 && CPU_EQUAL(&mine, &cpus);
+    };
+    tirl::parallel_for(64, body, 1);  // starts the 16 helpers
+    elsewhere = 0;
+    everywhere = 0;
+    for (int attempt = 0; attempt < 20 && elsewhere.load() == 0; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // they sleep
+      tirl::parallel_for(64, body, 1);
+    }
+    CHECK(elsewhere.load() > 0, "no chunk of 20 jobs of 32 ms after an idle spell ran on a helper");
+    CHECK(everywhere.load() == elsewhere.load(), "%d of %d chunks of a pool of 16 helpers ran on a helper steered",
+          elsewhere.load() - everywhere.load(), elsewhere.load());
   }
 
   if (failures == 0) printf("parallel_for: ok\n");
