@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "check.h"
@@ -36,6 +37,29 @@ bool each_once(int64_t chunks, int spin, int64_t min_chunks_per_thread = 1) {
     if (r.load() != 1) return false;
   }
   return true;
+}
+
+// Jobs whose chunks each spin for `chunk`, run by run(body), each after an idle spell (the
+// helpers asleep), up to 20 until one has run a chunk on a helper. Returns how many chunks
+// of that job ran on helpers, and how many of those with an affinity `expected` accepts.
+template <class Run, class Expected>
+std::pair<int, int> helper_chunks_after_idle(std::chrono::microseconds chunk, Run run, Expected expected) {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0}, as_expected{0};
+  auto body = [&](int64_t) {
+    const auto until = std::chrono::steady_clock::now() + chunk;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    if (std::this_thread::get_id() == caller) return;
+    ++elsewhere;
+    cpu_set_t mine;
+    as_expected += sched_getaffinity(0, sizeof(mine), &mine) == 0 && expected(mine);
+  };
+  for (int attempt = 0; attempt < 20 && elsewhere.load() == 0; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    run(body);
+  }
+  return {elsewhere.load(), as_expected.load()};
 }
 
 }  // namespace
@@ -66,46 +90,25 @@ int main() {
   // one with milliseconds of work left wakes the sleeping helper, which takes chunks. The
   // helper was woken allowed every CPU of the caller's but one (the caller's own).
   if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) {
-    const std::thread::id caller = std::this_thread::get_id();
-    std::atomic<int> elsewhere{0}, steered{0};
-    auto body = [&](int64_t) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(500);
-      while (std::chrono::steady_clock::now() < until) {
-      }
-      if (std::this_thread::get_id() == caller) return;
-      ++elsewhere;
-      cpu_set_t mine;
-      if (sched_getaffinity(0, sizeof(mine), &mine) == 0) {
-        cpu_set_t both;
-        CPU_AND(&both, &mine, &cpus);
-        steered += CPU_COUNT(&mine) == CPU_COUNT(&cpus) - 1 && CPU_EQUAL(&both, &mine);
-      }
-    };
-    for (int attempt = 0; attempt < 20 && elsewhere.load() == 0; ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the helper sleeps
-      tirl::parallel_for(32, body, 1);
-    }
-    CHECK(elsewhere.load() > 0, "no chunk of 20 jobs of 16 ms after an idle spell ran on a helper");
-    CHECK(steered.load() == elsewhere.load(), "%d of %d helper chunks ran allowed other than the caller's CPUs but one",
-          elsewhere.load() - steered.load(), elsewhere.load());
+    const auto [on_helpers, steered] = helper_chunks_after_idle(
+        std::chrono::microseconds(500), [](auto& body) { tirl::parallel_for(32, body, 1); },
+        [&](const cpu_set_t& mine) {
+          cpu_set_t both;
+          CPU_AND(&both, &mine, &cpus);
+          return CPU_COUNT(&mine) == CPU_COUNT(&cpus) - 1 && CPU_EQUAL(&both, &mine);
+        });
+    CHECK(on_helpers > 0, "no chunk of 20 jobs of 16 ms after an idle spell ran on a helper");
+    CHECK(steered == on_helpers, "%d of %d helper chunks ran allowed other than the caller's CPUs but one",
+          on_helpers - steered, on_helpers);
   }
 
   // Parts after an idle spell run at once: the helper is woken before the caller runs its
   // own part, and takes another.
   if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) {
-    const std::thread::id caller = std::this_thread::get_id();
-    std::atomic<int> elsewhere{0};
-    auto part = [&](int64_t) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
-      while (std::chrono::steady_clock::now() < until) {
-      }
-      elsewhere += std::this_thread::get_id() != caller;
-    };
-    for (int attempt = 0; attempt < 20 && elsewhere.load() == 0; ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      tirl::parallel_parts(2, part);
-    }
-    CHECK(elsewhere.load() > 0, "no part of 20 pairs of 2 ms parts after an idle spell ran on a helper");
+    const int on_helpers = helper_chunks_after_idle(
+        std::chrono::milliseconds(2), [](auto& part) { tirl::parallel_parts(2, part); },
+        [](const cpu_set_t&) { return true; }).first;
+    CHECK(on_helpers > 0, "no part of 20 pairs of 2 ms parts after an idle spell ran on a helper");
   }
 
   for (int threads : {1, 2, 3, 8}) {
@@ -149,27 +152,14 @@ int main() {
   // above included, may run wherever the caller may.
   if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) {
     tirl::set_num_threads(17);
-    const std::thread::id caller = std::this_thread::get_id();
-    std::atomic<int> elsewhere{0}, everywhere{0};
-    auto body = [&](int64_t) {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(500);
-      while (std::chrono::steady_clock::now() < until) {
-      }
-      if (std::this_thread::get_id() == caller) return;
-      ++elsewhere;
-      cpu_set_t mine;
-      everywhere += sched_getaffinity(0, sizeof(mine), &mine) == 0 && CPU_EQUAL(&mine, &cpus);
-    };
-    tirl::parallel_for(64, body, 1);  // starts the 16 helpers
-    elsewhere = 0;
-    everywhere = 0;
-    for (int attempt = 0; attempt < 20 && elsewhere.load() == 0; ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // they sleep
-      tirl::parallel_for(64, body, 1);
-    }
-    CHECK(elsewhere.load() > 0, "no chunk of 20 jobs of 32 ms after an idle spell ran on a helper");
-    CHECK(everywhere.load() == elsewhere.load(), "%d of %d chunks of a pool of 16 helpers ran on a helper steered",
-          elsewhere.load() - everywhere.load(), elsewhere.load());
+    each_once(64, 200);
+    each_once(64, 200);  // one of a stream: posted, it starts the 16 helpers
+    const auto [on_helpers, unsteered] = helper_chunks_after_idle(
+        std::chrono::microseconds(500), [](auto& body) { tirl::parallel_for(64, body, 1); },
+        [&](const cpu_set_t& mine) { return CPU_EQUAL(&mine, &cpus) != 0; });
+    CHECK(on_helpers > 0, "no chunk of 20 jobs of 32 ms after an idle spell ran on a helper");
+    CHECK(unsteered == on_helpers, "%d of %d chunks of a pool of 16 helpers ran on a helper steered",
+          on_helpers - unsteered, on_helpers);
   }
 
   if (failures == 0) printf("parallel_for: ok\n");

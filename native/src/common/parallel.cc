@@ -200,11 +200,11 @@ class Pool {
         last_end_.store(ticks_now(), std::memory_order_relaxed);
         return;
       }
-      if (post(job)) wake_helpers();
+      if (post(job, /*steer=*/true)) wake_.notify_all();
     } else {
       // Helpers still polling see `posted_` change and join at once; sleeping ones are
       // woken at once, for a job of a stream or of parts.
-      if (post(job)) wake_helpers();
+      if (post(job, /*steer=*/false)) wake_.notify_all();
       job.timed_first_claim();
     }
     job.work();
@@ -227,9 +227,12 @@ class Pool {
   }
 
  private:
-  // Queues `job` for the helpers (starting those it wants that do not exist yet). Returns
-  // whether some helper sleeps, to be woken.
-  bool post(Job& job) {
+  // Queues `job` for the helpers (starting those it wants that do not exist yet), first
+  // steering them off the caller's CPU (steer_helpers) where `steer` says so or some helper
+  // sleeps: under the lock, before any helper can take the job. (A job of a stream whose
+  // helpers still poll skips the steering's system calls.) Returns whether some helper
+  // sleeps, to be woken.
+  bool post(Job& job, bool steer) {
     std::lock_guard<std::mutex> lock(mutex_);
     try {
       while (workers_ < job.helpers_wanted) {
@@ -243,14 +246,10 @@ class Pool {
       // No more threads (a process or container limit): the job runs on the workers there
       // are, the caller taking every chunk no helper takes. Results do not change.
     }
+    if (steer || sleeping_ > 0) steer_helpers();
     jobs_.push_back(&job);
     posted_.fetch_add(1, std::memory_order_release);
     return sleeping_ > 0;
-  }
-
-  void wake_helpers() {
-    steer_helpers();
-    wake_.notify_all();
   }
 
   // Keeps the helpers off the caller's CPU, where a woken helper can only take turns with
@@ -263,10 +262,9 @@ class Pool {
   // leaves the helpers where they are. A pool of more than kMaxSteeredHelpers helpers gets
   // the caller's whole affinity instead (once): there a caller that moves between CPUs
   // would pay a call for each helper at each wake-up (about 2.5 us a call on the VM), more
-  // than the work a wake-up is made for.
+  // than the work a wake-up is made for. Called under mutex_.
   void steer_helpers() {
     constexpr size_t kMaxSteeredHelpers = 15;
-    std::lock_guard<std::mutex> lock(mutex_);
     const int cpu = sched_getcpu();
     cpu_set_t allowed;
     if (cpu < 0 || cpu >= CPU_SETSIZE || pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) != 0) return;
