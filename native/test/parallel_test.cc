@@ -151,9 +151,7 @@ int main() {
   // A pool of more than 15 helpers is not steered: its helpers, the earlier ones steered
   // above included, may run wherever the caller may.
   if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2) {
-    tirl::set_num_threads(17);
-    each_once(64, 200);
-    each_once(64, 200);  // one of a stream: posted, it starts the 16 helpers
+    tirl::set_num_threads(17);  // the first job posted starts the 16 helpers, then steers
     const auto [on_helpers, unsteered] = helper_chunks_after_idle(
         std::chrono::microseconds(500), [](auto& body) { tirl::parallel_for(64, body, 1); },
         [&](const cpu_set_t& mine) { return CPU_EQUAL(&mine, &cpus) != 0; });

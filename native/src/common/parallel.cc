@@ -347,6 +347,16 @@ Pool& pool() {
   return *instance;
 }
 
+// Runs the chunks on the calling thread alone (threads <= 1) or as a job of the pool.
+void run_chunks(int64_t num_chunks, ChunkBody body, int64_t threads, std::chrono::microseconds min_wake) {
+  if (threads <= 1) {
+    for (int64_t c = 0; c < num_chunks; ++c) body(c);
+    return;
+  }
+  Job job(body, num_chunks, static_cast<int>(threads - 1), min_wake);
+  pool().run(job);
+}
+
 }  // namespace
 
 int num_threads() { return configured_threads.load(std::memory_order_relaxed); }
@@ -360,25 +370,13 @@ bool set_num_threads(int n) {
 void parallel_for(int64_t num_chunks, ChunkBody body, int64_t min_chunks_per_thread, Scaling scaling) {
   if (num_chunks <= 0) return;
   const int64_t worth = num_chunks / std::max<int64_t>(1, min_chunks_per_thread);
-  const int64_t threads = std::min<int64_t>(num_threads(), worth);
-  if (threads <= 1) {
-    for (int64_t c = 0; c < num_chunks; ++c) body(c);
-    return;
-  }
-  Job job(body, num_chunks, static_cast<int>(threads - 1),
-          scaling == Scaling::kMemory ? kMinWakeWorkMemoryBound : kMinWakeWork);
-  pool().run(job);
+  run_chunks(num_chunks, body, std::min<int64_t>(num_threads(), worth),
+             scaling == Scaling::kMemory ? kMinWakeWorkMemoryBound : kMinWakeWork);
 }
 
 void parallel_parts(int64_t num_parts, ChunkBody body) {
   if (num_parts <= 0) return;
-  const int64_t threads = std::min<int64_t>(num_threads(), num_parts);
-  if (threads <= 1) {
-    for (int64_t p = 0; p < num_parts; ++p) body(p);
-    return;
-  }
-  Job job(body, num_parts, static_cast<int>(threads - 1), std::chrono::microseconds{0});
-  pool().run(job);
+  run_chunks(num_parts, body, std::min<int64_t>(num_threads(), num_parts), std::chrono::microseconds{0});
 }
 
 }  // namespace tirl
