@@ -176,10 +176,10 @@ struct AdvantagesCall {
   }
 
   Napi::Value result(Napi::Env env) {
-    Napi::Object r = Napi::Object::New(env);
-    set_property(r, "advantages", advantages_ref.Value());
-    if (returns.present) set_property(r, "returns", returns_ref.Value());
-    return r;
+    ResultObject r(env);
+    r.add("advantages", advantages_ref.Value());
+    if (returns.present) r.add("returns", returns_ref.Value());
+    return r.done();
   }
 };
 

@@ -252,6 +252,8 @@ class KeyCache : public PerEnvironment<KeyCache> {
         return napi_get_reference_value(env, maker.function, &function) == napi_ok ? function : nullptr;
       }
     }
+    // Bounded: rolloutCorrection's metrics have a list of names per choice of options.
+    if (cache->makers_.size() == kMostMakers) return nullptr;
     std::string source = "(function (";
     for (size_t i = 0; i < count; ++i) source += (i ? ", v" : "v") + std::to_string(i);
     source += ") { return {";
@@ -404,6 +406,7 @@ class KeyCache : public PerEnvironment<KeyCache> {
     uint32_t slot = 0;
   };
   static constexpr size_t kRecent = 512;
+  static constexpr size_t kMostMakers = 64;
   Recent recent_[kRecent];
 };
 
@@ -417,46 +420,30 @@ double NativeClock::seconds(clockid_t clock) {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-void set_property(Napi::Object object, const char* name, Napi::Value value) {
-  if (napi_value key = property_key(object.Env(), name)) {
-    if (napi_set_property(object.Env(), object, key, value) != napi_ok) {
-      throw Napi::Error::New(object.Env());
+Napi::Object result_object(Napi::Env env, napi_property_descriptor* properties, size_t count) {
+  if (count > kMostResultProperties) throw Napi::Error::New(env, "tirl: internal error: a result of too many properties");
+  const char* names[kMostResultProperties];
+  napi_value keys[kMostResultProperties];
+  for (size_t i = 0; i < count; ++i) names[i] = properties[i].utf8name;
+  if (napi_value maker = KeyCache::object_maker(env, names, count)) {
+    napi_value values[kMostResultProperties], undefined, object;
+    for (size_t i = 0; i < count; ++i) values[i] = properties[i].value;
+    if (napi_get_undefined(env, &undefined) == napi_ok &&
+        napi_call_function(env, undefined, maker, count, values, &object) == napi_ok) {
+      return Napi::Object(env, object);
     }
-    return;
+    throw Napi::Error::New(env);
   }
-  object.Set(name, value);
-}
-
-void ResultObject::add(const char* name, Napi::Value value) {
-  if (count_ == kMost) throw Napi::Error::New(env_, "tirl: internal error: a result of too many properties");
-  properties_[count_++] = {name, nullptr, nullptr, nullptr, nullptr, value, napi_default_jsproperty, nullptr};
-}
-
-void ResultObject::add(const char* name, double number) { add(name, Napi::Number::New(env_, number)); }
-
-Napi::Object ResultObject::done() {
-  const char* names[kMost];
-  napi_value keys[kMost];
-  for (size_t i = 0; i < count_; ++i) names[i] = properties_[i].utf8name;
-  if (napi_value maker = KeyCache::object_maker(env_, names, count_)) {
-    napi_value values[kMost], undefined, object;
-    for (size_t i = 0; i < count_; ++i) values[i] = properties_[i].value;
-    if (napi_get_undefined(env_, &undefined) == napi_ok &&
-        napi_call_function(env_, undefined, maker, count_, values, &object) == napi_ok) {
-      return Napi::Object(env_, object);
-    }
-    throw Napi::Error::New(env_);
-  }
-  KeyCache::keys(env_, names, count_, keys);
-  for (size_t i = 0; i < count_; ++i) {
+  KeyCache::keys(env, names, count, keys);
+  for (size_t i = 0; i < count; ++i) {
     if (keys[i] != nullptr) {  // else the descriptor makes the key from utf8name
-      properties_[i].name = keys[i];
-      properties_[i].utf8name = nullptr;
+      properties[i].name = keys[i];
+      properties[i].utf8name = nullptr;
     }
   }
-  Napi::Object object = Napi::Object::New(env_);
-  if (napi_define_properties(env_, object, count_, properties_) != napi_ok) {
-    throw Napi::Error::New(env_);
+  Napi::Object object = Napi::Object::New(env);
+  if (napi_define_properties(env, object, count, properties) != napi_ok) {
+    throw Napi::Error::New(env);
   }
   return object;
 }
@@ -1124,12 +1111,17 @@ Napi::Value Options::member_of(Napi::Object object, const char* name) {
 }
 
 Napi::Object Options::out_object() {
-  Napi::Value out;
-  if (!present("out", &out)) return Napi::Object();
-  if (!out.IsObject() || out.IsArray() || out.IsTypedArray()) {
-    type_error("an object of output arrays", "out", out);
+  // Read once a call, however many outputs it has: each read of a cold call costs ~1 us.
+  if (!out_read_) {
+    Napi::Value out;
+    out_read_ = true;
+    if (!present("out", &out)) return Napi::Object();
+    if (!out.IsObject() || out.IsArray() || out.IsTypedArray()) {
+      type_error("an object of output arrays", "out", out);
+    }
+    out_ = out;
   }
-  return out.As<Napi::Object>();
+  return out_ == nullptr ? Napi::Object() : Napi::Object(env_, out_);
 }
 
 double Options::number(const char* name, double fallback) {

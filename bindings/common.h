@@ -45,21 +45,33 @@ Napi::Value new_typed_array(Napi::Env env, const char* type, int64_t length, con
 // `name` (a string literal or static table entry: it must outlive the environment's calls)
 // as a property key, made once per environment; nullptr where Node-API fails.
 napi_value property_key(Napi::Env env, const char* name);
-// object[name] = value with the cached key: results are built on every call.
-void set_property(Napi::Object object, const char* name, Napi::Value value);
 
-// A result object built in one Node-API call (napi_define_properties) from cached keys:
-// setting its properties one by one cost three calls each, on every op call.
+// An object of `count` properties (their utf8name and value), made by one call of a
+// JavaScript object literal compiled once per list of names (KeyCache::object_maker);
+// napi_define_properties with cached keys where the names are not identifiers. Setting
+// the properties one by one through Node-API walked V8's shape transitions a property at a
+// time: about 1,800 x86 instructions each, and 15 us of a cold 1,024-element dpoLoss call
+// of 49 us (its six properties, 2026-12-07). At most kMostResultProperties.
+constexpr size_t kMostResultProperties = 256;
+Napi::Object result_object(Napi::Env env, napi_property_descriptor* properties, size_t count);
+
+// An op's result object, built by result_object. Names are string literals or static table
+// entries (property_key's contract: the maker of a list of names is found by its pointers).
 //   ResultObject r(env); r.add("loss", 0.5); r.add("grad", array); return r.done();
+template <size_t kMost = 16>
 class ResultObject {
+  static_assert(kMost <= kMostResultProperties, "a result of too many properties");
+
  public:
   explicit ResultObject(Napi::Env env) : env_(env) {}
-  void add(const char* name, Napi::Value value);
-  void add(const char* name, double number);
-  Napi::Object done();
+  void add(const char* name, Napi::Value value) {
+    if (count_ == kMost) throw Napi::Error::New(env_, "tirl: internal error: a result of too many properties");
+    properties_[count_++] = {name, nullptr, nullptr, nullptr, nullptr, value, napi_default_jsproperty, nullptr};
+  }
+  void add(const char* name, double number) { add(name, Napi::Number::New(env_, number)); }
+  Napi::Object done() { return result_object(env_, properties_, count_); }
 
  private:
-  static constexpr size_t kMost = 16;
   Napi::Env env_;
   napi_property_descriptor properties_[kMost];
   size_t count_ = 0;
@@ -418,6 +430,8 @@ class Options {
   };
   std::string expected_text(const ReadArray& read) const;
   std::vector<ReadArray> read_arrays_;
+  bool out_read_ = false;
+  napi_value out_ = nullptr;  // the `out` object once read (nullptr: absent)
   bool device_arrays_allowed_ = false;
   tirl_device device_{TIRL_DEVICE_CPU, 0, nullptr};
   std::string placed_by_;  // label of the first array read, which fixed device_

@@ -43,14 +43,14 @@ struct DpoLossCall {
   }
 
   Napi::Value result(Napi::Env env) {
-    Napi::Object r = Napi::Object::New(env);
-    set_property(r, "loss", Napi::Number::New(env, totals.loss));
-    set_property(r, "gradChosen", grad_chosen_ref.Value());
-    set_property(r, "gradRejected", grad_rejected_ref.Value());
-    set_property(r, "chosenRewards", chosen_rewards_ref.Value());
-    set_property(r, "rejectedRewards", rejected_rewards_ref.Value());
-    set_property(r, "rewardAccuracy", Napi::Number::New(env, totals.reward_accuracy));
-    return r;
+    ResultObject r(env);
+    r.add("loss", totals.loss);
+    r.add("gradChosen", grad_chosen_ref.Value());
+    r.add("gradRejected", grad_rejected_ref.Value());
+    r.add("chosenRewards", chosen_rewards_ref.Value());
+    r.add("rejectedRewards", rejected_rewards_ref.Value());
+    r.add("rewardAccuracy", totals.reward_accuracy);
+    return r.done();
   }
 };
 

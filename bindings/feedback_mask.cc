@@ -32,10 +32,10 @@ struct FeedbackMaskCall {
   }
 
   Napi::Value result(Napi::Env env) {
-    Napi::Object r = Napi::Object::New(env);
-    set_property(r, "mask", mask_ref.Value());
-    set_property(r, "actionTokens", action_tokens_ref.Value());
-    return r;
+    ResultObject r(env);
+    r.add("mask", mask_ref.Value());
+    r.add("actionTokens", action_tokens_ref.Value());
+    return r.done();
   }
 };
 

@@ -16,6 +16,34 @@ const char* const kRsEnums[TIRL_ROLLOUT_RS_COUNT] = {
     "TIRL_ROLLOUT_RS_SEQ_MEAN_K1", "TIRL_ROLLOUT_RS_SEQ_MEAN_K2", "TIRL_ROLLOUT_RS_SEQ_MEAN_K3",
     "TIRL_ROLLOUT_RS_SEQ_MAX_K2",  "TIRL_ROLLOUT_RS_SEQ_MAX_K3"};
 
+// The metrics of one rollout_rs option, as verl names them after "rollout_rs_<option>_".
+enum class RsMetric {
+  mean, max, min, fraction_high, fraction_low, std, seq_mean, seq_std, seq_max, seq_min,
+  seq_max_deviation, seq_fraction_high, seq_fraction_low, masked_fraction, seq_masked_fraction, count
+};
+constexpr const char* kRsMetricNames[static_cast<int>(RsMetric::count)] = {
+    "mean", "max", "min", "fraction_high", "fraction_low", "std", "seq_mean", "seq_std", "seq_max",
+    "seq_min", "seq_max_deviation", "seq_fraction_high", "seq_fraction_low", "masked_fraction",
+    "seq_masked_fraction"};
+
+// The most metrics a call returns: 16 of the importance weights, those of every rejection
+// option, 2 of the rejection as a whole and 13 of the mismatch.
+constexpr size_t kMostMetrics = 16 + TIRL_ROLLOUT_RS_COUNT * static_cast<size_t>(RsMetric::count) + 2 + 13;
+
+// "rollout_rs_<option>_<metric>", made once: a result's names must be stable pointers.
+const char* rs_key(int option, RsMetric metric) {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> all;
+    for (const char* name : kRsNames) {
+      for (const char* metric_name : kRsMetricNames) {
+        all.push_back(std::string("rollout_rs_") + name + "_" + metric_name);
+      }
+    }
+    return all;
+  }();
+  return keys[option * static_cast<int>(RsMetric::count) + static_cast<int>(metric)].c_str();
+}
+
 struct RolloutCorrectionCall {
   tirl_device device = tirl_cpu();
   ArrayView<float> logp, rollout_logp, weights;
@@ -115,79 +143,76 @@ struct RolloutCorrectionCall {
   }
 
   Napi::Value result(Napi::Env env) {
-    Napi::Object metrics = Napi::Object::New(env);
-    const auto set = [&](const std::string& key, double value) {
-      metrics.Set(key, Napi::Number::New(env, value));
-    };
+    ResultObject<kMostMetrics> metrics(env);
     const tirl_rollout_correction_result& r = stats;
     if (options.rollout_is != TIRL_ROLLOUT_IS_NONE) {
-      set("rollout_is_mean", r.rollout_is_mean);
-      set("rollout_is_max", r.rollout_is_max);
-      set("rollout_is_min", r.rollout_is_min);
-      set("rollout_is_std", r.rollout_is_std);
-      set("rollout_is_eff_sample_size", r.rollout_is_eff_sample_size);
-      set("rollout_is_ratio_fraction_high", r.rollout_is_ratio_fraction_high);
-      set("rollout_is_ratio_fraction_low", r.rollout_is_ratio_fraction_low);
-      set("rollout_is_seq_mean", r.rollout_is_seq_mean);
-      set("rollout_is_seq_std", r.rollout_is_seq_std);
-      set("rollout_is_seq_max", r.rollout_is_seq_max);
-      set("rollout_is_seq_min", r.rollout_is_seq_min);
-      set("rollout_is_seq_max_deviation", r.rollout_is_seq_max_deviation);
-      set("rollout_is_seq_fraction_high", r.rollout_is_seq_fraction_high);
-      set("rollout_is_seq_fraction_low", r.rollout_is_seq_fraction_low);
-      if (options.rollout_is_threshold_lower > 0) set("rollout_is_oob_ratio", r.rollout_is_oob_ratio);
+      metrics.add("rollout_is_mean", r.rollout_is_mean);
+      metrics.add("rollout_is_max", r.rollout_is_max);
+      metrics.add("rollout_is_min", r.rollout_is_min);
+      metrics.add("rollout_is_std", r.rollout_is_std);
+      metrics.add("rollout_is_eff_sample_size", r.rollout_is_eff_sample_size);
+      metrics.add("rollout_is_ratio_fraction_high", r.rollout_is_ratio_fraction_high);
+      metrics.add("rollout_is_ratio_fraction_low", r.rollout_is_ratio_fraction_low);
+      metrics.add("rollout_is_seq_mean", r.rollout_is_seq_mean);
+      metrics.add("rollout_is_seq_std", r.rollout_is_seq_std);
+      metrics.add("rollout_is_seq_max", r.rollout_is_seq_max);
+      metrics.add("rollout_is_seq_min", r.rollout_is_seq_min);
+      metrics.add("rollout_is_seq_max_deviation", r.rollout_is_seq_max_deviation);
+      metrics.add("rollout_is_seq_fraction_high", r.rollout_is_seq_fraction_high);
+      metrics.add("rollout_is_seq_fraction_low", r.rollout_is_seq_fraction_low);
+      if (options.rollout_is_threshold_lower > 0) metrics.add("rollout_is_oob_ratio", r.rollout_is_oob_ratio);
       if (options.rollout_is_batch_normalize) {
-        set("rollout_is_batch_norm_factor", r.rollout_is_batch_norm_factor);
+        metrics.add("rollout_is_batch_norm_factor", r.rollout_is_batch_norm_factor);
       }
     }
     for (int option = 0; option < TIRL_ROLLOUT_RS_COUNT; ++option) {
       if ((options.rollout_rs & (1u << option)) == 0) continue;
       const tirl_rollout_rs_stats& m = r.rollout_rs[option];
-      const std::string prefix = std::string("rollout_rs_") + kRsNames[option] + "_";
-      set(prefix + "mean", m.mean);
-      set(prefix + "max", m.max);
-      set(prefix + "min", m.min);
-      set(prefix + "fraction_high", m.fraction_high);
-      set(prefix + "fraction_low", m.fraction_low);
-      set(prefix + "std", m.std);
-      set(prefix + "seq_mean", m.seq_mean);
-      set(prefix + "seq_std", m.seq_std);
-      set(prefix + "seq_max", m.seq_max);
-      set(prefix + "seq_min", m.seq_min);
-      set(prefix + "seq_max_deviation", m.seq_max_deviation);
-      set(prefix + "seq_fraction_high", m.seq_fraction_high);
+      const auto add = [&](RsMetric metric, double value) { metrics.add(rs_key(option, metric), value); };
+      add(RsMetric::mean, m.mean);
+      add(RsMetric::max, m.max);
+      add(RsMetric::min, m.min);
+      add(RsMetric::fraction_high, m.fraction_high);
+      add(RsMetric::fraction_low, m.fraction_low);
+      add(RsMetric::std, m.std);
+      add(RsMetric::seq_mean, m.seq_mean);
+      add(RsMetric::seq_std, m.seq_std);
+      add(RsMetric::seq_max, m.seq_max);
+      add(RsMetric::seq_min, m.seq_min);
+      add(RsMetric::seq_max_deviation, m.seq_max_deviation);
+      add(RsMetric::seq_fraction_high, m.seq_fraction_high);
       if (option % 3 == 0 && option < 9) {  // k1: verl logs it for ratio bounds only
-        set(prefix + "seq_fraction_low", m.seq_fraction_low);
+        add(RsMetric::seq_fraction_low, m.seq_fraction_low);
       }
-      set(prefix + "masked_fraction", m.masked_fraction);
-      set(prefix + "seq_masked_fraction", m.seq_masked_fraction);
+      add(RsMetric::masked_fraction, m.masked_fraction);
+      add(RsMetric::seq_masked_fraction, m.seq_masked_fraction);
     }
     if (options.rollout_rs != 0) {
-      set("rollout_rs_masked_fraction", r.rollout_rs_masked_fraction);
-      set("rollout_rs_seq_masked_fraction", r.rollout_rs_seq_masked_fraction);
+      metrics.add("rollout_rs_masked_fraction", r.rollout_rs_masked_fraction);
+      metrics.add("rollout_rs_seq_masked_fraction", r.rollout_rs_seq_masked_fraction);
     }
-    set("training_ppl", r.training_ppl);
-    set("training_log_ppl", r.training_log_ppl);
-    set("kl", r.kl);
-    set("k3_kl", r.k3_kl);
-    set("rollout_ppl", r.rollout_ppl);
-    set("rollout_log_ppl", r.rollout_log_ppl);
-    set("log_ppl_diff", r.log_ppl_diff);
-    set("log_ppl_abs_diff", r.log_ppl_abs_diff);
-    set("log_ppl_diff_max", r.log_ppl_diff_max);
-    set("log_ppl_diff_min", r.log_ppl_diff_min);
-    set("ppl_ratio", r.ppl_ratio);
-    set("chi2_token", r.chi2_token);
-    set("chi2_seq", r.chi2_seq);
+    metrics.add("training_ppl", r.training_ppl);
+    metrics.add("training_log_ppl", r.training_log_ppl);
+    metrics.add("kl", r.kl);
+    metrics.add("k3_kl", r.k3_kl);
+    metrics.add("rollout_ppl", r.rollout_ppl);
+    metrics.add("rollout_log_ppl", r.rollout_log_ppl);
+    metrics.add("log_ppl_diff", r.log_ppl_diff);
+    metrics.add("log_ppl_abs_diff", r.log_ppl_abs_diff);
+    metrics.add("log_ppl_diff_max", r.log_ppl_diff_max);
+    metrics.add("log_ppl_diff_min", r.log_ppl_diff_min);
+    metrics.add("ppl_ratio", r.ppl_ratio);
+    metrics.add("chi2_token", r.chi2_token);
+    metrics.add("chi2_seq", r.chi2_seq);
 
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("weights", weights_ref.Value());
-    out.Set("mask", mask_ref.Value());
-    out.Set("stats", metrics);
-    out.Set("maskedTokens", Napi::Number::New(env, static_cast<double>(r.masked_tokens)));
-    out.Set("validSeqs", Napi::Number::New(env, static_cast<double>(r.valid_seqs)));
-    out.Set("nonFinite", Napi::Number::New(env, static_cast<double>(r.non_finite)));
-    return out;
+    ResultObject out(env);
+    out.add("weights", weights_ref.Value());
+    out.add("mask", mask_ref.Value());
+    out.add("stats", metrics.done());
+    out.add("maskedTokens", static_cast<double>(r.masked_tokens));
+    out.add("validSeqs", static_cast<double>(r.valid_seqs));
+    out.add("nonFinite", static_cast<double>(r.non_finite));
+    return out.done();
   }
 };
 

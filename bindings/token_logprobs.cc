@@ -64,10 +64,10 @@ struct TokenLogprobsCall {
   }
 
   Napi::Value result(Napi::Env env) {
-    Napi::Object r = Napi::Object::New(env);
-    set_property(r, "logp", logp_ref.Value());
-    if (with_entropy) set_property(r, "entropy", entropy_ref.Value());
-    return r;
+    ResultObject r(env);
+    r.add("logp", logp_ref.Value());
+    if (with_entropy) r.add("entropy", entropy_ref.Value());
+    return r.done();
   }
 };
 

@@ -127,6 +127,18 @@ describe('rolloutCorrection', () => {
     }
   });
 
+  it('names its stats right for more option sets than the binding compiles result literals for', () => {
+    // The binding builds a result with a JavaScript object literal compiled once per list of
+    // names, for at most 64 lists (bindings/common.cc, KeyCache::object_maker); each set of
+    // rejection options has its own list, and past the 64th the result is built by
+    // napi_define_properties instead. Both must give the reference's keys and values.
+    const batch = randomBatch(new Random(13), 12, 20, 0.2);
+    for (let bits = 1; bits <= 80; bits++) {
+      const chosen = ALL_OPTIONS.filter((_, i) => (bits >> i) & 1);
+      check({ ...batch, rolloutIs: bits % 2 ? 'token' : 'sequence', rolloutRs: chosen, rolloutRsThreshold: 2 }, `options ${chosen.join(',')}`);
+    }
+  });
+
   it('matches the reference on long sequences (many blocks and lanes of the CPU walk), every mode', () => {
     // Sequences up to 3000 tokens: the CPU walks 256-token blocks in 8 (AVX-512) or 4 / 2
     // lanes; a clamped log-ratio and a NaN deep inside take its rare paths.
