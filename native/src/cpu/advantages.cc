@@ -181,11 +181,21 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
   };
   const bool extent = advantages::reads_mask_summary(e);
   const auto mask_extent = TIRL_SIMD_SELECT(mask_extent);
-  over_sequences([&](int64_t s) {
+  auto summarize = [&](int64_t s) {
     // advantages::summarize, its mask scan vectorised.
     summary[s] = advantages::summarize_score(p, s, seq_offsets[s], seq_offsets[s + 1]);
     if (extent) mask_extent(p.mask, &summary[s]);
-  }, extent || p.token_rewards != nullptr ? p.num_tokens : num_seqs);
+  };
+  const bool whiten_from_sequences = advantages::whitens_sequence_values(p);
+  // The backward recurrences read a sequence's summary only in its own chunk of the token
+  // pass (and the token baselines' group pass after it): there each chunk summarises its
+  // sequences first, so their masks (and token rewards) come from memory once, not once
+  // for a pass of summaries and again for the token pass, and the call makes one parallel
+  // pass fewer. Every other estimator needs all summaries before its token pass.
+  const bool summary_in_token_pass = !whiten_from_sequences && !advantages::is_outcome(e);
+  if (!summary_in_token_pass) {
+    over_sequences(summarize, extent || p.token_rewards != nullptr ? p.num_tokens : num_seqs);
+  }
 
   std::vector<int32_t> members;
   std::vector<int64_t> group_start;
@@ -229,7 +239,6 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
     seq_adv.resize(static_cast<size_t>(num_seqs));
     for (int64_t s = 0; s < num_seqs; ++s) seq_adv[s] = advantages::reinforce_constant(p, s);
   }
-  const bool whiten_from_sequences = advantages::whitens_sequence_values(p);
   // The whitening statistics (advantages::Moments), per chunk of kChunk tokens, or of
   // advantages::kSeqsPerWhitenChunk sequences where whiten_from_sequences. gae and
   // reinforce_plus_plus take those of a token chunk that lies within one chunk of sequences
@@ -277,6 +286,7 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       const int64_t first = chunk * kSeqsPerChunk;
       const int64_t count = std::min(num_seqs - first, kSeqsPerChunk);
       const SequenceSummary* q = summary.data() + first;
+      for (int64_t s = first; s < first + count; ++s) summarize(s);
       if (e == TIRL_ADV_REINFORCE_PLUS_PLUS) {
         interleaved_token_pass(p, q, first, count, [&p](const SequenceSummary& sq, int64_t s, int64_t t, Recurrence& r) {
           advantages::reinforce_step(p, sq, s, t, r);
