@@ -42,9 +42,10 @@ describe('option keys', () => {
     });
   }
 
-  it('reads the own keys of any plain options object: long, many, non-enumerable, null-prototype, holding a NUL', async () => {
-    // The binding lists an object's own keys in one string (NUL-separated, with their count):
-    // past its 256-byte buffer, a key holding a NUL, and keys that are not enumerable.
+  it('reads the own keys of any plain options object: long, many, non-enumerable, null-prototype, holding a NUL, not ASCII', async () => {
+    // The binding copies an object's own keys into a buffer of 2,048 bytes (NUL after each)
+    // and reads the options by them; its copy past 256 bytes, keys past the buffer, a key
+    // holding a NUL or not ASCII (then read key by key), and keys that are not enumerable.
     const ppo = CALLS.ppoLoss;
     const expected = op('ppoLoss')(ppo);
     const misspelt = (key: string) => new RegExp(`^ppoLoss: Expected no option named '${key.replace('\0', '\\0')}' \\(ppoLoss reads `);
@@ -58,6 +59,48 @@ describe('option keys', () => {
     assert.deepEqual(op('ppoLoss')(hidden), op('ppoLoss')({ ...ppo, clipLow: 0.5 }));
     const bare = Object.assign(Object.create(null) as Record<string, unknown>, ppo, { kLcoef: 1 });
     await throwsBoth('ppoLoss', bare, TypeError, misspelt('kLcoef'));
+    const past: Record<string, unknown> = { ...ppo };
+    for (let i = 0; i < 40; ++i) past[`${'a_key_long_enough_to_fill_the_buffer_'.repeat(2)}${i}`] = undefined;
+    assert.deepEqual(op('ppoLoss')({ ...past, clipLow: 0.5 }), op('ppoLoss')({ ...ppo, clipLow: 0.5 }));
+    await throwsBoth('ppoLoss', { ...past, kLcoef: 1 }, TypeError, misspelt('kLcoef'));
+    await throwsBoth('ppoLoss', { ...ppo, clipLöw: 0.3 }, TypeError, misspelt('clipLöw'));
+    assert.deepEqual(op('ppoLoss')({ ...ppo, clipLöw: undefined, clipLow: 0.5 }), op('ppoLoss')({ ...ppo, clipLow: 0.5 }));
+  });
+
+  it('reads the options of a call that a Proxy trap makes while another call lists its keys', () => {
+    // The binding lists a call's keys into one buffer per environment; a call made from an
+    // ownKeys trap while the buffer is being written reads its own options key by key.
+    const ppo = CALLS.ppoLoss;
+    const dpo = CALLS.dpoLoss;
+    let inner: unknown;
+    const outer = new Proxy({ ...ppo, clipLow: 0.5 }, {
+      ownKeys(target) {
+        inner = op('dpoLoss')({ ...dpo, beta: 0.5 });
+        return Reflect.ownKeys(target);
+      },
+    });
+    assert.deepEqual(op('ppoLoss')(outer), op('ppoLoss')({ ...ppo, clipLow: 0.5 }));
+    assert.deepEqual(inner, op('dpoLoss')({ ...dpo, beta: 0.5 }));
+    assert.throws(() => op('ppoLoss')(new Proxy({ ...ppo }, {
+      ownKeys() {
+        op('dpoLoss')({ ...dpo, betta: 1 });
+        return [];
+      },
+    })), /^TypeError: dpoLoss: Expected no option named 'betta'/);
+    // The same while the keys' bytes are written (user code run by a patched builtin).
+    const charCodeAt = String.prototype.charCodeAt;
+    let patched: unknown;
+    String.prototype.charCodeAt = function (this: string, index: number) {
+      String.prototype.charCodeAt = charCodeAt;
+      patched = op('dpoLoss')({ ...dpo, beta: 0.5 });
+      return charCodeAt.call(this, index);
+    };
+    try {
+      assert.deepEqual(op('ppoLoss')({ ...ppo, clipLow: 0.5 }), op('ppoLoss')({ ...ppo, clipLow: 0.5 }));
+    } finally {
+      String.prototype.charCodeAt = charCodeAt;
+    }
+    assert.deepEqual(patched, inner);
   });
 
   it('tokenLogprobsBackward refuses the forward-only withEntropy', async () => {
