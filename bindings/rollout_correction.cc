@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <iterator>
 
 #include "common.h"
 
@@ -16,32 +17,48 @@ const char* const kRsEnums[TIRL_ROLLOUT_RS_COUNT] = {
     "TIRL_ROLLOUT_RS_SEQ_MEAN_K1", "TIRL_ROLLOUT_RS_SEQ_MEAN_K2", "TIRL_ROLLOUT_RS_SEQ_MEAN_K3",
     "TIRL_ROLLOUT_RS_SEQ_MAX_K2",  "TIRL_ROLLOUT_RS_SEQ_MAX_K3"};
 
-// The metrics of one rollout_rs option, as verl names them after "rollout_rs_<option>_".
-enum class RsMetric {
-  mean, max, min, fraction_high, fraction_low, std, seq_mean, seq_std, seq_max, seq_min,
-  seq_max_deviation, seq_fraction_high, seq_fraction_low, masked_fraction, seq_masked_fraction, count
+// The metrics of one rollout_rs option, in verl's order, as it names them after
+// "rollout_rs_<option>_".
+struct RsMetric {
+  const char* name;
+  double tirl_rollout_rs_stats::*value;
 };
-constexpr const char* kRsMetricNames[static_cast<int>(RsMetric::count)] = {
-    "mean", "max", "min", "fraction_high", "fraction_low", "std", "seq_mean", "seq_std", "seq_max",
-    "seq_min", "seq_max_deviation", "seq_fraction_high", "seq_fraction_low", "masked_fraction",
-    "seq_masked_fraction"};
+constexpr RsMetric kRsMetrics[] = {
+    {"mean", &tirl_rollout_rs_stats::mean},
+    {"max", &tirl_rollout_rs_stats::max},
+    {"min", &tirl_rollout_rs_stats::min},
+    {"fraction_high", &tirl_rollout_rs_stats::fraction_high},
+    {"fraction_low", &tirl_rollout_rs_stats::fraction_low},
+    {"std", &tirl_rollout_rs_stats::std},
+    {"seq_mean", &tirl_rollout_rs_stats::seq_mean},
+    {"seq_std", &tirl_rollout_rs_stats::seq_std},
+    {"seq_max", &tirl_rollout_rs_stats::seq_max},
+    {"seq_min", &tirl_rollout_rs_stats::seq_min},
+    {"seq_max_deviation", &tirl_rollout_rs_stats::seq_max_deviation},
+    {"seq_fraction_high", &tirl_rollout_rs_stats::seq_fraction_high},
+    {"seq_fraction_low", &tirl_rollout_rs_stats::seq_fraction_low},
+    {"masked_fraction", &tirl_rollout_rs_stats::masked_fraction},
+    {"seq_masked_fraction", &tirl_rollout_rs_stats::seq_masked_fraction},
+};
+constexpr size_t kRsMetricCount = std::size(kRsMetrics);
+constexpr size_t kSeqFractionLow = 12;
+static_assert(kRsMetrics[kSeqFractionLow].value == &tirl_rollout_rs_stats::seq_fraction_low,
+              "kSeqFractionLow is seq_fraction_low's place in kRsMetrics");
 
 // The most metrics a call returns: 16 of the importance weights, those of every rejection
 // option, 2 of the rejection as a whole and 13 of the mismatch.
-constexpr size_t kMostMetrics = 16 + TIRL_ROLLOUT_RS_COUNT * static_cast<size_t>(RsMetric::count) + 2 + 13;
+constexpr size_t kMostMetrics = 16 + TIRL_ROLLOUT_RS_COUNT * kRsMetricCount + 2 + 13;
 
 // "rollout_rs_<option>_<metric>", made once: a result's names must be stable pointers.
-const char* rs_key(int option, RsMetric metric) {
+const char* rs_key(int option, size_t metric) {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> all;
     for (const char* name : kRsNames) {
-      for (const char* metric_name : kRsMetricNames) {
-        all.push_back(std::string("rollout_rs_") + name + "_" + metric_name);
-      }
+      for (const RsMetric& m : kRsMetrics) all.push_back(std::string("rollout_rs_") + name + "_" + m.name);
     }
     return all;
   }();
-  return keys[option * static_cast<int>(RsMetric::count) + static_cast<int>(metric)].c_str();
+  return keys[static_cast<size_t>(option) * kRsMetricCount + metric].c_str();
 }
 
 struct RolloutCorrectionCall {
@@ -168,24 +185,11 @@ struct RolloutCorrectionCall {
     for (int option = 0; option < TIRL_ROLLOUT_RS_COUNT; ++option) {
       if ((options.rollout_rs & (1u << option)) == 0) continue;
       const tirl_rollout_rs_stats& m = r.rollout_rs[option];
-      const auto add = [&](RsMetric metric, double value) { metrics.add(rs_key(option, metric), value); };
-      add(RsMetric::mean, m.mean);
-      add(RsMetric::max, m.max);
-      add(RsMetric::min, m.min);
-      add(RsMetric::fraction_high, m.fraction_high);
-      add(RsMetric::fraction_low, m.fraction_low);
-      add(RsMetric::std, m.std);
-      add(RsMetric::seq_mean, m.seq_mean);
-      add(RsMetric::seq_std, m.seq_std);
-      add(RsMetric::seq_max, m.seq_max);
-      add(RsMetric::seq_min, m.seq_min);
-      add(RsMetric::seq_max_deviation, m.seq_max_deviation);
-      add(RsMetric::seq_fraction_high, m.seq_fraction_high);
-      if (option % 3 == 0 && option < 9) {  // k1: verl logs it for ratio bounds only
-        add(RsMetric::seq_fraction_low, m.seq_fraction_low);
+      // verl logs seq_fraction_low for the ratio bounds (k1) only.
+      const bool k1 = option % 3 == 0 && option < 9;
+      for (size_t i = 0; i < kRsMetricCount; ++i) {
+        if (i != kSeqFractionLow || k1) metrics.add(rs_key(option, i), m.*kRsMetrics[i].value);
       }
-      add(RsMetric::masked_fraction, m.masked_fraction);
-      add(RsMetric::seq_masked_fraction, m.seq_masked_fraction);
     }
     if (options.rollout_rs != 0) {
       metrics.add("rollout_rs_masked_fraction", r.rollout_rs_masked_fraction);
