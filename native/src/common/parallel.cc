@@ -117,16 +117,13 @@ struct Job {
   alignas(kCacheLineBytes) std::atomic<int64_t> finished{0};
   alignas(kCacheLineBytes) std::atomic<int64_t> claim{1};  // chunks a claim takes (work)
   alignas(kCacheLineBytes) int helpers_wanted;  // pool threads that may join, besides the caller
-  std::chrono::microseconds min_wake_work;      // kMinWakeWork, kMinWakeWorkMemoryBound or 0
   int helpers_joined = 0;  // guarded by the pool's mutex
   // Helpers still inside work(); changed under done_mutex, read without it while spinning.
   std::atomic<int> helpers_active{0};
   std::mutex done_mutex;
   std::condition_variable done;
 
-  // min_wake: 0 wakes sleeping helpers at once (parallel_parts).
-  Job(ChunkBody b, int64_t n, int helpers, std::chrono::microseconds min_wake)
-      : body(b), num_chunks(n), helpers_wanted(helpers), min_wake_work(min_wake) {}
+  Job(ChunkBody b, int64_t n, int helpers) : body(b), num_chunks(n), helpers_wanted(helpers) {}
 
   // Claims and runs runs of chunks until none is left. Returns after its last chunk.
   // A claim is `claim` chunks: one until the caller has timed its first chunk, then as many
@@ -153,24 +150,24 @@ struct Job {
   double timed_first_claim() {
     const int64_t first = next.fetch_add(1, std::memory_order_relaxed);
     if (first >= num_chunks) return 0;
+    return first_claim_ran(first, timed_chunk(body, first));
+  }
+
+  // `body(chunk)`, timed: seconds.
+  static double timed_chunk(const ChunkBody& body, int64_t chunk) {
     const auto start = std::chrono::steady_clock::now();
-    body(first);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    body(chunk);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // The caller's first claim, chunk `first`, ran in `seconds`: sets `claim`, reports it, and
+  // returns timed_first_claim's estimate of the chunks left.
+  double first_claim_ran(int64_t first, double seconds) {
     const double wanted = std::ceil(kMinClaim.count() * 1e-6 / std::max(seconds, 1e-9));
     const int64_t share = std::max<int64_t>(1, num_chunks / (4 * (int64_t{helpers_wanted} + 1)));
     claim.store(std::min<int64_t>(share, static_cast<int64_t>(std::min(wanted, 1e9))), std::memory_order_relaxed);
     report(1);
     return seconds * static_cast<double>(num_chunks - 1 - first);
-  }
-
-  // Whether chunks that would take one thread `seconds_left` pay for waking a helper.
-  bool worth_waking(double seconds_left) const {
-    return seconds_left >= std::chrono::duration<double>(min_wake_work).count();
-  }
-
-  // The chunks after the caller's first, on the caller, for a job never posted.
-  void run_rest_alone() {
-    for (int64_t c = next.load(std::memory_order_relaxed); c < num_chunks; ++c) body(c);
   }
 
  private:
@@ -186,27 +183,20 @@ struct Job {
 // destroyed, so exit never waits on (or races with) a worker.
 class Pool {
  public:
-  void run(Job& job) {
-    const bool in_stream = ticks_now() - last_end_.load(std::memory_order_relaxed) < ticks(kStreamGap);
-    if (!in_stream && job.min_wake_work.count() > 0) {
-      // Every helper sleeps (they poll for kHelperPoll < kStreamGap after a job) and is
-      // woken only when the chunks left after the caller's first, timed, pay for it
-      // (job.min_wake_work). Decided before the job is posted: one too small runs on the
-      // caller alone, as on one thread, without the pool's mutex, queue and waits. From
-      // evicted caches their misses made such calls 2-3% slower than on one thread
-      // (cold feedbackMask of 1M tokens on the EPYC VM of 2026-12-07: 0.967x).
-      if (!job.worth_waking(job.timed_first_claim())) {
-        job.run_rest_alone();
-        last_end_.store(ticks_now(), std::memory_order_relaxed);
-        return;
-      }
-      if (post(job, /*steer=*/true)) wake_.notify_all();
-    } else {
-      // Helpers still polling see `posted_` change and join at once; sleeping ones are
-      // woken at once, for a job of a stream or of parts.
-      if (post(job, /*steer=*/false)) wake_.notify_all();
-      job.timed_first_claim();
-    }
+  // Whether the last job ended within kStreamGap: its helpers may still poll.
+  bool in_stream() const {
+    return ticks_now() - last_end_.load(std::memory_order_relaxed) < ticks(kStreamGap);
+  }
+  // A job's chunks all ran on the caller, the pool untouched (run_chunks).
+  void ran_alone() { last_end_.store(ticks_now(), std::memory_order_relaxed); }
+
+  // Runs `job` with the helpers. `first_ran`: the caller has run and timed its first claim
+  // (first_claim_ran) and chose to wake them; else the job is posted at once, where polling
+  // helpers see `posted_` change and join at once and sleeping ones are woken, for a job
+  // of a stream or of parts.
+  void run(Job& job, bool first_ran) {
+    if (post(job, /*steer=*/first_ran)) wake_.notify_all();
+    if (!first_ran) job.timed_first_claim();
     job.work();
     {
       // No new helper may pick the job up once the caller has drained it.
@@ -353,8 +343,30 @@ void run_chunks(int64_t num_chunks, ChunkBody body, int64_t threads, std::chrono
     for (int64_t c = 0; c < num_chunks; ++c) body(c);
     return;
   }
-  Job job(body, num_chunks, static_cast<int>(threads - 1), min_wake);
-  pool().run(job);
+  Pool& workers = pool();
+  if (min_wake.count() > 0 && !workers.in_stream()) {
+    // Every helper sleeps (they poll for kHelperPoll < kStreamGap after a job) and is woken
+    // only when the chunks left after the caller's first, timed, pay for it (min_wake).
+    // Decided before a job exists: one too small runs on the caller alone, as on one
+    // thread, without the job's cache lines, the pool's mutex, queue and waits. From
+    // evicted caches the pool's misses made such calls 2-3% slower than on one thread
+    // (cold feedbackMask of 1M tokens on the EPYC VM of 2026-12-07: 0.967x), and making the
+    // job first about 1% (cold dpoLoss of 32,768 pairs, on the caller alone either way:
+    // 0.977-0.980x, and 0.988-0.993x without; paired medians of 151 rounds).
+    const double seconds = Job::timed_chunk(body, 0);
+    if (seconds * static_cast<double>(num_chunks - 1) < std::chrono::duration<double>(min_wake).count()) {
+      for (int64_t c = 1; c < num_chunks; ++c) body(c);
+      workers.ran_alone();
+      return;
+    }
+    Job job(body, num_chunks, static_cast<int>(threads - 1));
+    job.next.store(1, std::memory_order_relaxed);
+    job.first_claim_ran(0, seconds);
+    workers.run(job, /*first_ran=*/true);
+    return;
+  }
+  Job job(body, num_chunks, static_cast<int>(threads - 1));
+  workers.run(job, /*first_ran=*/false);
 }
 
 }  // namespace

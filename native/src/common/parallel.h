@@ -53,7 +53,7 @@ bool set_num_threads(int n);
 // A job that finds the helpers asleep wakes them only if it is one of a stream (posted
 // within 500 us of the last job's end: woken at once) or has about 100 us of work left
 // after its first chunk, which the caller runs and times (parallel.cc, kStreamGap and
-// kMinWakeWork); otherwise the caller runs it alone, the job never posted to the pool.
+// kMinWakeWork); otherwise the caller runs it alone, no job made or posted to the pool.
 //
 // scaling: how the job speeds up with a second thread. A job that streams memory with
 // little arithmetic a byte (Scaling::kMemory: its `arithmetic cap` in the bench is several
