@@ -76,8 +76,13 @@ describe('PythonSandbox', () => {
   });
 
   after(async () => {
-    await Promise.all([sandbox.close(), quick.close()]);
-    await host.close();
+    // After a failed `before` (no bubblewrap) some are unset: close what was made, and the
+    // host whatever happened, so that the file ends.
+    try {
+      await Promise.all([pools?.normal.sandbox.close(), pools?.quick.sandbox.close()]);
+    } finally {
+      await host?.close();
+    }
   });
 
   for (const program of HOSTILE_PROGRAMS) {
@@ -348,8 +353,12 @@ describe('JavaScriptSandbox', () => {
   });
 
   after(async () => {
-    await Promise.all([pools.normal.sandbox.close(), pools.quick.sandbox.close()]);
-    await host.close();
+    // As PythonSandbox's: the file ends after a failed `before` too.
+    try {
+      await Promise.all([pools?.normal.sandbox.close(), pools?.quick.sandbox.close()]);
+    } finally {
+      await host?.close();
+    }
   });
 
   for (const program of HOSTILE_PROGRAMS) {
