@@ -380,11 +380,12 @@ class Options {
   // The own keys of a plain options object (its prototype Object.prototype or null), read
   // once when the call is made: an option it lacks is then known to be absent without
   // asking V8, which for the ~40 options of ppoLoss cost more than the kernel on 1,024
-  // tokens. Other objects (class instances, whose prototype may have getters) are read key
+  // tokens. Other objects (class instances, whose prototype may have getters), and plain
+  // ones whose keys are not ASCII, hold a NUL or pass KeyCache::kOwnNamesBytes, are read key
   // by key. Keys that a getter adds while the options are read, and values that a Proxy
   // invents for keys it does not list, are not seen.
   struct OwnKey {
-    const char* text;  // in own_names_ (the key's UTF-8, NUL-terminated)
+    const char* text;  // in own_names_inline_ or own_names_long_ (ASCII, NUL-terminated)
     uint64_t bit;      // own_key_bit(text): compared before the text
     bool read;
   };
