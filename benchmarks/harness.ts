@@ -333,6 +333,8 @@ export interface CaseResult {
    * cancels; the peers' medians are in `peers`.
    */
   threadsVsOne?: number;
+  /** threadsVsOne's interval over the rounds (medianRatioInterval). */
+  threadsVsOneInterval?: MedianInterval;
   callOverhead?: boolean;
   bandwidthTarget?: number;
 }
@@ -347,10 +349,52 @@ function median(sorted: number[]): number {
  * round: load that changes between rounds cancels, where a ratio of the two medians keeps it.
  */
 export function medianRatio(numerator: number[], denominator: number[]): number {
+  return median(roundRatios('medianRatio', numerator, denominator));
+}
+
+/** The rounds' ratios numerator[r] / denominator[r], sorted. */
+function roundRatios(caller: string, numerator: number[], denominator: number[]): number[] {
   if (numerator.length !== denominator.length || numerator.length === 0) {
-    throw new RangeError(`medianRatio: Expected two equal, non-empty lengths but received ${numerator.length} and ${denominator.length}`);
+    throw new RangeError(`${caller}: Expected two equal, non-empty lengths but received ${numerator.length} and ${denominator.length}`);
   }
-  return median(numerator.map((x, r) => x / denominator[r]).sort((a, b) => a - b));
+  return numerator.map((x, r) => x / denominator[r]).sort((a, b) => a - b);
+}
+
+/**
+ * An interval for a median from the samples' order statistics, `confidence` its coverage:
+ * what a median of the rounds may read in another run of the same rounds, where the
+ * samples are independent (a spell of load that lasts the whole case shifts every round
+ * alike, and the interval with it).
+ */
+export interface MedianInterval {
+  low: number;
+  high: number;
+  confidence: number;
+}
+
+/**
+ * {@link medianRatio}'s interval: the `k`-th smallest and largest of the rounds' ratios, `k`
+ * the largest for which [x_(k), x_(n+1-k)] covers the median with probability at least
+ * `level` (exactly, from the binomial distribution of the samples below the median,
+ * distribution-free). Fewer than 6 rounds cannot reach 95%: then it is the whole range,
+ * with the coverage it has.
+ */
+export function medianRatioInterval(numerator: number[], denominator: number[], level = 0.95): MedianInterval {
+  const sorted = roundRatios('medianRatioInterval', numerator, denominator);
+  const n = sorted.length;
+  // B ~ Binomial(n, 1/2), the samples below the median: [x_(k), x_(n+1-k)] misses it with
+  // probability 2 P(B <= k - 1). P(B = i) = C(n, i) 2^-n, in logs.
+  let logTerm = -n * Math.LN2;
+  let below = Math.exp(logTerm); // P(B <= k - 1), for k = 1
+  let k = 1;
+  for (let i = 1; i < n; i++) {
+    logTerm += Math.log(n - i + 1) - Math.log(i);
+    const next = below + Math.exp(logTerm);
+    if (2 * next > 1 - level) break;
+    below = next;
+    k = i + 1;
+  }
+  return { low: sorted[k - 1], high: sorted[n - k], confidence: 1 - 2 * below };
 }
 
 /** Our kernel on `threads` threads (the scaling row): `prepare` sets them, each sample restores `restore`. */
@@ -494,6 +538,7 @@ export async function measureCase(
   const oneThread = peers.findIndex((p) => p.kind === 'tirl-1thread');
   const walls = (p: number) => samples[p].map((s) => s.wall);
   const threadsVsOne = oneThread < 0 ? undefined : medianRatio(walls(oneThread), walls(0));
+  const threadsVsOneInterval = oneThread < 0 ? undefined : medianRatioInterval(walls(oneThread), walls(0));
   const copyMedian = stats[stats.length - 1].median;
   return {
     op: benchCase.op,
@@ -519,7 +564,7 @@ export async function measureCase(
     skipped,
     ...(mismatch === undefined ? {} : { mismatch }),
     ...(arithmeticMs === undefined ? {} : { arithmeticMs }),
-    ...(threadsVsOne === undefined ? {} : { threadsVsOne }),
+    ...(threadsVsOne === undefined ? {} : { threadsVsOne, threadsVsOneInterval }),
     ...(benchCase.callOverhead ? { callOverhead: true } : {}),
     ...(benchCase.bandwidthTarget === undefined ? {} : { bandwidthTarget: benchCase.bandwidthTarget }),
   };

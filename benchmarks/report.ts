@@ -1,7 +1,7 @@
 /** The outputs of `tirl bench`: a terminal table, a Markdown file and an SVG chart. */
 import type { TirlInfo } from '../lib/index.js';
 import type { CachePlan } from './cache.js';
-import type { CaseResult, PeerResult } from './harness.js';
+import type { CaseResult, MedianInterval, PeerResult } from './harness.js';
 import { SCALING_PASSES, type ScalingRow } from './scaling.js';
 
 /** What tirl_stream printed (benchmarks/native/stream.c), or why it did not run. */
@@ -95,8 +95,15 @@ export interface BenchReport {
 /** Issue 20: more threads must never be slower than one, within noise. */
 export const SCALING_FLOOR = 0.95;
 
-const SCALING_HEADER = ['case', 'size', '1 thread ms', 'threads ms', 'best vs best', 'median paired', `≥ ${SCALING_FLOOR}×`];
-const SCALING_RIGHT = [false, false, true, true, true, true, false];
+const SCALING_HEADER = ['case', 'size', '1 thread ms', 'threads ms', 'best vs best', 'median paired', '95% interval', `≥ ${SCALING_FLOOR}×`];
+const SCALING_RIGHT = [false, false, true, true, true, true, true, false];
+
+/** An interval of a median ratio, as "0.93–1.01×" (the confidence where short of 95%). */
+function interval(i: MedianInterval | undefined): string {
+  if (!i) return '–';
+  const short = i.confidence < 0.95 ? ` (${percent(i.confidence)})` : '';
+  return `${fixed(i.low, 2)}–${fixed(i.high, 2)}×${short}`;
+}
 
 function scalingRows(r: BenchReport): string[][] {
   return (r.scaling ?? []).map((row) => [
@@ -106,6 +113,7 @@ function scalingRows(r: BenchReport): string[][] {
     ms(row.threadsMs),
     `${fixed(row.ratio, 2)}×`,
     `${fixed(row.pairedRatio, 2)}×`,
+    interval(row.pairedInterval),
     row.pairedRatio >= SCALING_FLOOR ? 'yes' : 'NO',
   ]);
 }
@@ -119,8 +127,28 @@ function scalingSummary(r: BenchReport): string[] {
   const below = rows.filter((row) => row.pairedRatio < SCALING_FLOOR).length;
   return [
     `${rows[0].threads} threads vs 1 over ${rows.length} op sizes (median of ${rows[0].rounds} paired rounds each, in ${SCALING_PASSES} passes over the sizes): ` +
-      `lowest ${fixed(worst.pairedRatio, 2)}× (${worst.id}), ${below} below ${SCALING_FLOOR}×; ` +
-      `best vs best: lowest ${fixed(worstBest.ratio, 2)}× (${worstBest.id})`,
+      `lowest ${fixed(worst.pairedRatio, 2)}× (${worst.id}, 95% interval ${interval(worst.pairedInterval)}), ${below} below ${SCALING_FLOOR}×` +
+      `${belowBeyondNoise(rows.map((row) => row.pairedInterval))}; best vs best: lowest ${fixed(worstBest.ratio, 2)}× (${worstBest.id})`,
+  ];
+}
+
+/** ", N with the whole 95% interval below SCALING_FLOOR", for the verdict lines (nothing for a report without intervals). */
+function belowBeyondNoise(intervals: (MedianInterval | undefined)[]): string {
+  if (intervals.every((i) => i === undefined)) return '';
+  return `, ${intervals.filter((i) => i !== undefined && i.high < SCALING_FLOOR).length} with the whole 95% interval below it`;
+}
+
+/** The summary's "threads vs 1" column (cold and warm cases): its lowest, and which read below SCALING_FLOOR. */
+function caseThreadsLines(r: BenchReport): string[] {
+  const rows = r.cases.flatMap((c) => (c.threadsVsOne === undefined ? [] : [{ id: c.id, ratio: c.threadsVsOne, range: c.threadsVsOneInterval }]));
+  if (rows.length === 0) return [];
+  const worst = rows.reduce((a, b) => (b.ratio < a.ratio ? b : a));
+  const below = rows.filter((row) => row.ratio < SCALING_FLOOR);
+  const list = below.map((row) => `${row.id} ${fixed(row.ratio, 2)}× (${interval(row.range)})`).join(', ');
+  return [
+    `The summary's \`threads vs 1\` (median over each case's rounds, with its 95% interval): lowest ${fixed(worst.ratio, 2)}× ` +
+      `(${worst.id}, ${interval(worst.range)}); ${below.length} below ${SCALING_FLOOR}×${below.length > 0 ? ` (${list})` : ''}` +
+      `${belowBeyondNoise(rows.map((row) => row.range))}`,
   ];
 }
 
@@ -350,7 +378,7 @@ export function terminalReport(r: BenchReport): string {
   }
   out.push('Summary (speed-ups: the peer\'s median / ours; "threads vs 1": the median over rounds of our 1-thread time / ours)');
   out.push(table(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT));
-  out.push(...dtypeLines(r), ...overheadLines(r), '');
+  out.push(...dtypeLines(r), ...overheadLines(r), ...caseThreadsLines(r), '');
   if (r.scaling && r.scaling.length > 0) {
     out.push(`Threads vs 1 (${r.settings.threads} threads; verdict: the median over rounds of 1-thread time / ${r.settings.threads}-thread time)`);
     out.push(table(SCALING_HEADER, scalingRows(r), SCALING_RIGHT), ...scalingSummary(r), '');
@@ -378,7 +406,7 @@ export function markdownReport(r: BenchReport): string {
   out.push('`% copy` our kernel would reach if its bytes cost nothing: the copy\'s time over the case\'s arithmetic');
   out.push('alone (slices of it in the caches, one thread, scaled to the case and the threads; benchmarks/README.md).', cacheSentence(r), '');
   out.push(markdownTable(SUMMARY_HEADER, summaryRows(r), SUMMARY_RIGHT), '');
-  const notes = [...dtypeLines(r), ...overheadLines(r), ...scalingSummary(r)];
+  const notes = [...dtypeLines(r), ...overheadLines(r), ...caseThreadsLines(r), ...scalingSummary(r)];
   out.push(...notes.map((l) => `- ${l}`));
   if (notes.length > 0) out.push('');
   if (r.scaling && r.scaling.length > 0) {

@@ -18,7 +18,7 @@ import type { CacheSweeper } from './cache.js';
 import { dpoCase } from './dpo_loss.js';
 import { feedbackMaskCase } from './feedback_mask.js';
 import { groupCase, groupIdsCase } from './group_advantages.js';
-import { medianRatio, type BenchCase, type Peer, type Progress } from './harness.js';
+import { medianRatio, medianRatioInterval, type BenchCase, type MedianInterval, type Peer, type Progress } from './harness.js';
 import { policyLossCase, ppoCase } from './ppo_loss.js';
 import { rolloutCorrectionCase } from './rollout_correction.js';
 import { sequenceCase } from './sequence_logprobs.js';
@@ -89,6 +89,8 @@ export interface ScalingRow {
    * by ±15% between runs of the same code where neither side used a second thread.
    */
   pairedRatio: number;
+  /** pairedRatio's interval over the rounds (medianRatioInterval). */
+  pairedInterval: MedianInterval;
   rounds: number;
 }
 
@@ -172,6 +174,7 @@ export async function measureScaling(options: ScalingOptions, entries = scalingC
       threadsMs: Math.min(...many[i]) * 1e3,
       ratio: Math.min(...one[i]) / Math.min(...many[i]),
       pairedRatio: medianRatio(one[i], many[i]),
+      pairedInterval: medianRatioInterval(one[i], many[i]),
       rounds: options.rounds,
     }));
   } finally {

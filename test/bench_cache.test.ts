@@ -21,7 +21,7 @@ import {
 } from '../benchmarks/cache.js';
 import { firstSequences } from '../benchmarks/data.js';
 import { dpoCase } from '../benchmarks/dpo_loss.js';
-import { arithmeticMsOf, cCallPeer, currentThreads, measureCase, medianRatio, syncPeer, type BenchCase, type CCalls, type Peer } from '../benchmarks/harness.js';
+import { arithmeticMsOf, cCallPeer, currentThreads, measureCase, medianRatio, medianRatioInterval, syncPeer, type BenchCase, type CCalls, type Peer } from '../benchmarks/harness.js';
 import { SCALING_PASSES, measureScaling } from '../benchmarks/scaling.js';
 import { startTorch } from '../benchmarks/torch.js';
 import { setThreads } from '../lib/index.js';
@@ -202,6 +202,24 @@ describe('bench harness arithmetic alone', () => {
     assert.equal(medianRatio([3, 4, 1, 5, 4], [2, 2, 2, 4, 5]), 1.25);
     assert.equal(medianRatio([2, 6], [1, 2]), 2.5);
     assert.throws(() => medianRatio([1], [1, 2]), /^RangeError: medianRatio: Expected two equal, non-empty lengths but received 1 and 2$/);
+  });
+
+  it("gives the median's interval from the rounds' order statistics, its coverage exact", () => {
+    // 10 rounds: [x_(2), x_(9)] misses the median with probability 2 P(B <= 1), B ~
+    // Binomial(10, 1/2): 2 * 11 / 1024; [x_(3), x_(8)] would miss it with 2 * 56 / 1024 > 5%.
+    const one = [10, 9, 8, 7, 6, 5, 4, 3, 2, 1];
+    const ten = medianRatioInterval(one, one.map(() => 10));
+    assert.deepEqual(ten, { low: 0.2, high: 0.9, confidence: 1 - 22 / 1024 });
+    // 135 rounds (a cold case of the full bench): the 56th smallest and largest (Binomial(135, 1/2)).
+    const ratios = Array.from({ length: 135 }, (_, i) => 1 + i / 1000);
+    const cold = medianRatioInterval(ratios, ratios.map(() => 1));
+    assert.ok(Math.abs(cold.low - 1.055) < 1e-12 && Math.abs(cold.high - 1.079) < 1e-12, JSON.stringify(cold));
+    assert.ok(cold.confidence >= 0.95 && cold.confidence < 0.97, JSON.stringify(cold));
+    assert.ok(cold.low <= medianRatio(ratios, ratios.map(() => 1)) && medianRatio(ratios, ratios.map(() => 1)) <= cold.high);
+    // Fewer than 6 rounds cannot reach 95%: the whole range, with the coverage it has.
+    assert.deepEqual(medianRatioInterval([3, 1, 2, 5, 4], [1, 1, 1, 1, 1]), { low: 1, high: 5, confidence: 1 - 2 / 32 });
+    assert.deepEqual(medianRatioInterval([2], [4]), { low: 0.5, high: 0.5, confidence: 0 });
+    assert.throws(() => medianRatioInterval([], []), /^RangeError: medianRatioInterval: Expected two equal, non-empty lengths but received 0 and 0$/);
   });
 
   it('times the slices of u and 2u units on one thread, then restores the threads', async () => {

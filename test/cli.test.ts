@@ -80,7 +80,10 @@ describe('tirl command', () => {
       const r = tirl('bench', '--quick', '--ops', 'groupAdvantages', '--no-torch', '--reps', '1', '--cold-reps', '2', '--cold-above', String(coldAbove), '--json', '--out', out);
       assert.equal(r.code, 0, r.stderr);
       const report = JSON.parse(r.stdout) as {
-        cases: { id: string; bytes: number; cache: string; sweepMs?: number; peers: { kind: string; medianMs: number; copyShare: number; inner: number; samples: number }[] }[];
+        cases: {
+          id: string; bytes: number; cache: string; sweepMs?: number; peers: { kind: string; medianMs: number; copyShare: number; inner: number; samples: number }[];
+          threadsVsOne?: number; threadsVsOneInterval?: { low: number; high: number; confidence: number };
+        }[];
         settings: { reps: number; coldReps: number; cache: { coldAboveBytes: number; coldAboveFromFlag?: boolean; sweepBytes: number; sweepThreads: number } };
         torch: string;
       };
@@ -108,6 +111,11 @@ describe('tirl command', () => {
           for (const p of c.peers) assert.equal(p.samples, report.settings.reps, `${c.id} ${p.kind}`);
         }
         for (const p of c.peers) assert.ok(p.medianMs > 0 && Number.isFinite(p.copyShare), `${c.id} ${p.kind}`);
+        // "threads vs 1" and its interval over the rounds (two rounds: their range, 50%).
+        const interval = c.threadsVsOneInterval;
+        assert.ok(c.threadsVsOne !== undefined && interval !== undefined, c.id);
+        assert.ok(interval.low <= c.threadsVsOne && c.threadsVsOne <= interval.high, `${c.id} ${JSON.stringify(c)}`);
+        assert.equal(interval.confidence, c.cache === 'cold' ? 0.5 : 0, c.id);
       }
       assert.match(report.torch, /--no-torch/);
       const files = readdirSync(out).sort();
@@ -119,6 +127,7 @@ describe('tirl command', () => {
       assert.match(markdown, /^# tirl bench, CPU/);
       assert.match(markdown, /\(set by --cold-above; `cold` in the cache column\) are timed one call at a time, each call after a sweep that reads/);
       assert.match(markdown, /\| case \| cache \| tirl ms \|/);
+      assert.match(markdown, /- The summary's `threads vs 1` \(median over each case's rounds, with its 95% interval\): lowest \d+\.\d\d× \(groupAdvantages\/[^,]+, \d+\.\d\d–\d+\.\d\d× \((0|50)%\)\); \d+ below 0\.95×/);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
