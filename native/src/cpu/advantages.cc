@@ -44,9 +44,11 @@ struct SequenceValues {
 };
 
 // What the optimal-token baselines' group pass keeps per thread between calls
-// (thread_kept): a group's column sums and a member's path variances, each a sequence long.
+// (thread_kept): a group's column sums, and the path variances of the two members it walks
+// at once, each a sequence long.
 struct TokenBaselineSums {};
 struct TokenBaselineVariances {};
+struct TokenBaselineSecondVariances {};
 
 // The per-token loops run as vectors, compiled once per SIMD path (common/simd.h).
 #define TIRL_SIMD_KERNELS "cpu/advantages_kernels.inc"

@@ -424,10 +424,64 @@ TIRL_HD inline int64_t mask_run_end(const uint8_t* mask, int64_t t, int64_t end,
   while (t < end && (mask[t] != 0) == in) ++t;
   return t;
 }
-template <class Member, class Scratch, class Variances, class ToGo>
-TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summary, Member member,
-                                  int64_t count, Scratch scratch, Variances variances,
-                                  ToGo to_go) {
+// One member's term of column k: W, the member's running sum of path_variance up to its
+// token of the column, and G W there.
+TIRL_HD inline void add_to_column(ColumnSums& column, double g, double path) {
+  column.numerator += g * path;
+  column.denominator += path;
+}
+// Where a member's walk over its masked-in tokens stands: token t (masked in, or past
+// q.last), its column k and W so far.
+struct MemberWalk {
+  int64_t t;
+  int64_t k;
+  double path;
+};
+TIRL_HD inline MemberWalk member_walk(const SequenceSummary& q) { return MemberWalk{q.first, 0, 0.0}; }
+// Adds member q's terms from `at` to the end of its span: run by run of masked-in tokens.
+// The masked-out runs between them (tool outputs, about a third of a member's span) are
+// skipped 8 mask bytes at a time (mask_run_end), not token by token with a load, a test and
+// a branch each. A column is token q.first + k, or for tir the member's k-th masked-in token.
+template <class Variance, class ToGoOf>
+TIRL_HD void add_member_terms(const Problem& p, const SequenceSummary& q, bool tir, Variance variance, ToGoOf g,
+                              ColumnSums* sums, MemberWalk at) {
+  int64_t k = at.k;
+  double path = at.path;
+  for (int64_t t = at.t; t <= q.last;) {
+    const int64_t stop = mask_run_end(p.mask, t + 1, q.last + 1, true);
+    if (!tir) k = t - q.first;
+    for (; t < stop; ++t, ++k) {
+      path += variance(t);
+      add_to_column(sums[k], g(t), path);
+    }
+    t = mask_run_end(p.mask, t, q.last + 1, false);
+  }
+}
+// token_baseline_group's column sums, member by member in member order: each column takes
+// its members' terms in that order. A CPU kernel may walk several members at once in
+// another order of operations that keeps each column's (cpu/advantages_kernels.inc's
+// PairColumnSums); token_baseline_group_of takes either as `add_columns(sums)`.
+template <class Member, class Variances, class ToGo>
+struct MemberColumnSums {
+  const Problem* problem;
+  const SequenceSummary* summary;
+  Member member;
+  int64_t count;
+  Variances variances;
+  ToGo to_go;
+  TIRL_HD void operator()(ColumnSums* sums) const {
+    const bool tir = problem->estimator == TIRL_ADV_TIR_OPTIMAL_TOKEN_BASELINE;
+    for (int64_t j = 0; j < count; ++j) {
+      const SequenceSummary& q = summary[member(j)];
+      if (q.length == 0) continue;
+      add_member_terms(*problem, q, tir, variances(q), to_go(q, member(j)), sums, member_walk(q));
+    }
+  }
+};
+template <class Member, class Scratch, class AddColumns, class ToGo>
+TIRL_HD void token_baseline_group_of(const Problem& p, const SequenceSummary* summary, Member member,
+                                     int64_t count, Scratch scratch, AddColumns add_columns,
+                                     ToGo to_go) {
   const bool tir = p.estimator == TIRL_ADV_TIR_OPTIMAL_TOKEN_BASELINE;
   // tir leaves fully masked members out of the group; the other counts them.
   auto counts = [&](const SequenceSummary& q) { return !tir || q.length > 0; };
@@ -462,28 +516,7 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
   if (baseline) {
     sums = scratch(summary[member(widest)].begin, columns);
     for (int64_t k = 0; k < columns; ++k) sums[k] = ColumnSums{0.0, 0.0};
-    for (int64_t j = 0; j < count; ++j) {
-      const SequenceSummary& q = summary[member(j)];
-      if (q.length == 0) continue;
-      const auto variance = variances(q);
-      const auto g = to_go(q, member(j));
-      double path = 0.0;
-      int64_t k = 0;
-      // Run by run of masked-in tokens (q.first starts one): the masked-out runs between
-      // them (tool outputs, about a third of a member's span) are skipped 8 mask bytes at
-      // a time (mask_run_end), not token by token with a load, a test and a branch each
-      // in a loop that W's chain of dependent adds already bounds.
-      for (int64_t t = q.first; t <= q.last;) {
-        const int64_t stop = mask_run_end(p.mask, t + 1, q.last + 1, true);
-        if (!tir) k = t - q.first;
-        for (; t < stop; ++t, ++k) {
-          path += variance(t);
-          sums[k].numerator += g(t) * path;
-          sums[k].denominator += path;
-        }
-        t = mask_run_end(p.mask, t, q.last + 1, false);
-      }
-    }
+    add_columns(sums);
   }
   // B_k once per column, in place of its numerator.
   for (int64_t k = 0; baseline && k < columns; ++k) {
@@ -527,6 +560,16 @@ TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summa
       t = stop;
     }
   }
+}
+
+// token_baseline_group_of with the column sums member by member (MemberColumnSums).
+template <class Member, class Scratch, class Variances, class ToGo>
+TIRL_HD void token_baseline_group(const Problem& p, const SequenceSummary* summary, Member member,
+                                  int64_t count, Scratch scratch, Variances variances,
+                                  ToGo to_go) {
+  token_baseline_group_of(p, summary, member, count, scratch,
+                          MemberColumnSums<Member, Variances, ToGo>{&p, summary, member, count, variances, to_go},
+                          to_go);
 }
 
 // G as the token pass left it in p.advantages.
