@@ -424,9 +424,10 @@ TIRL_HD inline int64_t mask_run_end(const uint8_t* mask, int64_t t, int64_t end,
   while (t < end && (mask[t] != 0) == in) ++t;
   return t;
 }
-// One member's term of column k: W, the member's running sum of path_variance up to its
-// token of the column, and G W there.
-TIRL_HD inline void add_to_column(ColumnSums& column, double g, double path) {
+// One member's token of column k: its W (`path`, the running sum of path_variance over its
+// masked-in tokens) grows by the token's `variance`, and the column takes W and G W.
+TIRL_HD inline void add_token(ColumnSums& column, double& path, double variance, double g) {
+  path += variance;
   column.numerator += g * path;
   column.denominator += path;
 }
@@ -450,10 +451,7 @@ TIRL_HD void add_member_terms(const Problem& p, const SequenceSummary& q, bool t
   for (int64_t t = at.t; t <= q.last;) {
     const int64_t stop = mask_run_end(p.mask, t + 1, q.last + 1, true);
     if (!tir) k = t - q.first;
-    for (; t < stop; ++t, ++k) {
-      path += variance(t);
-      add_to_column(sums[k], g(t), path);
-    }
+    for (; t < stop; ++t, ++k) add_token(sums[k], path, variance(t), g(t));
     t = mask_run_end(p.mask, t, q.last + 1, false);
   }
 }
