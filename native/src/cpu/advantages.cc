@@ -320,7 +320,11 @@ void advantages_cpu(const Problem& p, const int32_t* seq_offsets, const int32_t*
       try {  // parallel_for's bodies must not throw (thread_kept may): rethrown below
         const int64_t last = std::min(num_groups, (chunk + 1) * kGroupsPerChunk);
         for (int64_t g = chunk * kGroupsPerChunk; g < last; ++g) {
-          group(p, summary.data(), members.data() + group_start[g], group_start[g + 1] - group_start[g]);
+          // The next group's lines are fetched during this one where this thread takes it
+          // next (its chunk's): another chunk may go to another thread.
+          const bool has_next = g + 1 < last;
+          group(p, summary.data(), members.data() + group_start[g], group_start[g + 1] - group_start[g],
+                members.data() + group_start[g + 1], has_next ? group_start[g + 2] - group_start[g + 1] : 0);
         }
       } catch (const std::bad_alloc&) {
         out_of_memory.store(true, std::memory_order_relaxed);
