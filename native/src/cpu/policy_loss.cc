@@ -303,13 +303,42 @@ int64_t sample_run_start(int64_t w) {
   return w * kSampleSpacing + static_cast<int64_t>(weyl % static_cast<uint32_t>(kSampleSpacing - kSampleRun));
 }
 
-// f(first, count) for every sampled run that lies in the batch.
+// The sample in parts of kSampleRunsPerPart consecutive runs (windows), on the threads
+// (parts of at least kMinSampledTokensPerThread tokens a thread): f(part, first, count)
+// for every run of the part that lies in the batch, in order. A run's lines lie
+// kSampleSpacing tokens from the last run's, no stream that the hardware's prefetcher
+// follows, and each run's test waited on them: so each part also fetches, before a run,
+// the lines of the run kSampleRunsAhead later (logp, advantages, mask, and old_logp that
+// clip_cov's ratio test reads). On the calling thread alone, clip_cov's sample of
+// 512 x 2048 tokens took 89-133 us of a cold call (EPYC VM of 2026-12-07; its means pass
+// 300-460 us): 4 runs ahead took 54-74 us (8 runs 61 us, 16 runs 83 us).
+constexpr int64_t kSampleRunsAhead = 4;
+constexpr int64_t kSampleRunsPerPart = 64;
+constexpr int64_t kMinSampledTokensPerThread = 262144;
+int64_t sample_parts(int64_t num_tokens) {
+  return chunk_count(chunk_count(num_tokens, kSampleSpacing), kSampleRunsPerPart);
+}
 template <class F>
-void for_sample_runs(int64_t num_tokens, F f) {
-  for (int64_t w = 0; w * kSampleSpacing < num_tokens; ++w) {
-    const int64_t first = sample_run_start(w);
-    if (first < num_tokens) f(first, std::min(kSampleRun, num_tokens - first));
-  }
+void over_sample_parts(const Inputs& in, F f) {
+  const int64_t num_tokens = in.num_tokens;
+  const int64_t windows = chunk_count(num_tokens, kSampleSpacing);
+  auto body = [&](int64_t part) {
+    const int64_t last = std::min(windows, (part + 1) * kSampleRunsPerPart);
+    for (int64_t w = part * kSampleRunsPerPart; w < last; ++w) {
+      const int64_t later = w + kSampleRunsAhead;
+      if (later < last && sample_run_start(later) < num_tokens) {
+        const int64_t ahead = sample_run_start(later);
+        prefetch_to_l2(in.logp + ahead);
+        prefetch_to_l2(in.advantages + ahead);
+        prefetch_to_l2(in.mask + ahead);
+        prefetch_to_l2(in.old_logp + ahead);
+      }
+      const int64_t first = sample_run_start(w);
+      if (first < num_tokens) f(part, first, std::min(kSampleRun, num_tokens - first));
+    }
+  };
+  parallel_for(sample_parts(num_tokens), body,
+               min_chunks(kMinSampledTokensPerThread, kSampleRunsPerPart * kSampleSpacing));
 }
 
 // Of the sampled eligible tokens, how many must lie at or below the threshold: the expected
@@ -377,11 +406,21 @@ PickPlan plan_clip_cov(const Inputs& in, const tirl_policy_loss_options& o, cons
   plan.wanted = pick_count(plan.means.masked, o.clip_cov_ratio, false);
   plan.pass = {plan.means.logp, plan.means.advantage, static_cast<float>(o.clip_cov_lb),
                static_cast<float>(o.clip_cov_ub), pick_key_seed(o.seed), kEveryPickKey, 0};
-  int64_t sampled = 0, sampled_candidates = 0;
-  for_sample_runs(in.num_tokens, [&](int64_t first, int64_t count) {
-    for (int64_t t = first; t < first + count; ++t) sampled_candidates += clip_cov_candidate_at(in, plan, c, t);
-    sampled += count;
+  // Each part's sampled tokens and candidates, on a cache line of its own.
+  struct alignas(kCacheLineBytes) PartCounts {
+    int64_t sampled = 0, candidates = 0;
+  };
+  std::vector<PartCounts> parts(static_cast<size_t>(sample_parts(in.num_tokens)));
+  over_sample_parts(in, [&](int64_t part, int64_t first, int64_t count) {
+    PartCounts& n = parts[static_cast<size_t>(part)];
+    for (int64_t t = first; t < first + count; ++t) n.candidates += clip_cov_candidate_at(in, plan, c, t);
+    n.sampled += count;
   });
+  int64_t sampled = 0, sampled_candidates = 0;
+  for (const PartCounts& n : parts) {
+    sampled += n.sampled;
+    sampled_candidates += n.candidates;
+  }
   // A low estimate of the candidates: the sample's count less 6 standard deviations.
   const double sampled_count = static_cast<double>(sampled_candidates);
   const double low = (sampled_count - 6.0 * std::sqrt(sampled_count)) * static_cast<double>(in.num_tokens) /
@@ -433,15 +472,18 @@ PickPlan plan_kl_cov(const Inputs& in, const tirl_policy_loss_options& o) {
   plan.sampled = false;
   if (plan.means.masked == 0) return plan;
   const auto orders = TIRL_SIMD_SELECT(kl_cov_orders);
-  std::vector<uint32_t> sample;
-  for_sample_runs(in.num_tokens, [&](int64_t first, int64_t count) {
+  // Each part's sampled orders; the threshold is a rank among them all, whatever their order.
+  std::vector<std::vector<uint32_t>> parts(static_cast<size_t>(sample_parts(in.num_tokens)));
+  over_sample_parts(in, [&](int64_t part, int64_t first, int64_t count) {
     uint32_t order[kSampleRun];
     orders(in.logp + first, in.advantages + first, in.mask + first, count, plan.means.logp,
            plan.means.advantage, 0, order);
     for (int64_t j = 0; j < count; ++j) {
-      if (order[j] != 0xFFFFFFFFu) sample.push_back(order[j]);
+      if (order[j] != 0xFFFFFFFFu) parts[static_cast<size_t>(part)].push_back(order[j]);
     }
   });
+  std::vector<uint32_t> sample;
+  for (const auto& part : parts) sample.insert(sample.end(), part.begin(), part.end());
   const int64_t rank = sample_rank(plan.wanted, plan.means.masked, static_cast<int64_t>(sample.size()));
   if (rank < static_cast<int64_t>(sample.size())) {
     std::nth_element(sample.begin(), sample.begin() + rank, sample.end());
