@@ -145,6 +145,43 @@ describe('advantages', () => {
     }
   });
 
+  it('matches the reference where the recurrence lanes fetch the next set ahead, or a set is too large to', () => {
+    // The token pass of gae and reinforce_plus_plus takes chunks of 4 sets of 8 sequences,
+    // each set's walk fetching the next set of its chunk into L2 unless that set holds more
+    // than 256 KiB of the walk's arrays (cpu/advantages.cc, WalkPrefetch): 70 sequences
+    // (3 chunks, the last of 6 sequences), the first 24 of 200-1,200 tokens, then 40 of
+    // 3,500-4,500 (sets of ~390 KiB with returns), then 6 short ones.
+    const rng = new Random(47);
+    const mask: number[] = [];
+    const offsets = [0];
+    const lengths = [
+      ...Array.from({ length: 24 }, () => rng.int(200, 1201)),
+      ...Array.from({ length: 40 }, () => rng.int(3500, 4501)),
+      ...Array.from({ length: 6 }, () => rng.int(10, 40)),
+    ];
+    for (const length of lengths) {
+      for (let t = 0; t < length; t++) mask.push(t >= 8 && rng.next() < 0.7 ? 1 : 0);
+      offsets.push(mask.length);
+    }
+    const base = { mask: Uint8Array.from(mask), seqOffsets: Int32Array.from(offsets) };
+    const b = lengths.length;
+    const values = Float32Array.from(base.mask, () => rng.next() - 0.5);
+    const cases: [string, AdvantagesOptions][] = [
+      ['gae', { ...base, estimator: 'gae', rewards: sequenceRewards(rng, b), values, gamma: 0.99, lam: 0.95 }],
+      ['gae, token rewards', { ...base, estimator: 'gae', tokenRewards: Float32Array.from(base.mask, () => (rng.next() < 0.05 ? rng.normal() : 0)), values, lam: 0.9 }],
+      ['reinforce_plus_plus gamma 0.99', { ...base, estimator: 'reinforce_plus_plus', rewards: sequenceRewards(rng, b), gamma: 0.99 }],
+    ];
+    for (const [label, options] of cases) {
+      check(options, label);
+      setThreads(1);
+      const one = advantages({ ...options, withReturns: true });
+      setThreads(4);
+      const four = advantages({ ...options, withReturns: true });
+      assertBitwiseEqual(one.advantages, four.advantages, `${label}, 1 vs 4 threads`);
+      assertBitwiseEqual(one.returns!, four.returns!, `${label} returns, 1 vs 4 threads`);
+    }
+  });
+
   it('whitens from chunks of tokens or of sequences, over several chunks', () => {
     // gdpo, reinforce_plus_plus_baseline and reinforce_plus_plus at gamma 1 take the
     // whitening statistics from each sequence's value and masked-in count, in chunks of

@@ -413,6 +413,28 @@ describe('ppoLoss policy losses', () => {
     assert.equal(checkClipCov(clipTilted, 'clip_cov, misleading sample'), (n / 2048) * 16);
   });
 
+  it('clip_cov, kl_cov on 589,824 tokens: the sample in parts on the threads gives the reference picks', () => {
+    // The sample that sets the threshold runs in parts of 64 runs of 16 tokens (one run in
+    // every 2,048), on the threads from 4 parts (cpu/policy_loss.cc, over_sample_parts): here
+    // 5 parts, the last short; each part's counts (clip_cov) or orders (kl_cov) joined.
+    const n = 288 * 2048;
+    const rng = new Random(41);
+    const logp = rng.floats(n, -5, 0);
+    const oldLogp = logp.map((x) => x + 0.1 * rng.normal());
+    const advantages = rng.normals(n);
+    const mask = rng.mask(n, 0.6);
+    const clipCov: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: 'clip_cov', clipCovRatio: 0.001, clipCovLb: 1, clipCovUb: 5, seed: 9 };
+    const got = withThreads(1, () => ppoLoss(clipCov));
+    assertBitwiseEqual(got.grad, withThreads(4, () => ppoLoss(clipCov)).grad, 'clip_cov: 1 and 4 threads');
+    const want = clipCovPick(clipCov);
+    assert.ok(want.size > 300, `picked ${want.size}`);
+    assert.equal(got.selectedTokens, want.size, 'clip_cov selectedTokens');
+    for (const t of want) assert.ok(got.grad[t] === 0, `clip_cov: picked token ${t} has gradient 0`);
+    const klCov: PpoLossOptions = { logp, oldLogp, advantages, mask, policyLoss: 'kl_cov', klCovRatio: 0.001, ppoKlCoef: 1 };
+    assertBitwiseEqual(withThreads(1, () => ppoLoss(klCov)).grad, withThreads(4, () => ppoLoss(klCov)).grad, 'kl_cov: 1 and 4 threads');
+    assert.deepEqual(withThreads(4, () => klPicked(klCov)), [...klCovPick(klCov)].sort((x, y) => x - y), 'kl_cov');
+  });
+
   it('clip_cov, kl_cov on 10 chunks of 16,384 tokens (the last short): the batch means, summed 8 chunks at once, give the reference picks', () => {
     // The means' chunk sums run 8 chunks in vector lanes, each lane kSkew tokens behind the
     // last (cpu/policy_loss_kernels.inc, interleaved_chunk_sums): here a full group of 8,
