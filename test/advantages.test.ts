@@ -77,6 +77,18 @@ function check(options: AdvantagesOptions, label: string): void {
   assertClose(got.returns!, want.returns, { rtol: 2e-5, atol: 2e-5, label: `${label} returns` });
 }
 
+/** check(), and the same bits on 1 thread and on 4; returns the one-thread result. */
+function checkOnThreads(options: AdvantagesOptions, label: string): ReturnType<typeof advantages> {
+  check(options, label);
+  setThreads(1);
+  const one = advantages({ ...options, withReturns: true });
+  setThreads(4);
+  const four = advantages({ ...options, withReturns: true });
+  assertBitwiseEqual(one.advantages, four.advantages, `${label}, 1 vs 4 threads`);
+  assertBitwiseEqual(one.returns!, four.returns!, `${label} returns, 1 vs 4 threads`);
+  return one;
+}
+
 const GROUPED = new Set<AdvantageEstimator>(ADVANTAGE_ESTIMATORS.filter((e) => !['reinforce_plus_plus', 'remax', 'gae'].includes(e)));
 
 describe('advantages', () => {
@@ -171,15 +183,7 @@ describe('advantages', () => {
       ['gae, token rewards', { ...base, estimator: 'gae', tokenRewards: Float32Array.from(base.mask, () => (rng.next() < 0.05 ? rng.normal() : 0)), values, lam: 0.9 }],
       ['reinforce_plus_plus gamma 0.99', { ...base, estimator: 'reinforce_plus_plus', rewards: sequenceRewards(rng, b), gamma: 0.99 }],
     ];
-    for (const [label, options] of cases) {
-      check(options, label);
-      setThreads(1);
-      const one = advantages({ ...options, withReturns: true });
-      setThreads(4);
-      const four = advantages({ ...options, withReturns: true });
-      assertBitwiseEqual(one.advantages, four.advantages, `${label}, 1 vs 4 threads`);
-      assertBitwiseEqual(one.returns!, four.returns!, `${label} returns, 1 vs 4 threads`);
-    }
+    for (const [label, options] of cases) checkOnThreads(options, label);
   });
 
   it('whitens from chunks of tokens or of sequences, over several chunks', () => {
@@ -211,13 +215,7 @@ describe('advantages', () => {
       ['reinforce_plus_plus gamma 1, NaN on a fully masked sequence', { mask: base.mask, seqOffsets: base.seqOffsets, estimator: 'reinforce_plus_plus', rewards: nan, gamma: 1 }],
     ];
     for (const [label, options] of cases) {
-      check(options, label);
-      setThreads(1);
-      const one = advantages({ ...options, withReturns: true });
-      setThreads(4);
-      const four = advantages({ ...options, withReturns: true });
-      assertBitwiseEqual(one.advantages, four.advantages, `${label}, 1 vs 4 threads`);
-      assertBitwiseEqual(one.returns!, four.returns!, `${label} returns, 1 vs 4 threads`);
+      const one = checkOnThreads(options, label);
       assert.ok(one.advantages.every(Number.isFinite), `${label}: finite`);
     }
   });
