@@ -473,7 +473,9 @@ PickPlan plan_kl_cov(const Inputs& in, const tirl_policy_loss_options& o) {
   if (plan.means.masked == 0) return plan;
   const auto orders = TIRL_SIMD_SELECT(kl_cov_orders);
   // Each part's sampled orders; the threshold is a rank among them all, whatever their order.
+  // Each part's room is reserved here: parallel_for's bodies must not throw (bad_alloc).
   std::vector<std::vector<uint32_t>> parts(static_cast<size_t>(sample_parts(in.num_tokens)));
+  for (auto& part : parts) part.reserve(static_cast<size_t>(kSampleRunsPerPart * kSampleRun));
   over_sample_parts(in, [&](int64_t part, int64_t first, int64_t count) {
     uint32_t order[kSampleRun];
     orders(in.logp + first, in.advantages + first, in.mask + first, count, plan.means.logp,
