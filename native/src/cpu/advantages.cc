@@ -68,7 +68,8 @@ struct TokenBaselineSecondVariances {};
 using advantages::Problem;
 using advantages::SequenceSummary;
 
-// A chunk of sequences is one set of lanes of the interleaved token pass.
+// A chunk of sequences of the passes over sequences, and one set of lanes of the
+// interleaved token pass (whose chunks hold kLaneSetsPerChunk sets).
 constexpr int64_t kSeqsPerChunk = simd_baseline::kRecurrenceLanes;
 // The backward recurrences' token pass takes chunks of kLaneSetsPerChunk sets of lanes, so
 // that each walk but a chunk's first finds its tokens in L2, fetched during the walk before

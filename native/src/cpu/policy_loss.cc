@@ -326,8 +326,8 @@ void over_sample_parts(const Inputs& in, F f) {
     const int64_t last = std::min(windows, (part + 1) * kSampleRunsPerPart);
     for (int64_t w = part * kSampleRunsPerPart; w < last; ++w) {
       const int64_t later = w + kSampleRunsAhead;
-      if (later < last && sample_run_start(later) < num_tokens) {
-        const int64_t ahead = sample_run_start(later);
+      const int64_t ahead = later < last ? sample_run_start(later) : num_tokens;
+      if (ahead < num_tokens) {
         prefetch_to_l2(in.logp + ahead);
         prefetch_to_l2(in.advantages + ahead);
         prefetch_to_l2(in.mask + ahead);
